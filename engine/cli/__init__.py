@@ -1,0 +1,59 @@
+"""The ``weir`` command line.
+
+Each subcommand group lives in its own module under ``engine.cli`` exposing
+``register(subparsers)``; the module adds its parser(s) and sets ``func`` on them, a callable
+taking the parsed args and returning the exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from engine import __version__
+from stores.errors import WeirError
+
+__all__ = ["main", "build_parser"]
+
+_COMMAND_MODULES = (
+    "engine.cli.log",      # weir log create|produce|tail|describe
+    "engine.cli.config",   # weir config docs|show
+    "engine.cli.run",      # weir run job.properties
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="weir", description="Weir: stateful stream processing for Python.")
+    parser.add_argument("--version", action="version", version=f"weir {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 0
+    try:
+        return int(func(args) or 0)
+    except WeirError as exc:
+        print(f"weir: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""The engine's errors: streams, systems, tasks and jobs.
+
+Every message names the stream / partition / offset / task and says what to do next.
+Recoverable conditions have their own types (:class:`CorruptRecordError`,
+:class:`PartitionLockedError`).
+"""
+
+from __future__ import annotations
+
+from stores.errors import ConfigError, WeirError
+
+__all__ = [
+    "EngineError",
+    "ConfigError",
+    "SystemError_",
+    "StreamNotFoundError",
+    "CorruptRecordError",
+    "PartitionLockedError",
+    "DeserializationError",
+    "TaskError",
+    "CallbackTimeoutError",
+]
+
+
+class EngineError(WeirError):
+    """Base of the engine's errors."""
+
+
+class SystemError_(EngineError):
+    """A system (file log, memory, user system) failed. Named with a trailing underscore so
+    it does not shadow Python's builtin ``SystemError``."""
+
+
+class StreamNotFoundError(SystemError_):
+    def __init__(self, system: str, stream: str, hint: str = ""):
+        super().__init__(f"stream '{system}.{stream}' does not exist"
+                         + (f": {hint}" if hint else
+                            f"; create it with `weir log create {stream}` or set the job's inputs right"))
+        self.system, self.stream = system, stream
+
+
+class CorruptRecordError(SystemError_):
+    """A record in the middle of a log failed its length or CRC check."""
+
+    def __init__(self, message: str, *, stream: str, partition: int, offset: int | None,
+                 path: str, position: int):
+        super().__init__(f"stream '{stream}' partition {partition} offset {offset}: {message} "
+                         f"(file {path}, byte position {position}); restore the segment from a "
+                         f"replica/backup or truncate the partition at this offset")
+        self.stream, self.partition, self.offset = stream, partition, offset
+        self.path, self.position = path, position
+
+
+class PartitionLockedError(SystemError_):
+    """Another live process is the writer of a log partition."""
+
+    def __init__(self, message: str, *, stream: str, partition: int, holder: dict | None = None):
+        super().__init__(message)
+        self.stream, self.partition, self.holder = stream, partition, holder or {}
+
+
+class DeserializationError(EngineError):
+    """An incoming message could not be deserialized (names SSP and offset)."""
+
+    def __init__(self, message: str, *, ssp: object, offset: int):
+        super().__init__(f"{ssp} offset {offset}: {message}; fix the producer or the serde config, "
+                         f"or set task.drop.deserialization.errors=true to drop such messages")
+        self.ssp, self.offset = ssp, offset
+
+
+class TaskError(EngineError):
+    """User task code failed; names the task, SSP and offset and carries the user traceback."""
+
+
+class CallbackTimeoutError(TaskError):
+    """An async task's callback did not fire within task.callback.timeout.ms."""

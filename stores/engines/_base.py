@@ -1,0 +1,81 @@
+"""The contract every bytes engine (and every bytes layer) fulfils.
+
+Engines speak ``bytes`` only. Keys sort bytewise (unsigned lexicographic) in every engine,
+identically. ``range(lo, hi)`` is ``[lo, hi)``; ``lo >= hi`` yields nothing. ``None`` for a
+bound means unbounded. Iterators are context managers; iterating or reading a closed iterator
+raises :class:`~stores.errors.StoreClosedError`, closing twice is harmless. Any operation on a
+closed engine raises :class:`~stores.errors.StoreClosedError`.
+
+``write_batch(items)`` applies ``(key, value)`` pairs in order, atomically where the engine
+can, and ``value is None`` means delete: this is how layers above flush dirty entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Protocol, runtime_checkable
+
+__all__ = ["BytesIterator", "BytesSnapshot", "BytesEngine", "prefix_upper_bound"]
+
+
+@runtime_checkable
+class BytesIterator(Protocol):
+    """An iterator of ``(key, value)`` byte pairs that must be closed."""
+
+    def __iter__(self) -> Iterator[tuple[bytes, bytes]]: ...
+    def __next__(self) -> tuple[bytes, bytes]: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> "BytesIterator": ...
+    def __exit__(self, *exc: object) -> None: ...
+
+
+@runtime_checkable
+class BytesSnapshot(Protocol):
+    """A stable view of ``[lo, hi)`` taken at one moment; later writes are not visible."""
+
+    def iterator(self) -> BytesIterator: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> "BytesSnapshot": ...
+    def __exit__(self, *exc: object) -> None: ...
+
+
+@runtime_checkable
+class BytesEngine(Protocol):
+    """A key-value engine over bytes (RocksDB, LMDB, memory) or a bytes layer over one."""
+
+    name: str
+
+    def get(self, key: bytes) -> bytes | None: ...
+    def get_all(self, keys: Sequence[bytes]) -> dict[bytes, bytes]: ...
+    def put(self, key: bytes, value: bytes) -> None: ...
+    def put_all(self, items: Iterable[tuple[bytes, bytes]]) -> None: ...
+    def delete(self, key: bytes) -> None: ...
+    def delete_all(self, keys: Iterable[bytes]) -> None: ...
+    def write_batch(self, items: Iterable[tuple[bytes, bytes | None]]) -> None: ...
+    def range(self, lo: bytes | None, hi: bytes | None) -> BytesIterator: ...
+    def prefix(self, prefix: bytes) -> BytesIterator: ...
+    def all(self) -> BytesIterator: ...
+    def snapshot(self, lo: bytes | None, hi: bytes | None) -> BytesSnapshot: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
+    @property
+    def closed(self) -> bool: ...
+
+
+def prefix_upper_bound(prefix: bytes) -> bytes | None:
+    """The smallest key greater than every key starting with ``prefix``; None if unbounded.
+
+    >>> prefix_upper_bound(b"ab")
+    b'ac'
+    >>> prefix_upper_bound(b"a\\xff") 
+    b'b'
+    >>> prefix_upper_bound(b"\\xff\\xff") is None
+    True
+    """
+    p = bytearray(prefix)
+    while p and p[-1] == 0xFF:
+        p.pop()
+    if not p:
+        return None
+    p[-1] += 1
+    return bytes(p)
