@@ -1,0 +1,170 @@
+"""Changelogs over systems: the stores' ChangelogSink / ChangelogSource on any system.
+
+``stores`` writes changes through :class:`stores.changelog.ChangelogSink` and ``recovery``
+reads them back through :class:`stores.changelog.ChangelogSource`; neither knows streams.
+This module adapts one partition of a system stream (a *changelog partition*) to both:
+
+- :class:`SystemChangelogSink` sends each change to the partition with a
+  :class:`~engine.systems.api.SystemProducer` and ``flush()`` flushes the producer;
+- :class:`SystemChangelogSource` reads the partition with the system's admin (oldest/newest)
+  and a fresh consumer per :meth:`~SystemChangelogSource.read`;
+- :func:`ensure_changelog_stream` creates the changelog as a compacted stream.
+
+Compacted changelogs have gaps (offsets of overwritten records are gone); ``read`` yields the
+records that exist in ``[start, end]`` in offset order and never waits for missing offsets.
+
+Example::
+
+    >>> from stores.config import Config
+    >>> from engine.model import SystemStreamPartition
+    >>> from engine.systems.registry import SystemRegistry
+    >>> reg = SystemRegistry(Config({"systems.mem-cl-doc.factory": "memory"}))
+    >>> ensure_changelog_stream(reg.admin("mem-cl-doc"), "counts-changelog", 2)
+    True
+    >>> ssp = SystemStreamPartition("mem-cl-doc", "counts-changelog", 1)
+    >>> producer = reg.producer("mem-cl-doc"); producer.register("counts"); producer.start()
+    >>> sink = SystemChangelogSink(producer, ssp, "counts")
+    >>> sink.append(b"a", b"1"); sink.append(b"a", None); sink.flush()
+    >>> source = SystemChangelogSource(reg, ssp)
+    >>> source.oldest_offset(), source.newest_offset(), list(source.read(0, 1))
+    (0, 1, [(0, b'a', b'1'), (1, b'a', None)])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
+
+from stores.changelog import NO_OFFSET, ChangelogRecord
+
+from ..errors import SystemError_
+from ..model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
+from .api import CleanupPolicy, PartitionMetadata, StreamSpec, SystemAdmin, SystemFactory, SystemProducer
+
+if TYPE_CHECKING:
+    from .registry import SystemRegistry
+
+__all__ = [
+    "SystemChangelogSink",
+    "SystemChangelogSource",
+    "ensure_changelog_stream",
+]
+
+_POLL_TIMEOUT_S = 0.2
+"""How long ``read`` waits for the next records before deciding the partition has no more
+(only reached when the last offsets in the range were compacted away)."""
+
+
+class SystemChangelogSink:
+    """The :class:`~stores.changelog.ChangelogSink` of one store partition.
+
+    ``append(key, value)`` sends ``key -> value`` (``None`` value: a tombstone) to ``ssp``'s
+    partition through ``producer`` as ``source_name``; ``flush()`` flushes that source, so
+    every appended change is durable in the changelog when it returns. The producer must be
+    registered for ``source_name`` and started by its owner (the container).
+    """
+
+    __slots__ = ("producer", "ssp", "source_name", "_ss", "_send")
+
+    def __init__(self, producer: SystemProducer, ssp: SystemStreamPartition, source_name: str):
+        self.producer = producer
+        self.ssp = ssp
+        self.source_name = source_name
+        self._ss = SystemStream(ssp.system, ssp.stream)
+        self._send = producer.send
+
+    def append(self, key: bytes, value: bytes | None) -> None:
+        if key is None:
+            raise SystemError_(f"changelog {self.ssp} (store source '{self.source_name}'): a "
+                               f"changelog record needs a key")
+        self._send(self.source_name, OutgoingMessageEnvelope(
+            self._ss, value, key, None, self.ssp.partition))
+
+    def flush(self) -> None:
+        self.producer.flush(self.source_name)
+
+    def __repr__(self) -> str:
+        return f"SystemChangelogSink({self.ssp}, source={self.source_name!r})"
+
+
+class SystemChangelogSource:
+    """The :class:`~stores.changelog.ChangelogSource` of one changelog partition.
+
+    ``systems`` is a :class:`~engine.systems.registry.SystemRegistry` or a
+    :class:`~engine.systems.api.SystemFactory` (then ``config`` is what the factory is given).
+    The admin is made once; each :meth:`read` uses a new consumer and stops it when done
+    (also when the caller abandons the iterator and it is closed or collected).
+    """
+
+    def __init__(self, systems: "SystemRegistry | SystemFactory", ssp: SystemStreamPartition,
+                 config: Mapping[str, str] | None = None):
+        self.ssp = ssp
+        if hasattr(systems, "admin") and hasattr(systems, "consumer"):
+            self._admin: SystemAdmin = systems.admin(ssp.system)
+            self._new_consumer = lambda: systems.consumer(ssp.system)
+        else:
+            cfg = config if config is not None else {}
+            self._admin = systems.get_admin(ssp.system, cfg)
+            self._new_consumer = lambda: systems.get_consumer(ssp.system, cfg)
+
+    def _metadata(self) -> PartitionMetadata:
+        return self._admin.metadata([self.ssp])[self.ssp]
+
+    def oldest_offset(self) -> int:
+        """The first retained offset (the upcoming offset when the partition is empty)."""
+        return self._metadata().oldest
+
+    def newest_offset(self) -> int:
+        """The last record's offset, or ``NO_OFFSET`` when the partition is empty."""
+        md = self._metadata()
+        return NO_OFFSET if md.is_empty else md.newest
+
+    def read(self, start: int, end: int) -> Iterator[ChangelogRecord]:
+        """Records with ``start <= offset <= end`` that exist now, in offset order. ``start``
+        below the oldest retained offset reads from the oldest; ``end`` past the newest reads
+        to the newest."""
+        md = self._metadata()
+        if md.is_empty:
+            return iter(())
+        first = max(start, md.oldest)
+        last = min(end, md.newest)
+        if first > last:
+            return iter(())
+        return self._read(first, last)
+
+    def _read(self, first: int, last: int) -> Iterator[ChangelogRecord]:
+        ssp = self.ssp
+        consumer = self._new_consumer()
+        consumer.register(ssp, first)
+        consumer.start()
+        try:
+            while True:
+                batch = consumer.poll([ssp], _POLL_TIMEOUT_S).get(ssp)
+                if not batch:
+                    return  # nothing more now: the tail of the range was compacted away
+                for env in batch:
+                    if env.is_end_of_stream or env.offset > last:
+                        return
+                    yield env.offset, env.key, env.message
+                    if env.offset == last:
+                        return
+        finally:
+            consumer.stop()
+
+    def __repr__(self) -> str:
+        return f"SystemChangelogSource({self.ssp})"
+
+
+def ensure_changelog_stream(admin: SystemAdmin, stream: str, partitions: int) -> bool:
+    """Create ``stream`` as a compacted changelog with ``partitions`` partitions; False if it
+    already exists with that count. A different existing count raises SystemError_: changelog
+    partitions map to tasks, so the count cannot change while the job keeps its state."""
+    if admin.stream_exists(stream):
+        have = admin.partition_count(stream)
+        if have != partitions:
+            raise SystemError_(
+                f"changelog stream '{stream}' has {have} partitions but the job needs "
+                f"{partitions} (one per task); keep the job's partition count, or delete the "
+                f"changelog and the stores' local state to start the state over")
+        return False
+    return admin.create_stream(StreamSpec(stream, partitions, CleanupPolicy.COMPACT))

@@ -1,0 +1,249 @@
+"""The system registry: from ``systems.<name>.factory`` to admins, consumers and producers.
+
+``systems.<name>.factory`` (Samza's ``systems.<name>.samza.factory`` is accepted too) is one of
+
+- ``filelog``: the durable file log (:class:`engine.systems.filelog.FileLogSystemFactory`);
+- ``memory``: the in-process memory system (:class:`engine.systems.memory.MemorySystemFactory`;
+  Samza's ``org.apache.samza.system.inmemory.InMemorySystemFactory`` means the same);
+- ``module:Class`` or a dotted ``package.module.Class`` naming a class (instantiated without
+  arguments) or a factory object with ``get_admin``/``get_consumer``/``get_producer``.
+
+Built-in defaults: a system *named* ``filelog`` or ``memory`` with no factory configured uses
+the built-in of that name, so ``weir log --root DIR`` and small test configs need no
+``systems.filelog.factory`` line. Any other system must configure its factory.
+
+Admins are created once per system and cached; every call of :meth:`SystemRegistry.consumer`
+or :meth:`SystemRegistry.producer` makes a new one (the caller starts and stops it).
+
+Example::
+
+    >>> from stores.config import Config
+    >>> from engine.model import SystemStream
+    >>> from engine.systems.api import StreamSpec
+    >>> reg = SystemRegistry(Config({"systems.mem-reg-doc.factory": "memory"}))
+    >>> reg.admin("mem-reg-doc").create_stream(StreamSpec("clicks", 4))
+    True
+    >>> reg.partition_counts([SystemStream("mem-reg-doc", "clicks")])
+    {SystemStream(system='mem-reg-doc', stream='clicks'): 4}
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from stores.config import Config, ConfigError, declare
+
+from ..errors import StreamNotFoundError
+from ..model import SystemStream, SystemStreamPartition
+from ..serde_config import SerdeManager, StreamSerdes
+from .api import PartitionMetadata, SystemAdmin, SystemConsumer, SystemFactory, SystemProducer
+
+__all__ = [
+    "SYSTEM_FACTORY",
+    "BUILTIN_FACTORIES",
+    "DEFAULT_SYSTEMS",
+    "SystemRegistry",
+    "resolve_factory",
+    "configured_systems",
+]
+
+SYSTEM_FACTORY = declare(
+    "systems.<system>.factory", str, None,
+    "Factory of the system: `filelog`, `memory`, `module:Class` or a dotted class name. "
+    "Systems named `filelog` or `memory` default to the built-in of that name.",
+    component="systems", aliases=("systems.<system>.samza.factory",))
+
+BUILTIN_FACTORIES: dict[str, str] = {
+    "filelog": "engine.systems.filelog:FileLogSystemFactory",
+    "memory": "engine.systems.memory:MemorySystemFactory",
+    # Samza's in-memory system is our memory system.
+    "org.apache.samza.system.inmemory.InMemorySystemFactory": "engine.systems.memory:MemorySystemFactory",
+}
+"""Short names (and Samza class names) of the built-in system factories."""
+
+DEFAULT_SYSTEMS: tuple[str, ...] = ("filelog", "memory")
+"""System names that resolve to the built-in of the same name without any config."""
+
+_SAMZA_FACTORY_ALIAS = "systems.<system>.samza.factory"
+
+
+def _factory_key(config: Config, system: str) -> str | None:
+    """The concrete key that sets the system's factory, if any."""
+    for name in (SYSTEM_FACTORY.key(system=system), _SAMZA_FACTORY_ALIAS.replace("<system>", system)):
+        if name in config:
+            return name
+    return None
+
+
+def configured_systems(config: Config) -> list[str]:
+    """Names of the systems that have a factory configured, sorted."""
+    names = set()
+    for key in config:
+        if key.startswith("systems.") and (key.endswith(".factory")):
+            middle = key[len("systems."):-len(".factory")]
+            if middle.endswith(".samza"):
+                middle = middle[:-len(".samza")]
+            if middle and "." not in middle:
+                names.add(middle)
+    return sorted(names)
+
+
+def _import_target(spec: str) -> Any:
+    """Import ``module:attr`` or ``package.module.Attr``; raise ImportError/AttributeError."""
+    if ":" in spec:
+        module_name, _, attr = spec.partition(":")
+    else:
+        module_name, _, attr = spec.rpartition(".")
+    if not module_name or not attr:
+        raise ImportError(f"{spec!r} is neither `module:Class` nor `package.module.Class`")
+    obj = importlib.import_module(module_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def resolve_factory(config: Config, system: str) -> SystemFactory:
+    """The factory of ``system``. Raises ConfigError naming the key and where it was set when
+    the factory is unset (for a non-default system), unknown or cannot be imported."""
+    key = _factory_key(config, system)
+    if key is None:
+        if system in DEFAULT_SYSTEMS:
+            spec, origin = BUILTIN_FACTORIES[system], None
+        else:
+            raise ConfigError(
+                f"system '{system}' has no factory; set it to filelog, memory or module:Class",
+                key=SYSTEM_FACTORY.key(system=system))
+    else:
+        origin = config.origin(key)
+        raw = config.get_str(key) or ""
+        spec = BUILTIN_FACTORIES.get(raw, BUILTIN_FACTORIES.get(raw.lower(), raw))
+    try:
+        target = _import_target(spec)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(
+            f"cannot load system factory {spec!r} for system '{system}' "
+            f"({type(exc).__name__}: {exc}); use filelog, memory or an importable "
+            f"module:Class", key=key or SYSTEM_FACTORY.key(system=system), origin=origin) from None
+    if isinstance(target, type):
+        try:
+            factory = target()
+        except Exception as exc:
+            raise ConfigError(
+                f"system factory {spec!r} for system '{system}' cannot be created without "
+                f"arguments ({type(exc).__name__}: {exc})",
+                key=key or SYSTEM_FACTORY.key(system=system), origin=origin) from exc
+    else:
+        factory = target
+    missing = [m for m in ("get_admin", "get_consumer", "get_producer")
+               if not callable(getattr(factory, m, None))]
+    if missing:
+        raise ConfigError(
+            f"system factory {spec!r} for system '{system}' lacks {', '.join(missing)}; "
+            f"a system factory implements engine.systems.api.SystemFactory",
+            key=key or SYSTEM_FACTORY.key(system=system), origin=origin)
+    return factory
+
+
+class SystemRegistry:
+    """The systems of one job: factories resolved from config, admins cached per system.
+
+    Thread-safe for admin lookups; consumers and producers are handed out new and owned by
+    the caller.
+    """
+
+    def __init__(self, config: Config):
+        self.config = config if isinstance(config, Config) else Config(config)
+        self._factories: dict[str, SystemFactory] = {}
+        self._admins: dict[str, SystemAdmin] = {}
+        self._lock = threading.Lock()
+        self.serdes = SerdeManager(self.config)
+
+    # -- systems -------------------------------------------------------------------------
+    def systems(self) -> list[str]:
+        """Configured system names (those with a ``systems.<name>.factory``)."""
+        return configured_systems(self.config)
+
+    def factory(self, system: str) -> SystemFactory:
+        with self._lock:
+            factory = self._factories.get(system)
+            if factory is None:
+                factory = self._factories[system] = resolve_factory(self.config, system)
+            return factory
+
+    def admin(self, system: str) -> SystemAdmin:
+        """The system's admin, created on first use and cached."""
+        admin = self._admins.get(system)
+        if admin is not None:
+            return admin
+        factory = self.factory(system)
+        with self._lock:
+            admin = self._admins.get(system)
+            if admin is None:
+                admin = self._admins[system] = factory.get_admin(system, self.config)
+            return admin
+
+    def admin_for(self, ss: SystemStream | SystemStreamPartition) -> SystemAdmin:
+        return self.admin(ss.system)
+
+    def consumer(self, system: str) -> SystemConsumer:
+        """A new consumer of ``system`` (register, start, poll, stop it yourself)."""
+        return self.factory(system).get_consumer(system, self.config)
+
+    def producer(self, system: str) -> SystemProducer:
+        """A new producer of ``system`` (register, start, stop it yourself)."""
+        return self.factory(system).get_producer(system, self.config)
+
+    def serdes_for(self, ss: SystemStream) -> StreamSerdes:
+        """The key/message serdes of a stream (see :mod:`engine.serde_config`)."""
+        return self.serdes.for_stream(ss)
+
+    # -- batched admin calls -------------------------------------------------------------
+    def partition_counts(self, streams: Iterable[SystemStream]) -> dict[SystemStream, int]:
+        """Partition count of each stream, one admin per system. A missing stream raises
+        StreamNotFoundError."""
+        out: dict[SystemStream, int] = {}
+        for system, group in _group_by_system(streams).items():
+            admin = self.admin(system)
+            batched = getattr(admin, "partition_counts", None)
+            if callable(batched):
+                counts = batched([ss.stream for ss in group])
+                for ss in group:
+                    out[ss] = counts[ss.stream]
+                continue
+            for ss in group:
+                if not admin.stream_exists(ss.stream):
+                    raise StreamNotFoundError(system, ss.stream)
+                out[ss] = admin.partition_count(ss.stream)
+        return out
+
+    def metadata(self, ssps: Iterable[SystemStreamPartition]) -> dict[SystemStreamPartition, PartitionMetadata]:
+        """Metadata of many SSPs: one ``admin.metadata`` call per system."""
+        out: dict[SystemStreamPartition, PartitionMetadata] = {}
+        by_system: dict[str, list[SystemStreamPartition]] = {}
+        for ssp in ssps:
+            by_system.setdefault(ssp.system, []).append(ssp)
+        for system, group in by_system.items():
+            out.update(self.admin(system).metadata(group))
+        return out
+
+    def stream_metadata(self, ss: SystemStream) -> dict[int, PartitionMetadata]:
+        """Metadata of every partition of one stream, by partition."""
+        admin = self.admin(ss.system)
+        if not admin.stream_exists(ss.stream):
+            raise StreamNotFoundError(ss.system, ss.stream)
+        ssps = [SystemStreamPartition(ss.system, ss.stream, p)
+                for p in range(admin.partition_count(ss.stream))]
+        return {ssp.partition: md for ssp, md in admin.metadata(ssps).items()}
+
+
+def _group_by_system(streams: Iterable[SystemStream]) -> dict[str, list[SystemStream]]:
+    grouped: dict[str, list[SystemStream]] = {}
+    for ss in streams:
+        ss = SystemStream(*ss)
+        group = grouped.setdefault(ss.system, [])
+        if ss not in group:
+            group.append(ss)
+    return grouped
