@@ -6,7 +6,6 @@ call), so a new system proves itself by adding one harness below.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import threading
 import uuid
@@ -34,7 +33,11 @@ from stores.config import Config
 from stores.errors import WeirError
 
 FETCH_MAX = 50
-HAVE_FILELOG = importlib.util.find_spec("engine.systems.filelog") is not None
+try:
+    from engine.systems.filelog import FileLogSystemFactory
+except ImportError:  # the file log is being built concurrently
+    FileLogSystemFactory = None
+HAVE_FILELOG = FileLogSystemFactory is not None
 
 
 @dataclass
@@ -99,7 +102,6 @@ def _memory_harness(tmp_path: Path) -> Harness:
 
 
 def _filelog_harness(tmp_path: Path) -> Harness:
-    from engine.systems.filelog import FileLogSystemFactory
     system = "fl"
     return Harness("filelog", system, FileLogSystemFactory(), Config({
         f"systems.{system}.root": str(tmp_path / "log"),
