@@ -1,0 +1,135 @@
+"""Iterator plumbing shared by the engines and layers (internal).
+
+- :class:`ListIterator`: a closable iterator over an already materialized list of pairs (the
+  memory engine's ranges and snapshots).
+- :class:`MappedIterator`: a closable iterator that maps each ``(key, value)`` pair of an inner
+  iterator through two functions (the serialized layer's typed iterators).
+- :class:`IteratorRegistry`: the open iterators of a store or snapshot, so closing the owner
+  closes them all and a later ``next()`` raises :class:`~stores.errors.StoreClosedError`
+  instead of reading freed engine state.
+
+Every iterator is a context manager; closing twice is harmless; ``next()`` on a closed
+iterator raises ``StoreClosedError`` naming the store.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .errors import StoreClosedError
+
+__all__ = ["ListIterator", "MappedIterator", "IteratorRegistry", "closed_iterator_error"]
+
+
+def closed_iterator_error(store: str) -> StoreClosedError:
+    return StoreClosedError(
+        "iterator used after it was closed (or after its store or snapshot was closed); "
+        "open a new iterator with range(), prefix() or all()", store=store)
+
+
+class _ClosableIterator:
+    """Context-manager and close bookkeeping for the concrete iterators below."""
+
+    __slots__ = ("_store", "_closed", "__weakref__")
+
+    def __init__(self, store: str):
+        self._store = store
+        self._closed = False
+
+    def __iter__(self) -> "_ClosableIterator":
+        return self
+
+    def __enter__(self) -> "_ClosableIterator":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        self._closed = True
+
+
+class ListIterator(_ClosableIterator):
+    """Iterates a list of ``(key, value)`` pairs taken at creation time."""
+
+    __slots__ = ("_items", "_pos")
+
+    def __init__(self, store: str, items: list[tuple[bytes, bytes]]):
+        super().__init__(store)
+        self._items = items
+        self._pos = 0
+
+    def __next__(self) -> tuple[bytes, bytes]:
+        if self._closed:
+            raise closed_iterator_error(self._store)
+        pos = self._pos
+        items = self._items
+        if pos >= len(items):
+            raise StopIteration
+        self._pos = pos + 1
+        return items[pos]
+
+    def close(self) -> None:
+        self._closed = True
+        self._items = []
+
+
+class MappedIterator(_ClosableIterator):
+    """Maps an inner iterator's pairs through ``key_fn`` and ``value_fn``.
+
+    ``on_error(exc, raw_key)`` turns a mapping failure into the error to raise (the serialized
+    layer uses it to name the store and key). Closing this iterator closes the inner one.
+    """
+
+    __slots__ = ("_inner", "_next", "_key_fn", "_value_fn", "_on_error")
+
+    def __init__(self, store: str, inner: Any, key_fn: Callable[[bytes], Any],
+                 value_fn: Callable[[bytes], Any],
+                 on_error: Callable[[Exception, bytes], Exception]):
+        super().__init__(store)
+        self._inner = inner
+        self._next = inner.__next__
+        self._key_fn = key_fn
+        self._value_fn = value_fn
+        self._on_error = on_error
+
+    def __next__(self) -> tuple[Any, Any]:
+        if self._closed:
+            raise closed_iterator_error(self._store)
+        key, value = self._next()
+        try:
+            return self._key_fn(key), self._value_fn(value)
+        except Exception as exc:
+            raise self._on_error(exc, key) from exc
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._inner.close()
+
+
+class IteratorRegistry:
+    """Weak set of the open iterators (or snapshots) of one owner; ``close_all`` on close."""
+
+    __slots__ = ("_open",)
+
+    def __init__(self) -> None:
+        self._open: weakref.WeakSet = weakref.WeakSet()
+
+    def track(self, it: Any) -> Any:
+        self._open.add(it)
+        return it
+
+    def close_all(self) -> None:
+        for it in list(self._open):
+            it.close()
+        self._open.clear()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(list(self._open))

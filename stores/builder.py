@@ -1,0 +1,85 @@
+"""The one place where a store's layers are composed.
+
+From the outside in (what a task holds first)::
+
+    CachedLayer      LRU cache of Python objects, dirty write-back   if object.cache.size > 0
+    SerializedLayer  typed <-> bytes with the key and msg serdes     always
+    LoggedLayer      every change appended to the ChangelogSink      if a changelog is given
+    engine           RocksDB / LMDB / memory, bytes only             always
+
+The cache sits above serialization (as in Samza's default stack), so a hot key's read costs a
+dict lookup and its write a dict store: no serde work until dirty entries are written down, and
+a key written many times between write-downs is serialized and logged once. docs/STORES.md
+has the measurements behind this choice and its one cost (cached values are shared objects).
+
+Example::
+
+    >>> import tempfile, pathlib
+    >>> from stores.config import Config
+    >>> from stores.filesink import FileChangelog
+    >>> from stores.spec import StoreSpec
+    >>> cfg = Config({"stores.s.factory": "memory", "stores.s.key.serde": "string",
+    ...               "stores.s.msg.serde": "json", "stores.s.changelog": "filelog.s-log"})
+    >>> log = FileChangelog(pathlib.Path(tempfile.mkdtemp()) / "s-log")
+    >>> store = build_store(StoreSpec.from_config(cfg, "s"), pathlib.Path("unused"),
+    ...                     changelog=log, config=cfg)
+    >>> store.put("k", {"n": 1}); store.flush(); list(log.read(0, log.newest_offset()))
+    [(0, b'k', b'{"n":1}')]
+    >>> store.close(); log.close()
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .api import KeyValueStore
+from .changelog import ChangelogSink
+from .config import Config
+from .engines._base import BytesEngine
+from .engines.memory import MemoryEngine
+from .layers.cached import CachedLayer
+from .layers.logged import LoggedLayer
+from .layers.serialized import SerializedLayer
+from .serdes import serde_from_name
+from .spec import STORE_KEY_SERDE, STORE_MSG_SERDE, EngineKind, StoreSpec
+
+__all__ = ["build_store", "open_engine"]
+
+
+def open_engine(spec: StoreSpec, directory: Path, *, logged: bool) -> BytesEngine:
+    """Open the bare bytes engine of ``spec`` in ``directory`` (the store's own directory).
+
+    Restore uses this directly: it writes changelog records straight into the engine, below
+    serdes, cache and logging. ``logged`` tells RocksDB that a changelog exists (it then turns
+    its write-ahead log off).
+    """
+    if spec.engine is EngineKind.MEMORY:
+        return MemoryEngine(spec.name)
+    if spec.engine is EngineKind.ROCKSDB:
+        from .engines.rocksdb import RocksDBEngine
+        return RocksDBEngine(spec.name, Path(directory), spec.rocksdb, logged=logged)
+    if spec.engine is EngineKind.LMDB:
+        from .engines.lmdb import LMDBEngine
+        return LMDBEngine(spec.name, Path(directory), spec.lmdb)
+    raise AssertionError(f"unhandled engine {spec.engine}")
+
+
+def build_store(spec: StoreSpec, directory: Path, *, changelog: ChangelogSink | None,
+                config: Config) -> KeyValueStore:
+    """Open the store described by ``spec`` and return its typed API.
+
+    ``changelog`` decides logging: with a sink every change is appended to it; with None the
+    store is not logged (the caller -- a storage manager -- passes the sink of
+    ``spec.changelog``). ``config`` resolves serde names (``serializers.registry.*``).
+    """
+    key_serde = serde_from_name(spec.key_serde, config, key=STORE_KEY_SERDE.key(store=spec.name))
+    value_serde = serde_from_name(spec.value_serde, config,
+                                  key=STORE_MSG_SERDE.key(store=spec.name))
+    store: BytesEngine = open_engine(spec, directory, logged=changelog is not None)
+    if changelog is not None:
+        store = LoggedLayer(store, changelog)
+    typed: KeyValueStore = SerializedLayer(store, key_serde, value_serde)
+    if spec.object_cache_size > 0:
+        typed = CachedLayer(typed, capacity=spec.object_cache_size,
+                            write_batch_size=spec.write_batch_size)
+    return typed

@@ -1,0 +1,199 @@
+"""The in-memory bytes engine: sorted by unsigned byte order, for tests and small stores.
+
+Point operations are plain dict operations. Ordered access uses a sorted key list that is
+brought up to date lazily, on the first range/prefix/all/snapshot after writes: a few changes
+are merged in with ``bisect``, many changes trigger one re-sort. Iterators and snapshots copy
+their range when they are created, so, as with RocksDB's implicit iterator snapshot, later
+writes and deletes never show up in an open iterator.
+
+Nothing is persisted: ``flush()`` does nothing and ``close()`` drops the data.
+
+Example::
+
+    >>> engine = MemoryEngine("counts")
+    >>> engine.write_batch([(b"b", b"2"), (b"a", b"1"), (b"c", None)])
+    >>> with engine.range(b"a", b"c") as it:
+    ...     list(it)
+    [(b'a', b'1'), (b'b', b'2')]
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+
+from .._iterators import IteratorRegistry, ListIterator
+from ..errors import NullKeyOrValueError, StoreClosedError
+from ._base import prefix_upper_bound
+
+__all__ = ["MemoryEngine", "MemorySnapshot"]
+
+
+class MemorySnapshot:
+    """A copy of ``[lo, hi)`` taken when the snapshot was created."""
+
+    __slots__ = ("_name", "_items", "_closed", "_iterators", "__weakref__")
+
+    def __init__(self, name: str, items: list[tuple[bytes, bytes]]):
+        self._name = name
+        self._items = items
+        self._closed = False
+        self._iterators = IteratorRegistry()
+
+    def iterator(self) -> ListIterator:
+        if self._closed:
+            raise StoreClosedError("snapshot used after it was closed; take a new snapshot()",
+                                   store=self._name)
+        return self._iterators.track(ListIterator(self._name, self._items))
+
+    def close(self) -> None:
+        self._closed = True
+        self._iterators.close_all()
+        self._items = []
+
+    def __enter__(self) -> "MemorySnapshot":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class MemoryEngine:
+    """A sorted in-memory key-value engine over bytes (see the module docstring)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._data: dict[bytes, bytes] = {}
+        self._keys: list[bytes] = []          # sorted; exact as of the last _sync()
+        self._added: set[bytes] = set()       # keys inserted since the last _sync()
+        self._removed: set[bytes] = set()     # keys deleted since the last _sync()
+        self._closed = False
+        self._open = IteratorRegistry()
+
+    # -- point operations ----------------------------------------------------------------
+    def get(self, key: bytes) -> bytes | None:
+        if self._closed:
+            raise self._closed_error()
+        return self._data.get(key)
+
+    def get_all(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        self._check_open()
+        data = self._data
+        return {k: data[k] for k in keys if k in data}
+
+    def put(self, key: bytes, value: bytes) -> None:
+        if key is None or value is None:
+            raise NullKeyOrValueError("None key or value; use delete() to remove a key",
+                                      store=self.name)
+        self._check_open()
+        data = self._data
+        if key not in data:
+            self._added.add(key)
+        data[key] = value
+
+    def put_all(self, items: Iterable[tuple[bytes, bytes]]) -> None:
+        items = list(items)
+        for key, value in items:
+            if key is None or value is None:
+                raise NullKeyOrValueError("None key or value in put_all; nothing was written",
+                                          store=self.name)
+        self.write_batch(items)
+
+    def delete(self, key: bytes) -> None:
+        self._check_open()
+        if self._data.pop(key, None) is not None:
+            self._removed.add(key)
+
+    def delete_all(self, keys: Iterable[bytes]) -> None:
+        self.write_batch([(k, None) for k in keys])
+
+    def write_batch(self, items: Iterable[tuple[bytes, bytes | None]]) -> None:
+        self._check_open()
+        data, added, removed = self._data, self._added, self._removed
+        for key, value in items:
+            if value is None:
+                if data.pop(key, None) is not None:
+                    removed.add(key)
+            else:
+                if key not in data:
+                    added.add(key)
+                data[key] = value
+
+    # -- ordered access ------------------------------------------------------------------
+    def range(self, lo: bytes | None, hi: bytes | None) -> ListIterator:
+        return self._open.track(ListIterator(self.name, self._copy(lo, hi)))
+
+    def prefix(self, prefix: bytes) -> ListIterator:
+        return self.range(prefix, prefix_upper_bound(prefix))
+
+    def all(self) -> ListIterator:
+        return self.range(None, None)
+
+    def snapshot(self, lo: bytes | None, hi: bytes | None) -> MemorySnapshot:
+        return self._open.track(MemorySnapshot(self.name, self._copy(lo, hi)))
+
+    def _copy(self, lo: bytes | None, hi: bytes | None) -> list[tuple[bytes, bytes]]:
+        self._check_open()
+        keys = self._sync()
+        start = 0 if lo is None else bisect_left(keys, lo)
+        end = len(keys) if hi is None else bisect_left(keys, hi)
+        data = self._data
+        return [(k, data[k]) for k in keys[start:end]]
+
+    def _sync(self) -> list[bytes]:
+        """Bring the sorted key list up to date with the dict and return it."""
+        added, removed = self._added, self._removed
+        if not added and not removed:
+            return self._keys
+        keys, data = self._keys, self._data
+        if len(added) + len(removed) > 64 + len(keys) // 8:
+            keys = self._keys = sorted(data)
+        else:
+            for key in removed:
+                if key not in data:
+                    i = bisect_left(keys, key)
+                    if i < len(keys) and keys[i] == key:
+                        del keys[i]
+            for key in added:
+                if key in data:
+                    i = bisect_left(keys, key)
+                    if i == len(keys) or keys[i] != key:
+                        keys.insert(i, key)
+        added.clear()
+        removed.clear()
+        return keys
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def flush(self) -> None:
+        self._check_open()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._open.close_all()
+        self._data = {}
+        self._keys = []
+        self._added.clear()
+        self._removed.clear()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __len__(self) -> int:
+        self._check_open()
+        return len(self._data)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise self._closed_error()
+
+    def _closed_error(self) -> StoreClosedError:
+        return StoreClosedError("store used after close(); reopen it (a task must not keep "
+                                "store references past its close())", store=self.name)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{len(self._data)} keys"
+        return f"<MemoryEngine {self.name!r} {state}>"
+

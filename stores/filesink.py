@@ -1,0 +1,227 @@
+"""A small file-backed changelog: a ChangelogSink and ChangelogSource in one object.
+
+For tests, tools and benchmarks; the real changelog is a stream written through a system
+producer. Records get offsets 0, 1, 2, ... in append order. ``append`` only buffers; records
+reach the file in *batches* (at ``flush()``, when 65,536 records are pending, or before any
+read), and ``flush()`` also fsyncs, so after ``flush()`` returns every appended record is
+durable.
+
+File format (``WCLG`` magic, version 1)::
+
+    file   = b"WCLG\\x00\\x00\\x00\\x01" batch*
+    batch  = u32 payload_len | u32 crc32c(payload) | u32 record_count | payload
+    payload = msgpack array of [key: bin, value: bin | nil]     (nil = tombstone)
+
+A batch is all-or-nothing: a crash mid-write leaves a torn final batch, which the next open
+detects (short read or CRC mismatch at the end of the file) and truncates. A bad batch whose
+length field still leads to a valid next batch is corruption, not a torn write, and raises
+:class:`~stores.errors.StoreError` naming the file and byte position.
+
+Example::
+
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "counts.changelog"
+    >>> with FileChangelog(path) as log:
+    ...     log.append(b"a", b"1"); log.append(b"a", None); log.flush()
+    ...     list(log.read(0, log.newest_offset()))
+    [(0, b'a', b'1'), (1, b'a', None)]
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import crc32c
+import msgpack
+
+from .changelog import NO_OFFSET, ChangelogRecord
+from .errors import StoreError
+
+__all__ = ["FileChangelog"]
+
+_MAGIC = b"WCLG\x00\x00\x00\x01"
+_HEADER = struct.Struct(">III")
+_AUTO_WRITE_RECORDS = 65_536
+
+
+class FileChangelog:
+    """Append-only file of framed record batches; see the module docstring."""
+
+    def __init__(self, path: str | os.PathLike[str], *, name: str | None = None):
+        self.path = Path(path)
+        self.name = name or self.path.name
+        self._pending: list[tuple[bytes, bytes | None]] = []
+        # One entry per batch in the file: its first offset, byte position and record count.
+        self._batch_offsets: list[int] = []
+        self._batch_positions: list[int] = []
+        self._batch_counts: list[int] = []
+        self._next_offset = 0
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        end = self._scan()
+        self._file = open(self.path, "r+b" if self.path.exists() else "w+b")
+        if end == 0:
+            self._file.write(_MAGIC)
+            end = len(_MAGIC)
+        self._file.truncate(end)
+        self._file.seek(end)
+        self._end = end
+        self._closed = False
+
+    # -- opening -----------------------------------------------------------------------------
+    def _scan(self) -> int:
+        """Index the batches of an existing file; return where the next batch goes (0 = new)."""
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return 0
+        with open(self.path, "rb") as f:
+            data = f.read()
+        if not data.startswith(_MAGIC):
+            raise StoreError(f"{self.path} is not a Weir file changelog (bad magic {data[:8]!r}); "
+                             f"move it away or point the changelog elsewhere", store=self.name)
+        pos = len(_MAGIC)
+        size = len(data)
+        while pos < size:
+            frame = self._parse_frame(data, pos)
+            if frame is None:
+                if self._any_good_frame_after(data, pos):
+                    raise StoreError(
+                        f"corrupt batch at byte {pos} of {self.path} (offset {self._next_offset}) "
+                        f"followed by valid data; the changelog is damaged: restore it from a "
+                        f"copy or rebuild the store from its source", store=self.name)
+                break  # torn final batch from a crash mid-write: dropped by truncation
+            count, end = frame
+            self._index(pos, count)
+            pos = end
+        return pos
+
+    @staticmethod
+    def _parse_frame(data: bytes, pos: int) -> tuple[int, int] | None:
+        if pos + _HEADER.size > len(data):
+            return None
+        length, crc, count = _HEADER.unpack_from(data, pos)
+        start = pos + _HEADER.size
+        end = start + length
+        if end > len(data) or crc32c.crc32c(data[start:end]) != crc:
+            return None
+        return count, end
+
+    def _any_good_frame_after(self, data: bytes, pos: int) -> bool:
+        length = _HEADER.unpack_from(data, pos)[0] if pos + _HEADER.size <= len(data) else 0
+        nxt = pos + _HEADER.size + length
+        return nxt < len(data) and self._parse_frame(data, nxt) is not None
+
+    def _index(self, pos: int, count: int) -> None:
+        self._batch_offsets.append(self._next_offset)
+        self._batch_positions.append(pos)
+        self._batch_counts.append(count)
+        self._next_offset += count
+
+    # -- ChangelogSink -----------------------------------------------------------------------
+    def append(self, key: bytes, value: bytes | None) -> None:
+        """Buffer one record (``value`` None = tombstone). Durable after ``flush()``."""
+        pending = self._pending
+        pending.append((key, value))
+        if len(pending) >= _AUTO_WRITE_RECORDS:
+            self._write_pending()
+
+    def append_all(self, items: Iterable[tuple[bytes, bytes | None]]) -> None:
+        """Buffer many records at once (what :class:`LoggedLayer` uses for batches)."""
+        pending = self._pending
+        pending.extend(items)
+        if len(pending) >= _AUTO_WRITE_RECORDS:
+            self._write_pending()
+
+    def flush(self) -> None:
+        """Write pending records as one batch and fsync the file."""
+        self._check_open()
+        self._write_pending()
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def _write_pending(self) -> None:
+        pending = self._pending
+        if not pending:
+            return
+        self._check_open()
+        payload = msgpack.packb(pending)
+        frame = _HEADER.pack(len(payload), crc32c.crc32c(payload), len(pending))
+        self._file.write(frame + payload)
+        self._index(self._end, len(pending))
+        self._end += len(frame) + len(payload)
+        self._pending = []
+
+    # -- ChangelogSource ---------------------------------------------------------------------
+    def oldest_offset(self) -> int:
+        """Always 0: this changelog is never trimmed or compacted."""
+        return 0
+
+    def newest_offset(self) -> int:
+        """Offset of the last record appended, or ``NO_OFFSET`` when there is none."""
+        return self._next_offset + len(self._pending) - 1 if (
+            self._next_offset or self._pending) else NO_OFFSET
+
+    def read(self, start: int, end: int) -> Iterator[ChangelogRecord]:
+        """Records with ``start <= offset <= end``, in offset order."""
+        self._check_open()
+        self._write_pending()
+        self._file.flush()
+        if end < start or start >= self._next_offset:
+            return iter(())
+        return self._read(max(start, 0), min(end, self._next_offset - 1))
+
+    def _read(self, start: int, end: int) -> Iterator[ChangelogRecord]:
+        first = bisect_right(self._batch_offsets, start) - 1
+        with open(self.path, "rb") as f:
+            for i in range(first, len(self._batch_offsets)):
+                base = self._batch_offsets[i]
+                if base > end:
+                    return
+                f.seek(self._batch_positions[i])
+                length, crc, count = _HEADER.unpack(f.read(_HEADER.size))
+                payload = f.read(length)
+                if crc32c.crc32c(payload) != crc:
+                    raise StoreError(f"corrupt batch at byte {self._batch_positions[i]} of "
+                                     f"{self.path} (offsets {base}..{base + count - 1}); the "
+                                     f"file changed under us", store=self.name)
+                records = msgpack.unpackb(payload, use_list=False)
+                lo = max(start - base, 0)
+                hi = min(end - base + 1, count)
+                for j in range(lo, hi):
+                    key, value = records[j]
+                    yield base + j, key, value
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    @property
+    def size_bytes(self) -> int:
+        """Bytes in the file, pending records excluded."""
+        return self._end
+
+    def close(self) -> None:
+        """Flush (write + fsync) and close the file. A second close does nothing."""
+        if self._closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self._closed = True
+            self._file.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"file changelog {self.path} used after close()", store=self.name)
+
+    def __enter__(self) -> "FileChangelog":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<FileChangelog {self.path} next_offset={self._next_offset}>"

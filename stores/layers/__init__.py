@@ -1,0 +1,17 @@
+"""Store layers, each adding one concern over an inner store with the same contract.
+
+- :class:`SerializedLayer`: typed keys/values over bytes (serdes at the edge);
+- :class:`CachedLayer`: LRU object cache with dirty write-back (Samza's CachedStore);
+- :class:`LoggedLayer`: every change also appended to a ChangelogSink;
+- :class:`ReadOnlyView`: reads only, writes raise ReadOnlyStoreError.
+
+They are composed in one place, :func:`stores.builder.build_store`.
+"""
+
+from .cached import CachedLayer, Marker
+from .logged import LoggedLayer
+from .readonly import ReadOnlyView
+from .serialized import SerializedLayer, SerializedSnapshot
+
+__all__ = ["CachedLayer", "Marker", "LoggedLayer", "ReadOnlyView", "SerializedLayer",
+           "SerializedSnapshot"]

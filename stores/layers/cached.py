@@ -1,0 +1,299 @@
+"""The write-back LRU cache layer (Samza's ``CachedStore``).
+
+``CachedLayer`` works over any store with the store contract (``get``, ``get_all``,
+``write_batch``, ``range`` ... ``close``): over the typed :class:`SerializedLayer` it caches
+Python objects (what :func:`stores.builder.build_store` does, see docs/STORES.md for why), over
+a bytes engine it caches bytes. Semantics, from Samza:
+
+- ``get`` serves hits from the cache; a miss reads the inner store and caches the result, also
+  when the key is absent (a negative entry, :data:`Marker.ABSENT`).
+- ``put``/``delete`` only touch the cache and mark the key dirty. Dirty entries are written
+  down, each key once with its latest value (``None`` = delete), oldest-dirtied first, in one
+  ``write_batch`` when: the number of dirty keys reaches ``write_batch_size``; the least
+  recently used entry must be evicted and is dirty (then *all* dirty entries go down first);
+  before ``range``/``prefix``/``all``/``snapshot`` (so iterators see every write); and on
+  ``flush``/``close``, which then flush/close the inner store.
+- A key written many times between two write-downs reaches the inner store, and so the
+  changelog, once: the cache deduplicates the changelog.
+
+Because the cache holds objects, a value returned by ``get`` or passed to ``put`` is shared
+with the cache: mutate a copy, or ``put`` the object again after changing it. Keys must be
+hashable and keys equal in Python (``1 == 1.0 == True``) share one cache entry. Not
+thread-safe: one task's thread at a time.
+
+Example::
+
+    >>> from stores.engines.memory import MemoryEngine
+    >>> engine = MemoryEngine("s")
+    >>> store = CachedLayer(engine, capacity=4, write_batch_size=2)
+    >>> store.put(b"a", b"1"); engine.get(b"a") is None     # still only in the cache
+    True
+    >>> store.put(b"b", b"2"); engine.get(b"a")             # 2 dirty keys: written down
+    b'1'
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from enum import Enum
+from typing import Any
+
+from ..api import (checked_keys, checked_pairs, closed_store_error, null_key_error,
+                   null_value_error)
+from ..errors import SerdeError, StoreError
+
+__all__ = ["CachedLayer", "Marker"]
+
+
+class Marker(Enum):
+    """Sentinels stored in the cache in place of a value."""
+
+    ABSENT = "absent"
+    """The key is known not to exist in the inner store (clean), or is deleted and the delete
+    is not written down yet (dirty)."""
+
+
+_ABSENT = Marker.ABSENT
+
+
+class CachedLayer:
+    """An LRU object cache with dirty write-back over an inner store (see module docs)."""
+
+    def __init__(self, inner: Any, *, capacity: int, write_batch_size: int):
+        if write_batch_size < 1:
+            raise ValueError(f"write_batch_size must be >= 1, got {write_batch_size}")
+        if capacity < write_batch_size:
+            raise ValueError(f"cache capacity ({capacity}) cannot be less than the write batch "
+                             f"size ({write_batch_size})")
+        self.name: str = inner.name
+        self._inner = inner
+        self._capacity = capacity
+        self._batch_size = write_batch_size
+        self._cache: OrderedDict[Any, Any] = OrderedDict()   # LRU first, MRU last
+        self._dirty: dict[Any, None] = {}                    # insertion order = oldest first
+        self._closed = False
+
+    @property
+    def inner(self) -> Any:
+        return self._inner
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    @property
+    def write_batch_size(self) -> int:
+        return self._batch_size
+
+    @property
+    def cached_count(self) -> int:
+        """Entries in the cache, negative entries included."""
+        return len(self._cache)
+
+    @property
+    def dirty_count(self) -> int:
+        """Keys changed in the cache and not yet written down."""
+        return len(self._dirty)
+
+    # -- point reads -----------------------------------------------------------------------
+    # A closed store has an empty cache, so every access on it takes a miss path, and the
+    # miss paths check for close: the hit path needs no check of its own.
+    def get(self, key: Any) -> Any:
+        cache = self._cache
+        try:
+            value = cache[key]
+        except KeyError:
+            return self._get_miss(key)
+        except TypeError:
+            raise self._unhashable(key) from None
+        cache.move_to_end(key)
+        return None if value is _ABSENT else value
+
+    def _get_miss(self, key: Any) -> Any:
+        if self._closed:
+            raise closed_store_error(self.name)
+        if key is None:
+            raise null_key_error(self.name)
+        value = self._inner.get(key)
+        self._insert(key, _ABSENT if value is None else value)
+        return value
+
+    def get_all(self, keys: Iterable[Any]) -> dict[Any, Any]:
+        keys = checked_keys(keys, self.name)
+        self._check_open()
+        cache = self._cache
+        result: dict[Any, Any] = {}
+        misses = []
+        for key in keys:
+            try:
+                value = cache[key]
+            except KeyError:
+                misses.append(key)
+                continue
+            except TypeError:
+                raise self._unhashable(key) from None
+            cache.move_to_end(key)
+            if value is not _ABSENT:
+                result[key] = value
+        if misses:
+            found = self._inner.get_all(misses)
+            for key in misses:
+                value = found.get(key)
+                if key not in cache:
+                    self._insert(key, _ABSENT if value is None else value)
+                if value is not None:
+                    result[key] = value
+        return result
+
+    # -- writes ----------------------------------------------------------------------------
+    def put(self, key: Any, value: Any) -> None:
+        if value is None:
+            raise null_value_error(self.name)
+        cache = self._cache
+        try:
+            hit = key in cache
+        except TypeError:
+            raise self._unhashable(key) from None
+        if hit:
+            cache[key] = value
+            cache.move_to_end(key)
+        else:
+            self._insert_written(key, value)
+        dirty = self._dirty
+        if key not in dirty:
+            dirty[key] = None
+            if len(dirty) >= self._batch_size:
+                self._write_dirty()
+
+    def delete(self, key: Any) -> None:
+        cache = self._cache
+        try:
+            hit = key in cache
+        except TypeError:
+            raise self._unhashable(key) from None
+        if hit:
+            cache[key] = _ABSENT
+            cache.move_to_end(key)
+        else:
+            self._insert_written(key, _ABSENT)
+        dirty = self._dirty
+        if key not in dirty:
+            dirty[key] = None
+            if len(dirty) >= self._batch_size:
+                self._write_dirty()
+
+    def put_all(self, items: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> None:
+        pairs = checked_pairs(items, self.name)
+        self._check_open()
+        for key, value in pairs:
+            self.put(key, value)
+
+    def delete_all(self, keys: Iterable[Any]) -> None:
+        keys = checked_keys(keys, self.name)
+        self._check_open()
+        for key in keys:
+            self.delete(key)
+
+    def write_batch(self, items: Iterable[tuple[Any, Any]]) -> None:
+        """Puts and deletes (``None`` value) in order, through the cache."""
+        self._check_open()
+        for key, value in items:
+            if value is None:
+                self.delete(key)
+            else:
+                self.put(key, value)
+
+    def _insert_written(self, key: Any, value: Any) -> None:
+        """Insert a key that is not cached yet, on the write path."""
+        if self._closed:
+            raise closed_store_error(self.name)
+        if key is None:
+            raise null_key_error(self.name)
+        self._insert(key, value)
+
+    def _insert(self, key: Any, value: Any) -> None:
+        cache = self._cache
+        if len(cache) >= self._capacity:
+            victim = next(iter(cache))
+            if victim in self._dirty:
+                self._write_dirty()
+            del cache[victim]
+        cache[key] = value
+
+    def _write_dirty(self) -> None:
+        """Write every dirty entry down in one batch, oldest-dirtied first."""
+        dirty = self._dirty
+        if not dirty:
+            return
+        cache = self._cache
+        batch = []
+        append = batch.append
+        for key in dirty:
+            value = cache[key]
+            append((key, None if value is _ABSENT else value))
+        self._inner.write_batch(batch)
+        # Cleared only after the write succeeded: on failure nothing is lost from the cache.
+        self._dirty = {}
+
+    # -- ordered reads: write dirty entries down, then read the inner store ------------------
+    def range(self, lo: Any, hi: Any) -> Any:
+        self._check_open()
+        self._write_dirty()
+        return self._inner.range(lo, hi)
+
+    def prefix(self, prefix: Any) -> Any:
+        self._check_open()
+        if prefix is None:
+            raise null_key_error(self.name)
+        self._write_dirty()
+        return self._inner.prefix(prefix)
+
+    def all(self) -> Any:
+        self._check_open()
+        self._write_dirty()
+        return self._inner.all()
+
+    def snapshot(self, lo: Any, hi: Any) -> Any:
+        self._check_open()
+        self._write_dirty()
+        return self._inner.snapshot(lo, hi)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Write the dirty entries down, then flush the inner store."""
+        self._check_open()
+        self._write_dirty()
+        self._inner.flush()
+
+    def close(self) -> None:
+        """Flush, then close the inner store. A second close does nothing."""
+        if self._closed:
+            return
+        try:
+            self._write_dirty()
+        finally:
+            self._closed = True
+            self._cache.clear()
+            self._dirty = {}
+            self._inner.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise closed_store_error(self.name)
+
+    def _unhashable(self, key: Any) -> StoreError:
+        if self._closed:
+            return closed_store_error(self.name)
+        return SerdeError(
+            f"key {key!r} of type {type(key).__name__} is not hashable, and a store with an "
+            f"object cache needs hashable keys: use a tuple instead of a list, or disable the "
+            f"cache with stores.{self.name}.object.cache.size=0", store=self.name, key=key)
+
+    def __repr__(self) -> str:
+        return (f"<CachedLayer {self.name!r} {len(self._cache)}/{self._capacity} cached, "
+                f"{len(self._dirty)} dirty, over {self._inner!r}>")

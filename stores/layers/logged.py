@@ -1,0 +1,133 @@
+"""The changelog layer: every change to the store is also appended to a ChangelogSink.
+
+Puts append ``(key, value)``, deletes append ``(key, None)`` (a tombstone), in the order they
+are applied, and always **before** the write reaches the engine (as Samza's ``LoggedStore``), so
+the changelog never misses a change the engine has. Reads pass straight through.
+
+When the sink offers ``append_all(pairs)`` (as :class:`stores.filesink.FileChangelog` does),
+batches are handed over in one call instead of one ``append`` per change.
+
+``flush()`` flushes the engine, then the sink: when it returns, the changelog holds every change
+durably, which is what a commit needs before it writes a checkpoint. ``close()`` flushes the
+same way, then closes the engine; the sink is not closed (the store does not own it).
+
+Example::
+
+    >>> from stores.engines.memory import MemoryEngine
+    >>> class ListSink:
+    ...     def __init__(self): self.records = []
+    ...     def append(self, key, value): self.records.append((key, value))
+    ...     def flush(self): pass
+    >>> sink = ListSink(); store = LoggedLayer(MemoryEngine("s"), sink)
+    >>> store.put(b"a", b"1"); store.delete(b"a"); sink.records
+    [(b'a', b'1'), (b'a', None)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from ..api import closed_store_error
+from ..changelog import ChangelogSink
+from ..engines._base import BytesEngine, BytesIterator, BytesSnapshot
+
+__all__ = ["LoggedLayer"]
+
+
+class LoggedLayer:
+    """A bytes layer that mirrors every change into a changelog sink."""
+
+    def __init__(self, inner: BytesEngine, sink: ChangelogSink):
+        self.name: str = inner.name
+        self._inner = inner
+        self._sink = sink
+        self._append = sink.append
+        append_all = getattr(sink, "append_all", None)
+        self._append_all = append_all if callable(append_all) else self._append_each
+
+    @property
+    def inner(self) -> BytesEngine:
+        return self._inner
+
+    @property
+    def sink(self) -> ChangelogSink:
+        return self._sink
+
+    def _append_each(self, items: Iterable[tuple[bytes, bytes | None]]) -> None:
+        append = self._append
+        for key, value in items:
+            append(key, value)
+
+    # -- reads pass through ----------------------------------------------------------------
+    def get(self, key: bytes) -> bytes | None:
+        return self._inner.get(key)
+
+    def get_all(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        return self._inner.get_all(keys)
+
+    def range(self, lo: bytes | None, hi: bytes | None) -> BytesIterator:
+        return self._inner.range(lo, hi)
+
+    def prefix(self, prefix: bytes) -> BytesIterator:
+        return self._inner.prefix(prefix)
+
+    def all(self) -> BytesIterator:
+        return self._inner.all()
+
+    def snapshot(self, lo: bytes | None, hi: bytes | None) -> BytesSnapshot:
+        return self._inner.snapshot(lo, hi)
+
+    # -- writes: changelog first, then the engine --------------------------------------------
+    # The closed check comes first so a write to a closed store does not reach the changelog.
+    def put(self, key: bytes, value: bytes) -> None:
+        self._check_open()
+        self._append(key, value)
+        self._inner.put(key, value)
+
+    def put_all(self, items: Iterable[tuple[bytes, bytes]]) -> None:
+        self._check_open()
+        items = list(items)
+        self._append_all(items)
+        self._inner.put_all(items)
+
+    def delete(self, key: bytes) -> None:
+        self._check_open()
+        self._append(key, None)
+        self._inner.delete(key)
+
+    def delete_all(self, keys: Iterable[bytes]) -> None:
+        self._check_open()
+        keys = list(keys)
+        self._append_all([(k, None) for k in keys])
+        self._inner.delete_all(keys)
+
+    def write_batch(self, items: Iterable[tuple[bytes, bytes | None]]) -> None:
+        self._check_open()
+        items = items if isinstance(items, list) else list(items)
+        self._append_all(items)
+        self._inner.write_batch(items)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def flush(self) -> None:
+        self._inner.flush()
+        self._sink.flush()
+
+    def close(self) -> None:
+        if self._inner.closed:
+            return
+        try:
+            self._inner.flush()
+            self._sink.flush()
+        finally:
+            self._inner.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._inner.closed
+
+    def _check_open(self) -> None:
+        if self._inner.closed:
+            raise closed_store_error(self.name)
+
+    def __repr__(self) -> str:
+        return f"<LoggedLayer {self.name!r} sink={type(self._sink).__name__} over {self._inner!r}>"

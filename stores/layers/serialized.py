@@ -1,0 +1,200 @@
+"""The typed edge of a store: a :class:`~stores.api.KeyValueStore` over a bytes engine.
+
+Keys and values go through the store's serdes on the way down and come back typed. Every
+serde failure becomes a :class:`~stores.errors.SerdeError` naming the store, the key and the
+serde, so a poison record is found without a debugger. Ranges and snapshots serialize their
+bounds with the key serde and iterate in byte order of the serialized keys.
+
+``prefix(p)`` needs a key serde whose encoding of ``p`` is a byte prefix of the encoding of
+every key starting with ``p``: true for ``bytes`` and ``string`` (and user serdes that set
+``prefix_safe = True``). For other key serdes (``int64``, ``json``, ``msgpack``) ``prefix``
+raises ``SerdeError``; use ``range(lo, hi)`` instead.
+
+Example::
+
+    >>> from stores.engines.memory import MemoryEngine
+    >>> from stores.serdes import StringSerde, Int64Serde
+    >>> store = SerializedLayer(MemoryEngine("s"), StringSerde(), Int64Serde())
+    >>> store.put("x", -5); store.get("x"), store.get_all(["x", "nope"])
+    (-5, {'x': -5})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .._iterators import MappedIterator
+from ..api import checked_keys, checked_pairs, null_key_error, null_value_error
+from ..engines._base import BytesEngine, BytesSnapshot
+from ..errors import SerdeError
+from ..serdes import Serde
+
+__all__ = ["SerializedLayer", "SerializedSnapshot"]
+
+
+def _serde_name(serde: Serde) -> str:
+    return getattr(serde, "name", None) or type(serde).__name__
+
+
+class SerializedSnapshot:
+    """Typed view of a bytes snapshot."""
+
+    __slots__ = ("_layer", "_inner")
+
+    def __init__(self, layer: "SerializedLayer", inner: BytesSnapshot):
+        self._layer = layer
+        self._inner = inner
+
+    def iterator(self) -> MappedIterator:
+        return self._layer._typed(self._inner.iterator())
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def __enter__(self) -> "SerializedSnapshot":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class SerializedLayer:
+    """Typed keys and values over a :class:`~stores.engines._base.BytesEngine`."""
+
+    def __init__(self, inner: BytesEngine, key_serde: Serde, value_serde: Serde):
+        self.name: str = inner.name
+        self._inner = inner
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        self._kser = key_serde.to_bytes
+        self._kde = key_serde.from_bytes
+        self._vser = value_serde.to_bytes
+        self._vde = value_serde.from_bytes
+
+    @property
+    def inner(self) -> BytesEngine:
+        return self._inner
+
+    # -- serde with store/key context ------------------------------------------------------
+    def _key(self, key: Any) -> bytes:
+        if key is None:
+            raise null_key_error(self.name)
+        try:
+            return self._kser(key)
+        except Exception as exc:
+            raise self._error("serialize key", self.key_serde, key, exc) from exc
+
+    def _value(self, key: Any, value: Any) -> bytes:
+        if value is None:
+            raise null_value_error(self.name)
+        try:
+            return self._vser(value)
+        except Exception as exc:
+            raise self._error("serialize the value of key", self.value_serde, key, exc) from exc
+
+    def _read_value(self, key: Any, raw: bytes) -> Any:
+        try:
+            return self._vde(raw)
+        except Exception as exc:
+            raise self._error("deserialize the value of key", self.value_serde, key, exc) from exc
+
+    def _error(self, what: str, serde: Serde, key: Any, exc: Exception) -> SerdeError:
+        return SerdeError(f"cannot {what} {key!r} with serde {_serde_name(serde)!r}: "
+                          f"{type(exc).__name__}: {exc}; check the store's key.serde/msg.serde "
+                          f"settings and the data written", store=self.name, key=key)
+
+    def _iter_error(self, exc: Exception, raw_key: bytes) -> Exception:
+        try:
+            key = self._kde(raw_key)
+        except Exception:
+            return self._error("deserialize key", self.key_serde, raw_key, exc)
+        return self._error("deserialize the value of key", self.value_serde, key, exc)
+
+    def _typed(self, inner_iterator: Any) -> MappedIterator:
+        return MappedIterator(self.name, inner_iterator, self._kde, self._vde, self._iter_error)
+
+    # -- reads -----------------------------------------------------------------------------
+    def get(self, key: Any) -> Any:
+        raw = self._inner.get(self._key(key))
+        if raw is None:
+            return None
+        try:
+            return self._vde(raw)
+        except Exception as exc:
+            raise self._error("deserialize the value of key", self.value_serde, key, exc) from exc
+
+    def get_all(self, keys: Iterable[Any]) -> dict[Any, Any]:
+        keys = checked_keys(keys, self.name)
+        encoded = [self._key(k) for k in keys]
+        found = self._inner.get_all(encoded)
+        result = {}
+        for key, kb in zip(keys, encoded):
+            raw = found.get(kb)
+            if raw is not None:
+                result[key] = self._read_value(key, raw)
+        return result
+
+    def range(self, lo: Any, hi: Any) -> MappedIterator:
+        return self._typed(self._inner.range(self._bound(lo), self._bound(hi)))
+
+    def prefix(self, prefix: Any) -> MappedIterator:
+        if not getattr(self.key_serde, "prefix_safe", False):
+            raise SerdeError(
+                f"prefix() needs a key serde whose encoding preserves prefixes (bytes, string); "
+                f"{_serde_name(self.key_serde)!r} does not; use range(lo, hi) instead",
+                store=self.name, key=prefix)
+        return self._typed(self._inner.prefix(self._key(prefix)))
+
+    def all(self) -> MappedIterator:
+        return self._typed(self._inner.all())
+
+    def snapshot(self, lo: Any, hi: Any) -> SerializedSnapshot:
+        return SerializedSnapshot(self, self._inner.snapshot(self._bound(lo), self._bound(hi)))
+
+    def _bound(self, bound: Any) -> bytes | None:
+        return None if bound is None else self._key(bound)
+
+    # -- writes ----------------------------------------------------------------------------
+    def put(self, key: Any, value: Any) -> None:
+        self._inner.put(self._key(key), self._value(key, value))
+
+    def put_all(self, items: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> None:
+        pairs = checked_pairs(items, self.name)
+        self._inner.put_all([(self._key(k), self._value(k, v)) for k, v in pairs])
+
+    def delete(self, key: Any) -> None:
+        self._inner.delete(self._key(key))
+
+    def delete_all(self, keys: Iterable[Any]) -> None:
+        keys = checked_keys(keys, self.name)
+        self._inner.delete_all([self._key(k) for k in keys])
+
+    def write_batch(self, items: Iterable[tuple[Any, Any]]) -> None:
+        """Serialize every pair first (a serde failure writes nothing), then one batch down."""
+        kser, vser = self._kser, self._vser
+        encoded = []
+        append = encoded.append
+        for key, value in items:
+            try:
+                append((kser(key), None if value is None else vser(value)))
+            except Exception:
+                # Redo the pair through the checked path for a precise, typed error.
+                kb = self._key(key)
+                append((kb, None if value is None else self._value(key, value)))
+        self._inner.write_batch(encoded)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def flush(self) -> None:
+        self._inner.flush()
+
+    def close(self) -> None:
+        self._inner.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._inner.closed
+
+    def __repr__(self) -> str:
+        return (f"<SerializedLayer {self.name!r} key={_serde_name(self.key_serde)} "
+                f"value={_serde_name(self.value_serde)} over {self._inner!r}>")

@@ -1,0 +1,256 @@
+"""StoreSpec: everything about one store, parsed once from its ``stores.<name>.*`` keys.
+
+Example::
+
+    >>> from stores.config import Config
+    >>> cfg = Config({
+    ...     "stores.counts.factory": "org.apache.samza.storage.kv.inmemory.InMemoryKeyValueStorageEngineFactory",
+    ...     "stores.counts.key.serde": "string", "stores.counts.msg.serde": "long",
+    ...     "stores.counts.changelog": "filelog.counts-changelog"})
+    >>> spec = StoreSpec.from_config(cfg, "counts")
+    >>> spec.engine, spec.changelog, spec.object_cache_size, spec.write_batch_size
+    (<EngineKind.MEMORY: 'memory'>, ('filelog', 'counts-changelog'), 1000, 500)
+    >>> stores_in(cfg)
+    ['counts']
+
+Unknown ``stores.<name>.*`` keys are errors (a typo must not silently fall back to a default);
+the message lists the keys that are valid for the store.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from .config import Config, declare, declared_keys, find_declared
+from .errors import ConfigError
+from .serdes import serde_from_name
+
+__all__ = [
+    "EngineKind",
+    "StoreSpec",
+    "stores_in",
+    "STORE_FACTORY",
+    "STORE_KEY_SERDE",
+    "STORE_MSG_SERDE",
+    "STORE_CHANGELOG",
+    "STORE_OBJECT_CACHE_SIZE",
+    "STORE_WRITE_BATCH_SIZE",
+    "STORE_CHANGELOG_STALENESS_MS",
+    "JOB_CHANGELOG_SYSTEM",
+]
+
+_COMPONENT = "stores.spec"
+
+
+class EngineKind(Enum):
+    """The bytes engine under a store."""
+
+    ROCKSDB = "rocksdb"
+    LMDB = "lmdb"
+    MEMORY = "memory"
+
+
+_FACTORY_ALIASES: dict[str, EngineKind] = {
+    "rocksdb": EngineKind.ROCKSDB,
+    "lmdb": EngineKind.LMDB,
+    "memory": EngineKind.MEMORY,
+    "inmemory": EngineKind.MEMORY,
+    "in-memory": EngineKind.MEMORY,
+    "org.apache.samza.storage.kv.rocksdbkeyvaluestorageenginefactory": EngineKind.ROCKSDB,
+    "org.apache.samza.storage.kv.inmemory.inmemorykeyvaluestorageenginefactory": EngineKind.MEMORY,
+}
+
+STORE_FACTORY = declare(
+    "stores.<store>.factory", str, None,
+    "The store's engine: rocksdb, lmdb or memory. Samza's factory class names "
+    "org.apache.samza.storage.kv.RocksDbKeyValueStorageEngineFactory and "
+    "org.apache.samza.storage.kv.inmemory.InMemoryKeyValueStorageEngineFactory are accepted. "
+    "Required: setting it is what makes <store> a store.",
+    component=_COMPONENT)
+STORE_KEY_SERDE = declare(
+    "stores.<store>.key.serde", str, None,
+    "Serde of the store's keys: bytes, string, int64 (alias long, integer), json, msgpack, or a "
+    "name registered with serializers.registry.<name>.class. Required.",
+    component=_COMPONENT)
+STORE_MSG_SERDE = declare(
+    "stores.<store>.msg.serde", str, None,
+    "Serde of the store's values; same names as key.serde. Required.",
+    component=_COMPONENT)
+STORE_CHANGELOG = declare(
+    "stores.<store>.changelog", str, None,
+    "Changelog stream of the store as system.stream (a bare stream name uses "
+    "job.changelog.system). Unset: the store has no changelog and does not survive the loss of "
+    "its directory.",
+    component=_COMPONENT)
+STORE_WRITE_BATCH_SIZE = declare(
+    "stores.<store>.write.batch.size", int, 500,
+    "Dirty cache entries that trigger a write-down to the engine (and changelog) in one batch; "
+    "also the batch size of changelog restore.",
+    component=_COMPONENT)
+STORE_OBJECT_CACHE_SIZE = declare(
+    "stores.<store>.object.cache.size", int, None,
+    "Entries in the store's LRU object cache (default max(write.batch.size, 1000)); 0 disables "
+    "the cache. Must not be less than write.batch.size when > 0.",
+    component=_COMPONENT)
+STORE_CHANGELOG_STALENESS_MS = declare(
+    "stores.<store>.changelog.staleness.ms", int, 86_400_000,
+    "A local copy of a logged store whose offset file is older than this is discarded and "
+    "rebuilt from the changelog at start (Samza: changelog.delete.retention.ms, accepted as an "
+    "alias).",
+    component=_COMPONENT, aliases=("stores.<store>.changelog.delete.retention.ms",))
+JOB_CHANGELOG_SYSTEM = declare(
+    "job.changelog.system", str, None,
+    "System of store changelogs configured as a bare stream name (stores.<store>.changelog "
+    "without a system).",
+    component=_COMPONENT)
+
+_STORE_PREFIX = "stores.<store>."
+_FACTORY_RE = re.compile(r"^stores\.([^.]+)\.factory$")
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """One store's settings. Build it with :meth:`from_config`.
+
+    ``changelog`` is ``(system, stream)`` or None; ``rocksdb``/``lmdb`` hold the engine options
+    (``RocksDBOptions``/``LMDBOptions``) for that engine and are None for the others.
+    """
+
+    name: str
+    engine: EngineKind
+    key_serde: str
+    value_serde: str
+    changelog: tuple[str, str] | None = None
+    write_batch_size: int = 500
+    object_cache_size: int = 1000
+    staleness_ms: int = 86_400_000
+    rocksdb: Any = None
+    lmdb: Any = None
+
+    @property
+    def persistent(self) -> bool:
+        """False only for the memory engine (its data dies with the process)."""
+        return self.engine is not EngineKind.MEMORY
+
+    @property
+    def logged(self) -> bool:
+        return self.changelog is not None
+
+    @property
+    def cached(self) -> bool:
+        return self.object_cache_size > 0
+
+    @classmethod
+    def from_config(cls, config: Config, name: str) -> "StoreSpec":
+        """Parse and validate ``stores.<name>.*``. Raises ConfigError naming the bad key."""
+        if not isinstance(config, Config):
+            config = Config(config)
+        _check_known_keys(config, name)
+        engine = _engine(config, name)
+        key_serde = _serde(config, name, STORE_KEY_SERDE)
+        value_serde = _serde(config, name, STORE_MSG_SERDE)
+        batch = _positive(config, name, STORE_WRITE_BATCH_SIZE)
+        cache = STORE_OBJECT_CACHE_SIZE.get(config, store=name)
+        cache_key = STORE_OBJECT_CACHE_SIZE.key(store=name)
+        if cache is None:
+            cache = max(batch, 1000)
+        elif cache < 0:
+            raise ConfigError(f"must be >= 0 (0 disables the cache), got {cache}",
+                              key=cache_key, origin=config.origin(cache_key))
+        elif 0 < cache < batch:
+            raise ConfigError(
+                f"object.cache.size ({cache}) cannot be less than write.batch.size ({batch}); "
+                f"raise the cache size, lower the batch size, or set 0 to disable the cache",
+                key=cache_key, origin=config.origin(cache_key))
+        staleness = _positive(config, name, STORE_CHANGELOG_STALENESS_MS)
+        rocksdb = lmdb = None
+        if engine is EngineKind.ROCKSDB:
+            from .engines.rocksdb import RocksDBOptions
+            rocksdb = RocksDBOptions.from_config(config, name)
+        elif engine is EngineKind.LMDB:
+            from .engines.lmdb import LMDBOptions
+            lmdb = LMDBOptions.from_config(config, name)
+        return cls(name=name, engine=engine, key_serde=key_serde, value_serde=value_serde,
+                   changelog=_changelog(config, name), write_batch_size=batch,
+                   object_cache_size=cache, staleness_ms=staleness, rocksdb=rocksdb, lmdb=lmdb)
+
+
+def stores_in(config: Config) -> list[str]:
+    """Names of the configured stores (those with ``stores.<name>.factory``), sorted."""
+    return sorted({m.group(1) for k in config if (m := _FACTORY_RE.match(k))})
+
+
+# -- parsing helpers --------------------------------------------------------------------------
+
+def _engine(config: Config, name: str) -> EngineKind:
+    key = STORE_FACTORY.key(store=name)
+    raw = config.get_str(key)
+    accepted = "rocksdb, lmdb, memory (or Samza's RocksDbKeyValueStorageEngineFactory / " \
+               "InMemoryKeyValueStorageEngineFactory class names)"
+    if not raw:
+        raise ConfigError(f"is required to define store {name!r}: set it to one of {accepted}",
+                          key=key, origin=config.origin(key))
+    engine = _FACTORY_ALIASES.get(raw.lower())
+    if engine is None:
+        raise ConfigError(f"unknown store factory {raw!r}: expected one of {accepted}",
+                          key=key, origin=config.origin(key))
+    return engine
+
+
+def _serde(config: Config, name: str, decl: Any) -> str:
+    key = decl.key(store=name)
+    raw = config.get_str(key)
+    if not raw:
+        raise ConfigError(f"is required for store {name!r}: set a serde name (bytes, string, "
+                          f"int64, json, msgpack or a serializers.registry.<name> entry)",
+                          key=key, origin=config.origin(key))
+    serde_from_name(raw, config, key=key)  # fails now, at parse time, if it cannot resolve
+    return raw
+
+
+def _positive(config: Config, name: str, decl: Any) -> int:
+    value = decl.get(config, store=name)
+    if value <= 0:
+        key = decl.key(store=name)
+        raise ConfigError(f"must be a positive integer, got {value}", key=key,
+                          origin=config.origin(key))
+    return value
+
+
+def _changelog(config: Config, name: str) -> tuple[str, str] | None:
+    key = STORE_CHANGELOG.key(store=name)
+    if key not in config:
+        return None
+    raw = config.get_str(key) or ""
+    if not raw:
+        raise ConfigError("is empty: set it to system.stream, or remove it for a store without "
+                          "changelog", key=key, origin=config.origin(key))
+    system, dot, stream = raw.partition(".")
+    if dot and system and stream:
+        return system, stream
+    if dot:
+        raise ConfigError(f"bad value {raw!r}: expected system.stream", key=key,
+                          origin=config.origin(key))
+    default_system = JOB_CHANGELOG_SYSTEM.get(config)
+    if not default_system:
+        raise ConfigError(f"names stream {raw!r} without a system: write system.stream "
+                          f"(e.g. filelog.{raw}) or set {JOB_CHANGELOG_SYSTEM.name}",
+                          key=key, origin=config.origin(key))
+    return default_system, raw
+
+
+def _check_known_keys(config: Config, name: str) -> None:
+    prefix = f"stores.{name}."
+    for key in config:
+        if not key.startswith(prefix) or find_declared(key) is not None:
+            continue
+        valid = sorted(d.key(store=name) for d in declared_keys()
+                       if d.name.startswith(_STORE_PREFIX))
+        close = difflib.get_close_matches(key, valid, n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise ConfigError(f"unknown key for store {name!r}; {hint}valid keys: {', '.join(valid)}",
+                          key=key, origin=config.origin(key))
