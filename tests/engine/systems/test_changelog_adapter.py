@@ -1,0 +1,192 @@
+"""SystemChangelogSink / SystemChangelogSource over real systems, and ensure_changelog_stream."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from engine.errors import SystemError_
+from engine.model import SystemStreamPartition
+from engine.systems.api import CleanupPolicy
+from engine.systems.changelog import (
+    SystemChangelogSink,
+    SystemChangelogSource,
+    ensure_changelog_stream,
+)
+from engine.systems.memory import (
+    MemorySystemConsumer,
+    MemorySystemFactory,
+    reset_memory_systems,
+)
+from engine.systems.registry import SystemRegistry
+from stores.changelog import NO_OFFSET, ChangelogSink, ChangelogSource
+from stores.config import Config
+
+try:
+    from engine.systems.filelog import FileLogSystemFactory
+except ImportError:  # the file log is being built concurrently
+    FileLogSystemFactory = None
+
+
+@pytest.fixture(params=["memory", pytest.param("filelog", marks=pytest.mark.skipif(
+    FileLogSystemFactory is None, reason="engine/systems/filelog is not built yet"))])
+def registry(request, tmp_path):
+    name = f"{request.param}-{uuid.uuid4().hex[:8]}"
+    cfg = {f"systems.{name}.factory": request.param}
+    if request.param == "filelog":
+        cfg[f"systems.{name}.root"] = str(tmp_path / "log")
+    reg = SystemRegistry(Config(cfg))
+    reg.name = name
+    yield reg
+    reset_memory_systems(name)
+
+
+def _sink(reg, stream="store-changelog", partitions=2, partition=1):
+    ensure_changelog_stream(reg.admin(reg.name), stream, partitions)
+    producer = reg.producer(reg.name)
+    producer.register("store-a")
+    producer.start()
+    ssp = SystemStreamPartition(reg.name, stream, partition)
+    return SystemChangelogSink(producer, ssp, "store-a"), ssp
+
+
+def test_sink_appends_changes_and_tombstones_to_its_partition(registry):
+    sink, ssp = _sink(registry)
+    assert isinstance(sink, ChangelogSink)
+    sink.append(b"a", b"1")
+    sink.append(b"b", b"2")
+    sink.append(b"a", None)
+    sink.flush()
+    source = SystemChangelogSource(registry, ssp)
+    assert isinstance(source, ChangelogSource)
+    assert list(source.read(0, 10)) == [(0, b"a", b"1"), (1, b"b", b"2"), (2, b"a", None)]
+    other = SystemChangelogSource(registry, ssp._replace(partition=0))
+    assert other.newest_offset() == NO_OFFSET and list(other.read(0, 10)) == []
+
+
+def test_sink_refuses_a_null_key(registry):
+    sink, _ = _sink(registry)
+    with pytest.raises(SystemError_, match="needs a key"):
+        sink.append(None, b"x")
+
+
+def test_source_offsets_of_empty_and_filled_partitions(registry):
+    sink, ssp = _sink(registry)
+    source = SystemChangelogSource(registry, ssp)
+    assert (source.oldest_offset(), source.newest_offset()) == (0, NO_OFFSET)
+    for i in range(5):
+        sink.append(b"k%d" % i, b"v")
+    sink.flush()
+    assert (source.oldest_offset(), source.newest_offset()) == (0, 4)
+
+
+def test_read_is_inclusive_and_clamped_to_what_exists(registry):
+    sink, ssp = _sink(registry)
+    for i in range(2500):  # more than one poll's worth
+        sink.append(b"k%d" % (i % 7), b"%d" % i)
+    sink.flush()
+    source = SystemChangelogSource(registry, ssp)
+    assert [o for o, _, _ in source.read(3, 5)] == [3, 4, 5]
+    assert [o for o, _, _ in source.read(2497, 10_000)] == [2497, 2498, 2499]
+    assert [o for o, _, _ in source.read(0, 2499)] == list(range(2500))
+    assert list(source.read(7, 6)) == []
+    assert list(source.read(2500, 3000)) == []
+
+
+def test_an_abandoned_read_stops_its_consumer(registry, monkeypatch):
+    sink, ssp = _sink(registry)
+    for i in range(10):
+        sink.append(b"k", b"%d" % i)
+    sink.flush()
+    stopped = []
+    source = SystemChangelogSource(registry, ssp)
+    real = source._new_consumer
+
+    def tracking_consumer():
+        consumer = real()
+        stop = consumer.stop
+        consumer.stop = lambda: (stopped.append(True), stop())
+        return consumer
+
+    source._new_consumer = tracking_consumer
+    records = source.read(0, 9)
+    assert next(records)[0] == 0
+    records.close()
+    assert stopped == [True]
+
+
+def test_source_from_a_factory_and_config(registry):
+    sink, ssp = _sink(registry)
+    sink.append(b"x", b"y")
+    sink.flush()
+    source = SystemChangelogSource(registry.factory(registry.name), ssp, registry.config)
+    assert list(source.read(0, 0)) == [(0, b"x", b"y")]
+
+
+def test_ensure_changelog_stream_creates_a_compacted_stream_once(registry):
+    admin = registry.admin(registry.name)
+    assert ensure_changelog_stream(admin, "counts-changelog", 4) is True
+    assert ensure_changelog_stream(admin, "counts-changelog", 4) is False
+    assert admin.partition_count("counts-changelog") == 4
+    policy = getattr(admin, "cleanup_policy", None)
+    if policy is not None:
+        assert policy("counts-changelog") is CleanupPolicy.COMPACT
+    with pytest.raises(SystemError_, match="has 4 partitions but the job needs 8"):
+        ensure_changelog_stream(admin, "counts-changelog", 8)
+
+
+# -- compaction gaps --------------------------------------------------------------------------
+
+class _CompactedConsumer(MemorySystemConsumer):
+    """The memory consumer with the offsets of overwritten keys removed, as a compacted log
+    delivers them: every record but the latest per key is gone."""
+
+    def poll(self, ssps, timeout):
+        got = super().poll(ssps, timeout)
+        out = {}
+        for ssp, envs in got.items():
+            latest = _latest_offsets(self.system, ssp)
+            kept = [e for e in envs if e.is_end_of_stream or e.offset in latest]
+            if kept:
+                out[ssp] = kept
+            elif envs:  # everything in this batch was compacted: read on
+                return self.poll(ssps, timeout)
+        return out
+
+
+def _latest_offsets(system, ssp):
+    admin = MemorySystemFactory().get_admin(system, {})
+    newest = admin.metadata([ssp])[ssp].newest
+    reader = MemorySystemConsumer(system, fetch_max=10_000)
+    reader.register(ssp, 0)
+    reader.start()
+    latest = {}
+    for env in reader.poll([ssp], 0).get(ssp, []):
+        if env.offset <= newest:
+            latest[env.key] = env.offset
+    return set(latest.values())
+
+
+class CompactedMemoryFactory(MemorySystemFactory):
+    def get_consumer(self, system, config):
+        return _CompactedConsumer(system, fetch_max=3)
+
+
+def test_read_skips_compaction_gaps_including_at_the_end_of_the_range():
+    name = f"compacted-{uuid.uuid4().hex[:8]}"
+    reg = SystemRegistry(Config({f"systems.{name}.factory": f"{__name__}:CompactedMemoryFactory"}))
+    reg.name = name
+    sink, ssp = _sink(reg, partitions=1, partition=0)
+    for key, value in [(b"a", b"1"), (b"b", b"1"), (b"a", b"2"), (b"c", b"1"), (b"b", None),
+                       (b"d", b"1"), (b"d", b"2"), (b"d", b"3")]:
+        sink.append(key, value)
+    sink.flush()
+    source = SystemChangelogSource(reg, ssp)
+    # surviving offsets: a@2, c@3, b@4 (tombstone), d@7
+    assert list(source.read(0, 7)) == [(2, b"a", b"2"), (3, b"c", b"1"), (4, b"b", None),
+                                       (7, b"d", b"3")]
+    assert list(source.read(0, 6)) == [(2, b"a", b"2"), (3, b"c", b"1"), (4, b"b", None)]
+    assert list(source.read(5, 6)) == []
+    reset_memory_systems(name)
+
