@@ -40,7 +40,6 @@ __all__ = [
     "STORE_OBJECT_CACHE_SIZE",
     "STORE_WRITE_BATCH_SIZE",
     "STORE_CHANGELOG_STALENESS_MS",
-    "JOB_CHANGELOG_SYSTEM",
 ]
 
 _COMPONENT = "stores.spec"
@@ -82,8 +81,8 @@ STORE_MSG_SERDE = declare(
     component=_COMPONENT)
 STORE_CHANGELOG = declare(
     "stores.<store>.changelog", str, None,
-    "Changelog stream of the store as system.stream (a bare stream name uses "
-    "job.changelog.system). Unset: the store has no changelog and does not survive the loss of "
+    "Changelog stream of the store as system.stream (a bare stream name uses the job's "
+    "changelog system, job.changelog.system). Unset: the store has no changelog and does not survive the loss of "
     "its directory.",
     component=_COMPONENT)
 STORE_WRITE_BATCH_SIZE = declare(
@@ -102,12 +101,6 @@ STORE_CHANGELOG_STALENESS_MS = declare(
     "rebuilt from the changelog at start (Samza: changelog.delete.retention.ms, accepted as an "
     "alias).",
     component=_COMPONENT, aliases=("stores.<store>.changelog.delete.retention.ms",))
-JOB_CHANGELOG_SYSTEM = declare(
-    "job.changelog.system", str, None,
-    "System of store changelogs configured as a bare stream name (stores.<store>.changelog "
-    "without a system).",
-    component=_COMPONENT)
-
 _STORE_PREFIX = "stores.<store>."
 _FACTORY_RE = re.compile(r"^stores\.([^.]+)\.factory$")
 
@@ -145,8 +138,14 @@ class StoreSpec:
         return self.object_cache_size > 0
 
     @classmethod
-    def from_config(cls, config: Config, name: str) -> "StoreSpec":
-        """Parse and validate ``stores.<name>.*``. Raises ConfigError naming the bad key."""
+    def from_config(cls, config: Config, name: str, *,
+                    changelog_system: str | None = None) -> "StoreSpec":
+        """Parse and validate ``stores.<name>.*``. Raises ConfigError naming the bad key.
+
+        ``changelog_system`` is the system of a changelog given as a bare stream name; the job
+        resolves it (``job.changelog.system``, else ``job.default.system``) and passes it in,
+        because the storage core does not read job settings.
+        """
         if not isinstance(config, Config):
             config = Config(config)
         _check_known_keys(config, name)
@@ -175,7 +174,7 @@ class StoreSpec:
             from .engines.lmdb import LMDBOptions
             lmdb = LMDBOptions.from_config(config, name)
         return cls(name=name, engine=engine, key_serde=key_serde, value_serde=value_serde,
-                   changelog=_changelog(config, name), write_batch_size=batch,
+                   changelog=_changelog(config, name, changelog_system), write_batch_size=batch,
                    object_cache_size=cache, staleness_ms=staleness, rocksdb=rocksdb, lmdb=lmdb)
 
 
@@ -221,7 +220,7 @@ def _positive(config: Config, name: str, decl: Any) -> int:
     return value
 
 
-def _changelog(config: Config, name: str) -> tuple[str, str] | None:
+def _changelog(config: Config, name: str, default_system: str | None) -> tuple[str, str] | None:
     key = STORE_CHANGELOG.key(store=name)
     if key not in config:
         return None
@@ -235,10 +234,9 @@ def _changelog(config: Config, name: str) -> tuple[str, str] | None:
     if dot:
         raise ConfigError(f"bad value {raw!r}: expected system.stream", key=key,
                           origin=config.origin(key))
-    default_system = JOB_CHANGELOG_SYSTEM.get(config)
     if not default_system:
         raise ConfigError(f"names stream {raw!r} without a system: write system.stream "
-                          f"(e.g. filelog.{raw}) or set {JOB_CHANGELOG_SYSTEM.name}",
+                          f"(e.g. filelog.{raw}) or set job.changelog.system",
                           key=key, origin=config.origin(key))
     return default_system, raw
 
