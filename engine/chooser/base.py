@@ -1,0 +1,84 @@
+"""The :class:`MessageChooser` contract shared by every chooser.
+
+A chooser decides which SSP's envelope is processed next. The container hands it at most
+**one outstanding envelope per SSP**: after ``update(e)`` for SSP X, the next ``update`` for X
+comes only after ``choose()`` has returned ``e``. Several updates for different SSPs may come
+between two ``choose()`` calls. A chooser therefore orders envelopes *across* SSPs, never
+*within* one.
+
+``choose()`` may return None even while envelopes are held (bootstrap gating, throttling).
+A chooser never returns the same envelope twice, is not restored after a failure and need not
+be thread-safe.
+
+Example::
+
+    >>> from engine.chooser import RoundRobinChooser
+    >>> from engine.model import IncomingMessageEnvelope, SystemStreamPartition
+    >>> c = RoundRobinChooser()
+    >>> c.start()
+    >>> c.update(IncomingMessageEnvelope(SystemStreamPartition("memory", "a", 0), 0, None, b"x"))
+    >>> c.choose().offset
+    0
+    >>> c.choose() is None
+    True
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from ..errors import EngineError
+from ..model import IncomingMessageEnvelope, SystemStreamPartition
+
+__all__ = ["MessageChooser", "BaseMessageChooser", "ChooserError"]
+
+
+class ChooserError(EngineError):
+    """A chooser was used against its contract (a second envelope for an SSP whose first was
+    not chosen yet, an envelope of a stream no tier accepts) or built from inconsistent
+    parts."""
+
+
+@runtime_checkable
+class MessageChooser(Protocol):
+    """Orders envelopes across SSPs; see the module docstring for the contract."""
+
+    def register(self, ssp: SystemStreamPartition, offset: int) -> None:
+        """Called before :meth:`start`, once per task that owns ``ssp``, with the offset of
+        the first record that task will read."""
+        ...
+
+    def start(self) -> None: ...
+
+    def update(self, envelope: IncomingMessageEnvelope) -> None:
+        """Offer one envelope; at most one per SSP is outstanding."""
+        ...
+
+    def choose(self) -> IncomingMessageEnvelope | None:
+        """The next envelope to process, or None (nothing held, or held back)."""
+        ...
+
+    def stop(self) -> None: ...
+
+
+class BaseMessageChooser:
+    """No-op ``register``, ``start`` and ``stop`` for choosers that need none of them."""
+
+    __slots__ = ()
+
+    def register(self, ssp: SystemStreamPartition, offset: int) -> None:
+        return None
+
+    def start(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
+
+def _second_envelope_error(chooser: str, envelope: IncomingMessageEnvelope) -> ChooserError:
+    """The error a leaf chooser raises when it is offered a second envelope for one SSP."""
+    return ChooserError(
+        f"{chooser} was offered {envelope.ssp} offset {envelope.offset} while it still holds an "
+        f"earlier envelope of that SSP; a chooser holds at most one envelope per SSP, so call "
+        f"choose() until that one is returned before updating the SSP again")
