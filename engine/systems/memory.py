@@ -46,7 +46,6 @@ from stores.config import Config, declare
 
 from ..errors import StreamNotFoundError, SystemError_
 from ..model import (
-    NO_TIMESTAMP,
     EnvelopeKind,
     IncomingMessageEnvelope,
     OutgoingMessageEnvelope,
@@ -73,11 +72,11 @@ MEMORY_FETCH_MAX_RECORDS = declare(
 
 @dataclass(frozen=True, slots=True)
 class MemoryPartitionInfo:
-    """What ``weir log describe`` shows for one partition of a memory stream."""
+    """What ``weir log describe`` shows for one partition of a memory stream (which has no
+    segments)."""
 
     partition: int
     metadata: PartitionMetadata
-    segments: int
     bytes: int
     ended: bool
 
@@ -228,7 +227,7 @@ class MemorySystemAdmin:
             s = self._state.stream(stream)
             return [MemoryPartitionInfo(p, PartitionMetadata(0, len(part.records) - 1,
                                                              len(part.records)),
-                                        1, part.nbytes, part.ended)
+                                        part.nbytes, part.ended)
                     for p, part in enumerate(s.partitions)]
 
 
@@ -372,9 +371,7 @@ class MemorySystemProducer:
         ss = envelope.system_stream
         key = _as_bytes(envelope.key, "key", envelope)
         value = _as_bytes(envelope.message, "message", envelope)
-        ts = envelope.timestamp
-        if ts == NO_TIMESTAMP:
-            ts = int(time.time() * 1000)
+        ts = envelope.timestamp  # NO_TIMESTAMP stays NO_TIMESTAMP, as in the file log
         cond = self._state.cond
         with cond:
             stream = self._state.stream(ss.stream)

@@ -1,0 +1,363 @@
+"""``weir log``: create, fill, read and describe streams of any configured system.
+
+The file log is the default: ``--root DIR`` points at its directory (else
+``systems.filelog.root`` from ``--config``, else the file log's default root). With
+``--config job.properties --system NAME`` the commands work on any system of a job config,
+through the same :class:`~engine.systems.registry.SystemRegistry` and per-stream serdes the
+job uses.
+
+Examples::
+
+    weir log create orders --partitions 3 --root ./data/log
+    printf '{"user": "ann", "amount": 3}\\n' | weir log produce orders --format json --key-field user --root ./data/log
+    weir log tail orders --from oldest --max 10 --root ./data/log
+    weir log describe orders --root ./data/log
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import Counter
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from stores.config import Config
+from stores.errors import WeirError
+
+from ..errors import EngineError, StreamNotFoundError
+from ..model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition, partition_for
+from ..systems.api import CleanupPolicy, OffsetType, StreamSpec
+from ..systems.registry import SystemRegistry
+from ._log_text import (
+    InputFormat,
+    InputLineError,
+    encode_key,
+    encode_message,
+    format_record,
+    parse_line,
+)
+
+__all__ = ["register"]
+
+DEFAULT_SYSTEM = "filelog"
+_SOURCE = "weir-log"
+_FLUSH_EVERY = 50_000
+_FOLLOW_POLL_S = 0.5
+_READ_POLL_S = 0.2
+
+
+# -- wiring ---------------------------------------------------------------------------------
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "log", help="create, produce to, tail and describe streams",
+        description="Create, produce to, tail and describe streams (file log by default).")
+    actions = parser.add_subparsers(dest="log_command", metavar="ACTION", required=True)
+
+    target = argparse.ArgumentParser(add_help=False)
+    group = target.add_argument_group("where the stream lives")
+    group.add_argument("--root", help="file log directory (sets systems.<system>.root)")
+    group.add_argument("--config", metavar="FILE", help="job config (.properties or .yaml)")
+    group.add_argument("--system", help=f"system name in the config (default {DEFAULT_SYSTEM})")
+    group.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a config key (repeatable)")
+
+    p = actions.add_parser("create", parents=[target], help="create a stream")
+    p.add_argument("stream")
+    p.add_argument("--partitions", type=_positive_int, default=1, metavar="N")
+    p.add_argument("--compact", action="store_true", help="keep the latest value per key")
+    p.add_argument("--bounded", action="store_true", help="the stream ends (see produce --end)")
+    p.set_defaults(func=_create)
+
+    p = actions.add_parser("produce", parents=[target],
+                           help="append records read from stdin or a file")
+    p.add_argument("stream")
+    p.add_argument("--file", metavar="F", help="read this file instead of stdin")
+    p.add_argument("--format", choices=[f.value for f in InputFormat], default="lines",
+                   help="lines: one message per line; kv: key=value; json: one JSON value per line")
+    p.add_argument("--key-field", metavar="K", help="with --format json: the key is this field")
+    p.add_argument("--partition", type=_non_negative_int, metavar="N",
+                   help="send every record to partition N (default: by key, keyless round-robin)")
+    p.add_argument("--end", action="store_true", help="end the (bounded) stream afterwards")
+    p.set_defaults(func=_produce)
+
+    p = actions.add_parser("tail", parents=[target], help="print records")
+    p.add_argument("stream")
+    p.add_argument("--partition", type=_non_negative_int, metavar="N", help="only partition N")
+    p.add_argument("--from", dest="start", default="oldest", metavar="oldest|newest|upcoming|OFFSET",
+                   help="where to start in each partition (default oldest)")
+    p.add_argument("--follow", action="store_true", help="keep waiting for new records")
+    p.add_argument("--max", type=_positive_int, metavar="N", help="stop after N records")
+    p.set_defaults(func=_tail)
+
+    p = actions.add_parser("describe", parents=[target], help="show partitions and offsets")
+    p.add_argument("stream")
+    p.set_defaults(func=_describe)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text}")
+    return value
+
+
+def _target(args: argparse.Namespace) -> tuple[SystemRegistry, str]:
+    """The registry and system name the arguments point at."""
+    system = args.system or DEFAULT_SYSTEM
+    if args.config:
+        from ..config import load_config
+        config = load_config(args.config, args.set)
+    else:
+        config = Config().merged(_parse_sets(args.set), origin="--set")
+    if args.root:
+        config = config.merged({f"systems.{system}.root": args.root}, origin="--root")
+    return SystemRegistry(config), system
+
+
+def _parse_sets(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise EngineError(f"--set {item!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+def _where(reg: SystemRegistry, system: str) -> str:
+    root = reg.config.get_str(f"systems.{system}.root")
+    return f" (root {root})" if root else ""
+
+
+def _require_stream(reg: SystemRegistry, system: str, stream: str):
+    admin = reg.admin(system)
+    if not admin.stream_exists(stream):
+        root = reg.config.get_str(f"systems.{system}.root")
+        raise StreamNotFoundError(system, stream, f"create it with `weir log create {stream}"
+                                  f"{' --root ' + root if root else ''}` or check --root/--system")
+    return admin
+
+
+def _end_stream(producer: Any, admin: Any, ss: SystemStream) -> None:
+    for target in (producer, admin):
+        for name in ("end_stream", "close_stream"):
+            end = getattr(target, name, None)
+            if callable(end):
+                end(ss.stream)
+                return
+    raise EngineError(f"system '{ss.system}' cannot end streams (no end_stream on its producer "
+                      f"or admin); only bounded streams of filelog and memory can be ended")
+
+
+# -- create ---------------------------------------------------------------------------------
+
+def _create(args: argparse.Namespace) -> int:
+    reg, system = _target(args)
+    policy = CleanupPolicy.COMPACT if args.compact else CleanupPolicy.DELETE
+    spec = StreamSpec(args.stream, args.partitions, policy, bounded=args.bounded)
+    created = reg.admin(system).create_stream(spec)
+    traits = ", ".join([policy.value] + (["bounded"] if args.bounded else []))
+    verb = "created" if created else "already exists:"
+    print(f"{verb} {system}.{args.stream} with {args.partitions} partition(s), {traits}"
+          f"{_where(reg, system)}")
+    return 0
+
+
+# -- produce --------------------------------------------------------------------------------
+
+def _produce(args: argparse.Namespace) -> int:
+    fmt = InputFormat(args.format)
+    if args.key_field and fmt is not InputFormat.JSON:
+        raise EngineError("--key-field needs --format json (kv lines carry their key)")
+    reg, system = _target(args)
+    ss = SystemStream(system, args.stream)
+    admin = _require_stream(reg, system, args.stream)
+    count = admin.partition_count(args.stream)
+    if args.partition is not None and args.partition >= count:
+        raise EngineError(f"--partition {args.partition}: stream '{ss}' has partitions "
+                          f"0..{count - 1}")
+    serdes = reg.serdes_for(ss)
+    producer = reg.producer(system)
+    producer.register(_SOURCE)
+    producer.start()
+    per_partition: Counter[int] = Counter()
+    skipped = produced = 0
+    next_partition = 0
+    source = args.file or "stdin"
+    started = time.perf_counter()
+    stream_in = open(args.file, encoding="utf-8") if args.file else sys.stdin
+    try:
+        for lineno, line in enumerate(stream_in, 1):
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                skipped += 1
+                continue
+            try:
+                key_obj, msg_obj, is_text = parse_line(line, fmt, args.key_field)
+                key = encode_key(serdes, key_obj, is_text)
+                message = encode_message(serdes, msg_obj, line, is_text)
+            except (ValueError, WeirError) as exc:  # bad text, or the serde refused it
+                producer.flush(_SOURCE)
+                raise InputLineError(source, lineno, str(exc), produced) from exc
+            if args.partition is not None:
+                partition = args.partition
+            elif key is not None:
+                partition = partition_for(key, count)
+            else:
+                partition, next_partition = next_partition % count, next_partition + 1
+            producer.send(_SOURCE, OutgoingMessageEnvelope(ss, message, key=key, partition=partition))
+            per_partition[partition] += 1
+            produced += 1
+            if produced % _FLUSH_EVERY == 0:
+                producer.flush(_SOURCE)
+        producer.flush(_SOURCE)
+        if args.end:
+            _end_stream(producer, admin, ss)
+    finally:
+        if args.file:
+            stream_in.close()
+        producer.stop()
+    seconds = time.perf_counter() - started
+    spread = ", ".join(f"p{p}={n}" for p, n in sorted(per_partition.items()))
+    print(f"produced {produced} record(s) to {ss} in {seconds:.2f} s"
+          f"{f' ({produced / seconds:,.0f} records/s)' if produced and seconds > 0 else ''}"
+          f"{f'; {spread}' if spread else ''}{f'; {skipped} blank line(s) skipped' if skipped else ''}"
+          f"{'; stream ended' if args.end else ''}")
+    return 0
+
+
+# -- tail -----------------------------------------------------------------------------------
+
+def _start_offset(text: str, md) -> int:
+    try:
+        kind = OffsetType(text.lower())
+    except ValueError:
+        try:
+            offset = int(text)
+        except ValueError:
+            raise EngineError(f"--from {text!r}: expected oldest, newest, upcoming or an offset") from None
+        if offset < 0:
+            raise EngineError(f"--from {text}: offsets are >= 0")
+        return max(offset, md.oldest)
+    if kind is OffsetType.NEWEST and md.is_empty:
+        return md.upcoming
+    return md.offset_of(kind)
+
+
+def _tail(args: argparse.Namespace) -> int:
+    reg, system = _target(args)
+    ss = SystemStream(system, args.stream)
+    admin = _require_stream(reg, system, args.stream)
+    count = admin.partition_count(args.stream)
+    if args.partition is not None and args.partition >= count:
+        raise EngineError(f"--partition {args.partition}: stream '{ss}' has partitions "
+                          f"0..{count - 1}")
+    partitions = [args.partition] if args.partition is not None else list(range(count))
+    ssps = [SystemStreamPartition(system, args.stream, p) for p in partitions]
+    metadata = admin.metadata(ssps)
+    serdes = reg.serdes_for(ss)
+    consumer = reg.consumer(system)
+    # Without --follow, read what exists now: up to each partition's upcoming offset.
+    stop_at: dict[SystemStreamPartition, int] = {}
+    for ssp in ssps:
+        start = _start_offset(args.start, metadata[ssp])
+        consumer.register(ssp, start)
+        stop_at[ssp] = metadata[ssp].upcoming
+    active = [ssp for ssp in ssps
+              if args.follow or _start_offset(args.start, metadata[ssp]) < stop_at[ssp]]
+    consumer.start()
+    tail = _TailPrinter(args.max, args.follow, stop_at, serdes)
+    started = time.perf_counter()
+    try:
+        while active and not tail.done:
+            got = consumer.poll(active, _FOLLOW_POLL_S if args.follow else _READ_POLL_S)
+            if not args.follow and not any(got.values()):
+                break  # nothing more to read now (a compacted tail leaves a gap)
+            for ssp, envs in got.items():
+                if tail.show(ssp, envs):
+                    active.remove(ssp)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        consumer.stop()
+    seconds = time.perf_counter() - started
+    print(f"read {tail.shown} record(s) from {ss} ({len(ssps)} partition(s)) in {seconds:.2f} s",
+          file=sys.stderr)
+    return 0
+
+
+class _TailPrinter:
+    """Prints envelopes; knows when a partition is finished and when --max is reached."""
+
+    def __init__(self, limit: int | None, follow: bool, stop_at: dict, serdes) -> None:
+        self.limit, self.follow, self.stop_at, self.serdes = limit, follow, stop_at, serdes
+        self.shown = 0
+
+    @property
+    def done(self) -> bool:
+        return self.limit is not None and self.shown >= self.limit
+
+    def show(self, ssp: SystemStreamPartition, envs) -> bool:
+        """Print ``envs`` of ``ssp``; True when ``ssp`` needs no more polling."""
+        bounded = not self.follow
+        for env in envs:
+            if self.done:
+                return False
+            if bounded and not env.is_end_of_stream and env.offset >= self.stop_at[ssp]:
+                return True
+            print(format_record(env, self.serdes), flush=self.follow)
+            if env.is_end_of_stream:
+                return True
+            self.shown += 1
+            if bounded and env.offset + 1 >= self.stop_at[ssp]:
+                return True
+        return False
+
+
+# -- describe -------------------------------------------------------------------------------
+
+def _describe(args: argparse.Namespace) -> int:
+    reg, system = _target(args)
+    admin = _require_stream(reg, system, args.stream)
+    count = admin.partition_count(args.stream)
+    ssps = [SystemStreamPartition(system, args.stream, p) for p in range(count)]
+    metadata = admin.metadata(ssps)
+    details = {}
+    describe = getattr(admin, "describe", None)
+    if callable(describe):
+        details = {info.partition: info for info in describe(args.stream)}
+    policy = getattr(admin, "cleanup_policy", None)
+    title = f"{system}.{args.stream}: {count} partition(s)"
+    if callable(policy):
+        title += f", {policy(args.stream).value}"
+    table = Table(title=title + _where(reg, system))
+    for column in ("partition", "oldest", "newest", "upcoming", "segments", "bytes", "ended"):
+        table.add_column(column, justify="left" if column == "ended" else "right")
+    total = 0
+    for ssp in ssps:
+        md, info = metadata[ssp], details.get(ssp.partition)
+        total += md.upcoming - md.oldest
+        table.add_row(str(ssp.partition), str(md.oldest), str(md.newest), str(md.upcoming),
+                      _attr(info, "segments"), _attr(info, "bytes", "{:,}"),
+                      {True: "yes", False: "no"}.get(getattr(info, "ended", None), "-"))
+    console = Console(file=sys.stdout)
+    console.print(table)
+    console.print(f"{total:,} offset(s) across {count} partition(s)")
+    return 0
+
+
+def _attr(info: Any, name: str, fmt: str = "{}") -> str:
+    value = getattr(info, name, None)
+    return "-" if value is None else fmt.format(value)

@@ -1,0 +1,199 @@
+"""``weir log create|produce|tail|describe`` through engine.cli.main, on real file logs and on a
+memory system named in a job config; one run of the installed ``weir`` script."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from engine.cli import main
+from engine.systems.memory import reset_memory_systems
+
+try:
+    from engine.systems.filelog import FileLogSystemFactory
+except ImportError:  # the file log is being built concurrently
+    FileLogSystemFactory = None
+
+needs_filelog = pytest.mark.skipif(FileLogSystemFactory is None,
+                                   reason="engine/systems/filelog is not built yet")
+
+
+@pytest.fixture
+def root(tmp_path):
+    return str(tmp_path / "log")
+
+
+@pytest.fixture
+def mem_config(tmp_path):
+    """A job config with a memory system whose 'orders' stream has string keys, JSON values."""
+    system = f"mem{uuid.uuid4().hex[:8]}"
+    path = tmp_path / "job.properties"
+    path.write_text(f"systems.{system}.factory=memory\n"
+                    f"systems.{system}.streams.orders.samza.key.serde=string\n"
+                    f"systems.{system}.streams.orders.samza.msg.serde=json\n")
+    yield ["--config", str(path), "--system", system]
+    reset_memory_systems(system)
+
+
+def run(capsys, *argv, stdin: str | None = None, monkeypatch=None):
+    if stdin is not None:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    code = main(["log", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def records(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith("partition=")]
+
+
+# -- file log (the default system) ----------------------------------------------------------
+
+@needs_filelog
+def test_create_produce_tail_describe_on_a_file_log(capsys, monkeypatch, root):
+    code, out, _ = run(capsys, "create", "orders", "--partitions", "2", "--root", root)
+    assert code == 0 and "created filelog.orders with 2 partition(s)" in out
+    code, out, _ = run(capsys, "create", "orders", "--partitions", "2", "--root", root)
+    assert code == 0 and "already exists" in out
+    assert (Path(root) / "orders").is_dir()
+
+    code, out, _ = run(capsys, "produce", "orders", "--format", "kv", "--root", root,
+                       stdin="ann=1\nbob=2\n\nann=3\n", monkeypatch=monkeypatch)
+    assert code == 0
+    assert out.startswith("produced 3 record(s) to filelog.orders in ")
+    assert "1 blank line(s) skipped" in out and out.count("\n") == 1
+
+    code, out, err = run(capsys, "tail", "orders", "--root", root)
+    lines = records(out)
+    assert code == 0 and len(lines) == 3
+    assert all("timestamp=" in line for line in lines)
+    ann = [line for line in lines if "key=ann" in line]
+    assert [line.split("value=")[1] for line in ann] == ["1", "3"]
+    assert "offset=0" in ann[0] and "offset=1" in ann[1]
+    assert err.startswith("read 3 record(s) from filelog.orders")
+
+    code, out, _ = run(capsys, "describe", "orders", "--root", root)
+    assert code == 0
+    for column in ("partition", "oldest", "newest", "upcoming", "segments", "bytes", "ended"):
+        assert column in out
+    assert "3 offset(s) across 2 partition(s)" in out
+
+
+@needs_filelog
+def test_produce_from_a_json_file_keyed_by_a_field(capsys, tmp_path, root):
+    data = tmp_path / "in.jsonl"
+    data.write_text('{"user": "ann", "n": 1}\n{"user": "bob", "n": 2}\n{"user": "ann", "n": 3}\n')
+    run(capsys, "create", "events", "--partitions", "4", "--root", root)
+    code, out, _ = run(capsys, "produce", "events", "--file", str(data), "--format", "json",
+                       "--key-field", "user", "--root", root)
+    assert code == 0 and "produced 3 record(s)" in out
+    lines = records(run(capsys, "tail", "events", "--root", root)[1])
+    ann = [line for line in lines if "key=ann" in line]
+    assert len(ann) == 2 and len({line.split()[0] for line in ann}) == 1  # same partition
+    assert '"n": 1' in ann[0] or '"n":1' in ann[0]
+
+
+@needs_filelog
+def test_tail_from_an_offset_with_max_and_one_partition(capsys, monkeypatch, root):
+    run(capsys, "create", "nums", "--partitions", "2", "--root", root)
+    run(capsys, "produce", "nums", "--partition", "1", "--root", root,
+        stdin="".join(f"{i}\n" for i in range(10)), monkeypatch=monkeypatch)
+    lines = records(run(capsys, "tail", "nums", "--partition", "1", "--from", "4", "--max", "3",
+                        "--root", root)[1])
+    assert [line.split()[1] for line in lines] == ["offset=4", "offset=5", "offset=6"]
+    assert [line.split("value=")[1] for line in lines] == ["4", "5", "6"]
+    lines = records(run(capsys, "tail", "nums", "--from", "newest", "--root", root)[1])
+    assert lines == [line for line in lines if "offset=9" in line] and len(lines) == 1
+    assert records(run(capsys, "tail", "nums", "--from", "upcoming", "--root", root)[1]) == []
+
+
+@needs_filelog
+def test_bounded_stream_ended_by_produce_shows_in_describe_and_follow(capsys, monkeypatch, root):
+    run(capsys, "create", "batch", "--bounded", "--root", root)
+    code, out, _ = run(capsys, "produce", "batch", "--end", "--root", root, stdin="a\nb\n",
+                       monkeypatch=monkeypatch)
+    assert code == 0 and "stream ended" in out
+    out = run(capsys, "tail", "batch", "--follow", "--root", root)[1]
+    assert out.splitlines()[-1] == "partition=0 offset=2 end-of-stream"
+    assert "yes" in run(capsys, "describe", "batch", "--root", root)[1]
+
+
+@needs_filelog
+def test_compacted_stream_is_created_compacted(capsys, root):
+    code, out, _ = run(capsys, "create", "state", "--compact", "--partitions", "3", "--root", root)
+    assert code == 0 and "compact" in out
+
+
+@needs_filelog
+def test_missing_stream_and_bad_arguments_are_clear_errors(capsys, monkeypatch, root):
+    code, _, err = run(capsys, "tail", "ghost", "--root", root)
+    assert code == 2 and "filelog.ghost" in err and "weir log create ghost" in err
+    run(capsys, "create", "orders", "--root", root)
+    code, _, err = run(capsys, "produce", "orders", "--partition", "3", "--root", root, stdin="x\n",
+                       monkeypatch=monkeypatch)
+    assert code == 2 and "partitions 0..0" in err
+    code, _, err = run(capsys, "produce", "orders", "--format", "json", "--root", root,
+                       stdin='{"ok": 1}\n{broken\n', monkeypatch=monkeypatch)
+    assert code == 2 and "stdin line 2" in err and "1 record(s) before it were produced" in err
+    code, _, err = run(capsys, "tail", "orders", "--from", "yesterday", "--root", root)
+    assert code == 2 and "--from 'yesterday'" in err
+
+
+# -- any configured system ------------------------------------------------------------------
+
+def test_commands_work_on_a_configured_memory_system_with_serdes(capsys, monkeypatch, mem_config):
+    code, out, _ = run(capsys, "create", "orders", "--partitions", "3", *mem_config)
+    assert code == 0 and "created" in out
+    code, out, _ = run(capsys, "produce", "orders", "--format", "json", "--key-field", "user",
+                       *mem_config, stdin='{"user": "ann", "amount": 3}\n{"user": "bob", "amount": 4}\n',
+                       monkeypatch=monkeypatch)
+    assert code == 0 and "produced 2 record(s)" in out
+    lines = records(run(capsys, "tail", "orders", *mem_config)[1])
+    assert sorted(line.split(" key=")[1] for line in lines) == \
+        ['ann value={"amount":3,"user":"ann"}', 'bob value={"amount":4,"user":"bob"}']
+    out = run(capsys, "describe", "orders", *mem_config)[1]
+    assert "2 offset(s) across 3 partition(s)" in out
+
+
+def test_kv_values_are_fitted_to_the_stream_serdes(capsys, monkeypatch, mem_config):
+    run(capsys, "create", "orders", *mem_config)
+    run(capsys, "produce", "orders", "--format", "kv", *mem_config,
+        stdin='k1={"a": [1, 2]}\nk2=plain words\n', monkeypatch=monkeypatch)
+    lines = records(run(capsys, "tail", "orders", *mem_config)[1])
+    assert [line.split(" key=")[1] for line in lines] == ['k1 value={"a":[1,2]}',
+                                                          'k2 value=plain words']
+
+
+def test_key_field_needs_json_and_unknown_system_names_the_key(capsys, monkeypatch, mem_config):
+    code, _, err = run(capsys, "produce", "orders", "--key-field", "user", *mem_config,
+                       stdin="x\n", monkeypatch=monkeypatch)
+    assert code == 2 and "--key-field needs --format json" in err
+    code, _, err = run(capsys, "describe", "orders", "--system", "kafka",
+                       *mem_config[:2])
+    assert code == 2 and "systems.kafka.factory" in err
+
+
+# -- the installed script ---------------------------------------------------------------------
+
+@needs_filelog
+def test_weir_script_creates_and_describes_a_stream(tmp_path):
+    weir = Path(sys.executable).parent / "weir"
+    if not weir.exists():
+        pytest.skip("the weir console script is not installed in this environment")
+    root = str(tmp_path / "log")
+    env = {**os.environ, "COLUMNS": "120"}
+    subprocess.run([str(weir), "log", "create", "clicks", "--partitions", "2", "--root", root],
+                   check=True, capture_output=True, text=True, env=env, timeout=60)
+    produced = subprocess.run([str(weir), "log", "produce", "clicks", "--root", root],
+                              input="a\nb\nc\n", check=True, capture_output=True, text=True,
+                              env=env, timeout=60)
+    assert "produced 3 record(s)" in produced.stdout
+    described = subprocess.run([str(weir), "log", "describe", "clicks", "--root", root],
+                               check=True, capture_output=True, text=True, env=env, timeout=60)
+    assert "3 offset(s) across 2 partition(s)" in described.stdout
