@@ -1,0 +1,153 @@
+"""``weir config``: the effective config of a job, and the generated key reference.
+
+* ``weir config show job.properties [--set k=v ...] [--defaults] [--strict]`` prints every
+  key with its value and where it was set (``file:line``, ``--set``, ``default``), then the
+  warnings (unknown keys, with the closest known key). A bad value fails with the key, its
+  place and what is allowed. ``--strict`` exits 1 when there are warnings.
+* ``weir config docs [--output docs/CONFIG.md] [--check]`` writes the key reference generated
+  from every ``declare(...)``; ``--check`` writes nothing and exits 1 with a diff when the
+  file is stale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from stores.config import declared_keys
+
+from ..config import (
+    OVERRIDE_ORIGIN,
+    config_docs_markdown,
+    load_all_declarations,
+    load_config,
+    validate_config,
+)
+
+__all__ = ["register", "write_atomically"]
+
+_DEFAULT_OUTPUT = "docs/CONFIG.md"
+_DIFF_LINES = 40
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "config", help="show a job's effective config, generate the config reference",
+        description="Show a job's effective config or generate docs/CONFIG.md.")
+    sub = parser.add_subparsers(dest="config_command", metavar="SUBCOMMAND")
+    parser.set_defaults(func=lambda args: _help(parser))
+
+    show = sub.add_parser("show", help="print the effective config with origins and warnings")
+    show.add_argument("path", help="job config (.properties, .yaml or .yml)")
+    show.add_argument("--set", dest="overrides", action="append", default=[],
+                      metavar="KEY=VALUE", help="override a key (repeatable)")
+    show.add_argument("--defaults", action="store_true",
+                      help="also list declared keys left at their defaults")
+    show.add_argument("--strict", action="store_true", help="exit 1 when there are warnings")
+    show.set_defaults(func=_show)
+
+    docs = sub.add_parser("docs", help="generate the config key reference (docs/CONFIG.md)")
+    docs.add_argument("--output", "-o", default=_DEFAULT_OUTPUT,
+                      help=f"where to write it (default {_DEFAULT_OUTPUT})")
+    docs.add_argument("--check", action="store_true",
+                      help="write nothing; exit 1 with a diff if the file is stale")
+    docs.set_defaults(func=_docs)
+
+
+def _help(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 0
+
+
+def _console(stream=None) -> Console:
+    stream = stream or sys.stdout
+    interactive = hasattr(stream, "isatty") and stream.isatty()
+    return Console(file=stream, width=None if interactive else 200, soft_wrap=False,
+                   highlight=False)
+
+
+def _default_text(value: object) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(getattr(value, "value", value))
+
+
+def _show(args: argparse.Namespace) -> int:
+    config = load_config(args.path, args.overrides)
+    warnings = validate_config(config)
+    out = _console()
+    table = Table(title=f"Effective config of {args.path}", title_justify="left")
+    table.add_column("key", style="bold", overflow="fold")
+    table.add_column("value", overflow="fold")
+    table.add_column("origin", style="dim", overflow="fold")
+    rows = [(k, config[k], config.origin(k) or "") for k in config]
+    if args.defaults:
+        for decl in declared_keys():
+            names = (decl.name, *decl.aliases)
+            if "<" in decl.name or decl.default is None or any(n in config for n in names):
+                continue
+            rows.append((decl.name, _default_text(decl.default), "default"))
+    for key, value, origin in sorted(rows):
+        table.add_row(key, value, origin)
+    out.print(table)
+    overridden = sum(1 for k in config if config.origin(k) == OVERRIDE_ORIGIN)
+    for warning in warnings:
+        out.print(f"[yellow]warning:[/yellow] {warning.message}", markup=True)
+    out.print(f"{len(config)} keys from {args.path} ({overridden} from --set); "
+              f"{len(warnings)} warning{'s' if len(warnings) != 1 else ''}")
+    return 1 if warnings and args.strict else 0
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see the old or the new file, never half of
+    one: temp file in the same directory, fsync, rename, fsync the directory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _docs(args: argparse.Namespace) -> int:
+    text = config_docs_markdown()
+    path = Path(args.output)
+    keys = len(declared_keys())
+    modules = len(load_all_declarations())
+    if args.check:
+        current = path.read_text(encoding="utf-8") if path.exists() else ""
+        if current == text:
+            print(f"{path} is up to date ({keys} keys from {modules} modules)")
+            return 0
+        diff = list(difflib.unified_diff(current.splitlines(), text.splitlines(),
+                                         f"{path} (committed)", f"{path} (from the code)",
+                                         lineterm="", n=1))
+        for line in diff[:_DIFF_LINES]:
+            print(line, file=sys.stderr)
+        if len(diff) > _DIFF_LINES:
+            print(f"... {len(diff) - _DIFF_LINES} more diff lines", file=sys.stderr)
+        command = "weir config docs" + ("" if args.output == _DEFAULT_OUTPUT else f" --output {path}")
+        print(f"{path} is stale: regenerate it with `{command}` and commit it", file=sys.stderr)
+        return 1
+    write_atomically(path, text)
+    print(f"wrote {path}: {keys} keys from {modules} modules")
+    return 0
