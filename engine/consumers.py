@@ -1,0 +1,358 @@
+"""SystemConsumers: the container's multiplexer of input SSPs (SAMZA-REFERENCE 1.7).
+
+It polls the systems' consumers, buffers what they return per SSP, hands the chooser one
+envelope per SSP (deserialized, so the chooser and the task see typed keys and messages) and
+answers the run loop's ``choose()`` with the chooser's pick.
+
+* **Polling**: only SSPs whose buffer is empty and whose envelope is not in the chooser are
+  fetched; SSPs that reached end-of-stream are never polled again. A poll happens when the
+  chooser has nothing to give, and at least every ``task.poll.interval.ms`` while messages
+  flow. When nothing is ready, ``choose()`` waits up to the no-new-messages timeout inside the
+  consumers' ``poll`` (they wake as soon as data arrives), so an idle job does not spin.
+* **Bootstrap gating**: the heads (newest offsets) of every registered bootstrap SSP are read
+  at start, in one batched metadata call per system. ``choose()`` never asks the chooser
+  while a bootstrap stream that has not reached its head has no envelope in the chooser
+  (:class:`~engine.chooser.BootstrapLag`); an SSP is caught up when a chosen envelope reaches
+  the head, when it starts past it, or at its end-of-stream.
+* **Deserialization** failures are fatal (:class:`~engine.errors.DeserializationError`,
+  naming SSP and offset) unless ``task.drop.deserialization.errors=true``, which drops and
+  counts them.
+
+Differences from Samza: a poll *appends* to an SSP's buffer instead of replacing it (quirk 5:
+Samza's replace is only safe because of the empty-buffer rule); when ``choose()`` has to poll
+it chooses again at once instead of returning null first; the wait of one poll round is
+shared by all systems instead of applying to each.
+
+Example::
+
+    >>> from stores.config import Config
+    >>> from engine.chooser import chooser_from_config
+    >>> from engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
+    >>> from engine.systems.api import StreamSpec
+    >>> from engine.systems.memory import MemorySystemFactory, reset_memory_systems
+    >>> f = MemorySystemFactory()
+    >>> _ = f.get_admin("mem-sc", {}).create_stream(StreamSpec("words", 1))
+    >>> f.get_producer("mem-sc", {}).send("doc", OutgoingMessageEnvelope(
+    ...     SystemStream("mem-sc", "words"), b"hello", partition=0))
+    >>> cfg = Config({"task.inputs": "mem-sc.words"})
+    >>> sc = SystemConsumers(chooser_from_config(cfg), {"mem-sc": f.get_consumer("mem-sc", {})},
+    ...                      {"mem-sc": f.get_admin("mem-sc", {})}, None, cfg)
+    >>> sc.register(SystemStreamPartition("mem-sc", "words", 0), 0); sc.start()
+    >>> sc.choose(timeout=0).message
+    b'hello'
+    >>> sc.stop(); reset_memory_systems("mem-sc")
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass
+from enum import Enum
+from typing import Any
+
+from stores.config import Config, declare
+
+from .chooser.base import MessageChooser
+from .chooser.bootstrapping import BootstrapLag
+from .chooser.spec import bootstrap_streams
+from .errors import DeserializationError, EngineError
+from .model import EnvelopeKind, IncomingMessageEnvelope, SystemStream, SystemStreamPartition
+from .systems.api import PartitionMetadata, SystemAdmin, SystemConsumer
+
+__all__ = [
+    "SystemConsumers",
+    "ConsumerCounters",
+    "Refill",
+    "TASK_POLL_INTERVAL_MS",
+    "TASK_NO_NEW_MESSAGES_TIMEOUT_MS",
+    "TASK_DROP_DESERIALIZATION_ERRORS",
+]
+
+_COMPONENT = "consumers"
+
+TASK_POLL_INTERVAL_MS = declare(
+    "task.poll.interval.ms", int, 50,
+    "Longest gap between two polls of the input systems while messages are flowing.",
+    component=_COMPONENT)
+TASK_NO_NEW_MESSAGES_TIMEOUT_MS = declare(
+    "task.poll.no.new.messages.timeout.ms", int, 10,
+    "How long `choose()` waits inside the consumers' poll when the chooser has nothing "
+    "(Samza's fixed noNewMessagesTimeout); keeps an idle job from spinning.",
+    component=_COMPONENT)
+TASK_DROP_DESERIALIZATION_ERRORS = declare(
+    "task.drop.deserialization.errors", bool, False,
+    "Drop (and count) input messages that cannot be deserialized instead of stopping the "
+    "job.", component=_COMPONENT)
+
+
+class Refill(Enum):
+    """When the chooser gets an SSP's next buffered envelope after one was chosen."""
+
+    IMMEDIATE = "immediate"
+    """At once, inside ``choose()`` (the synchronous run loop)."""
+    BY_CALLER = "by-caller"
+    """When the caller calls :meth:`SystemConsumers.refill` (per-SSP flow control for a run
+    loop that lets an SSP advance only once its previous message started processing)."""
+
+
+@dataclass(slots=True)
+class ConsumerCounters:
+    """Counters for metrics (Samza's SystemConsumersMetrics, by other names)."""
+
+    polls: int = 0
+    """``consumer.poll`` calls."""
+    empty_polls: int = 0
+    """Polls that returned no envelope."""
+    polled: int = 0
+    """Envelopes returned by all polls."""
+    chooses: int = 0
+    """``choose()`` calls that returned an envelope (Samza's ``chose-object``)."""
+    chose_null: int = 0
+    """``choose()`` calls that returned None."""
+    gated: int = 0
+    """Times the chooser was not asked because a bootstrap stream lagged without an envelope."""
+    deserialization_errors: int = 0
+    """Envelopes dropped because they could not be deserialized."""
+    buffered: int = 0
+    """Envelopes polled and not yet handed to the chooser (``unprocessed-messages``)."""
+
+    def snapshot(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class SystemConsumers:
+    """Multiplexes the input SSPs of one container; see the module docstring.
+
+    ``consumers`` and ``admins`` map system names to that system's consumer and admin (one
+    consumer per system, shared by every SSP of it). ``serdes`` turns raw envelopes into typed
+    ones: an object with ``deserialize(envelope) -> envelope`` (such as
+    :class:`engine.serde_config.SerdeManager`), or None to hand over bytes. ``clock`` returns
+    seconds (``time.monotonic``).
+    """
+
+    def __init__(self, chooser: MessageChooser, consumers: Mapping[str, SystemConsumer],
+                 admins: Mapping[str, SystemAdmin], serdes: Any, config: Config | Mapping[str, str],
+                 *, clock: Callable[[], float] = time.monotonic) -> None:
+        config = config if isinstance(config, Config) else Config(config)
+        self._chooser = chooser
+        self._consumers = dict(consumers)
+        self._admins = dict(admins)
+        self._serdes = serdes
+        self._clock = clock
+        self._poll_interval = TASK_POLL_INTERVAL_MS.get(config) / 1000.0
+        self._idle_timeout = max(0, TASK_NO_NEW_MESSAGES_TIMEOUT_MS.get(config)) / 1000.0
+        self._drop_errors = bool(TASK_DROP_DESERIALIZATION_ERRORS.get(config))
+        self._bootstrap: frozenset[SystemStream] = frozenset(bootstrap_streams(config))
+        self._registered: dict[SystemStreamPartition, int] = {}
+        self._buffers: dict[SystemStreamPartition, deque[IncomingMessageEnvelope]] = {}
+        self._deserializers: dict[SystemStreamPartition, Callable | None] = {}
+        # Per system, the SSPs to fetch: insertion-ordered (a dict used as a set) so the
+        # order of polls, and therefore of round robin, is deterministic.
+        self._empty: dict[str, dict[SystemStreamPartition, None]] = {}
+        self._ended: set[SystemStreamPartition] = set()
+        self._lag = BootstrapLag({})
+        self._last_poll = 0.0
+        self._started = False
+        self.counters = ConsumerCounters()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def register(self, ssp: SystemStreamPartition, offset: int) -> None:
+        """Read ``ssp`` from ``offset`` (the first record to read); call once per task that
+        owns the SSP, before :meth:`start`. The consumer starts from the lowest offset."""
+        ssp = SystemStreamPartition(*ssp)
+        if self._started:
+            raise EngineError(f"{ssp}: register() after start(); register every input SSP "
+                              f"before starting SystemConsumers")
+        if ssp.system not in self._consumers:
+            raise EngineError(f"cannot register {ssp}: there is no consumer for system "
+                              f"'{ssp.system}'; configure systems.{ssp.system}.factory")
+        self._chooser.register(ssp, offset)
+        current = self._registered.get(ssp)
+        if current is None or offset < current:
+            self._registered[ssp] = offset
+        self._buffers.setdefault(ssp, deque())
+        self._deserializers[ssp] = self._deserializer_for(ssp)
+
+    def start(self) -> None:
+        """Register with the consumers, read the bootstrap heads, start everything and poll
+        once."""
+        for ssp, offset in self._registered.items():
+            self._consumers[ssp.system].register(ssp, offset)
+        self._empty = {system: {} for system in self._consumers}
+        for ssp in self._registered:
+            self._empty[ssp.system][ssp] = None
+        for consumer in self._consumers.values():
+            consumer.start()
+        self._lag = BootstrapLag(self._bootstrap_heads())
+        for ssp, offset in self._registered.items():
+            self._lag.register(ssp, offset)
+        self._lag.start()
+        self._chooser.start()
+        self._started = True
+        self._refresh(0.0)
+
+    def stop(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        for consumer in self._consumers.values():
+            consumer.stop()
+        self._chooser.stop()
+
+    # -- choosing --------------------------------------------------------------------------
+    def choose(self, timeout: float | None = None, *,
+               refill: Refill = Refill.IMMEDIATE) -> IncomingMessageEnvelope | None:
+        """The next envelope to process, or None when none came within ``timeout`` seconds
+        (default ``task.poll.no.new.messages.timeout.ms``). End-of-stream envelopes are
+        returned like any other (``envelope.is_end_of_stream``)."""
+        envelope = self._choose_once(refill)
+        if envelope is None:
+            self._refresh(self._idle_timeout if timeout is None else max(0.0, timeout))
+            envelope = self._choose_once(refill)
+            if envelope is None:
+                self.counters.chose_null += 1
+                return None
+        elif self._clock() - self._last_poll >= self._poll_interval:
+            self._refresh(0.0)
+        return envelope
+
+    def refill(self, ssp: SystemStreamPartition) -> None:
+        """Offer the chooser ``ssp``'s next buffered envelope (with ``Refill.BY_CALLER``);
+        polls the SSP later if its buffer is empty. Call at most once per chosen envelope."""
+        self._try_update(ssp)
+
+    def _choose_once(self, refill: Refill) -> IncomingMessageEnvelope | None:
+        lag = self._lag
+        if lag.active and not lag.ok_to_choose:
+            self.counters.gated += 1
+            return None
+        envelope = self._chooser.choose()
+        if envelope is None:
+            return None
+        ssp = envelope.ssp
+        if lag.active:
+            lag.on_chosen(envelope)
+        if envelope.kind is EnvelopeKind.END_OF_STREAM:
+            self._ended.add(ssp)
+        self.counters.chooses += 1
+        if refill is Refill.IMMEDIATE:
+            self._try_update(ssp)
+        return envelope
+
+    def _try_update(self, ssp: SystemStreamPartition) -> bool:
+        """Hand the chooser the SSP's next envelope that deserializes; when the buffer runs
+        out, mark the SSP for polling (unless it has ended)."""
+        buffer = self._buffers[ssp]
+        deserialize = self._deserializers[ssp]
+        counters = self.counters
+        while buffer:
+            envelope = buffer.popleft()
+            counters.buffered -= 1
+            if deserialize is not None and envelope.kind is EnvelopeKind.MESSAGE:
+                try:
+                    envelope = deserialize(envelope)
+                except DeserializationError:
+                    if not self._drop_errors:
+                        raise
+                    counters.deserialization_errors += 1
+                    continue
+                except Exception as exc:
+                    if not self._drop_errors:
+                        raise DeserializationError(f"{type(exc).__name__}: {exc}", ssp=ssp,
+                                                   offset=envelope.offset) from exc
+                    counters.deserialization_errors += 1
+                    continue
+            self._chooser.update(envelope)
+            if self._lag.active:
+                self._lag.on_update(envelope)
+            return True
+        if ssp not in self._ended:
+            self._empty[ssp.system][ssp] = None
+        return False
+
+    # -- polling ---------------------------------------------------------------------------
+    def _refresh(self, timeout: float) -> None:
+        """Poll every system once for its SSPs with empty buffers. The first poll may wait up
+        to ``timeout`` seconds; once any envelope has arrived, the rest do not wait."""
+        now = self._clock()
+        self._last_poll = now
+        deadline = now + timeout
+        waited = False
+        counters = self.counters
+        for system, fetch in self._empty.items():
+            if not fetch:
+                continue
+            wait = max(0.0, deadline - self._clock()) if timeout > 0 and not waited else 0.0
+            result = self._consumers[system].poll(tuple(fetch), wait)
+            counters.polls += 1
+            got = False
+            for ssp, envelopes in result.items():
+                if not envelopes:
+                    continue
+                got = True
+                self._buffers[ssp].extend(envelopes)
+                counters.buffered += len(envelopes)
+                counters.polled += len(envelopes)
+                if ssp in fetch:
+                    del fetch[ssp]
+                    self._try_update(ssp)
+            if got:
+                waited = True
+            else:
+                counters.empty_polls += 1
+
+    def _bootstrap_heads(self) -> dict[SystemStreamPartition, PartitionMetadata]:
+        by_system: dict[str, list[SystemStreamPartition]] = {}
+        for ssp in self._registered:
+            if ssp.system_stream in self._bootstrap:
+                by_system.setdefault(ssp.system, []).append(ssp)
+        heads: dict[SystemStreamPartition, PartitionMetadata] = {}
+        for system, ssps in by_system.items():
+            admin = self._admins.get(system)
+            if admin is None:
+                raise EngineError(
+                    f"bootstrap stream(s) {sorted({str(s.system_stream) for s in ssps})} need "
+                    f"the admin of system '{system}' to read their heads; pass it to "
+                    f"SystemConsumers")
+            heads.update(admin.metadata(ssps))
+        return heads
+
+    def _deserializer_for(self, ssp: SystemStreamPartition) -> Callable | None:
+        serdes = self._serdes
+        if serdes is None:
+            return None
+        for_stream = getattr(serdes, "for_stream", None)
+        if for_stream is not None:
+            stream_serdes = for_stream(ssp.system_stream)
+            return None if getattr(stream_serdes, "is_passthrough", False) else stream_serdes.deserialize
+        return serdes.deserialize
+
+    # -- state -----------------------------------------------------------------------------
+    @property
+    def chooser(self) -> MessageChooser:
+        return self._chooser
+
+    @property
+    def bootstrap(self) -> BootstrapLag:
+        """The bootstrap bookkeeping (lagging SSPs, per-stream lagging partitions)."""
+        return self._lag
+
+    @property
+    def registered(self) -> Mapping[SystemStreamPartition, int]:
+        """The lowest registered offset of each SSP."""
+        return dict(self._registered)
+
+    def is_end_of_stream(self, ssp: SystemStreamPartition) -> bool:
+        """True once the SSP's end-of-stream envelope has been chosen."""
+        return ssp in self._ended
+
+    @property
+    def all_end_of_stream(self) -> bool:
+        """Every registered SSP has ended: there is nothing more to choose."""
+        return len(self._ended) == len(self._registered)
+
+    def ssps_to_poll(self) -> Iterable[SystemStreamPartition]:
+        """The SSPs the next poll will fetch (buffer empty, not in the chooser, not ended)."""
+        return [ssp for fetch in self._empty.values() for ssp in fetch]
