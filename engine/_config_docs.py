@@ -89,8 +89,9 @@ def _description(decl: ConfigKey) -> str:
 
 
 def _anchor(component: str) -> str:
-    keep = [c if c.isalnum() else "-" for c in component.lower().replace(" ", "-")]
-    return "".join(c for c in keep if c.isalnum() or c == "-")
+    """GitHub's heading anchor: lower case, punctuation dropped, spaces as hyphens."""
+    kept = "".join(c for c in component.lower() if c.isalnum() or c in " -_")
+    return kept.replace(" ", "-")
 
 
 def render_markdown(keys: list[ConfigKey] | None = None) -> str:
