@@ -447,3 +447,12 @@ def test_cli_show_bad_value_exits_2_naming_key_and_line(tmp_path, capsys):
     assert main(["config", "show", str(path)]) == 2
     err = capsys.readouterr().err
     assert "job.container.count" in err and f"{path}:4" in err
+
+
+@pytest.mark.parametrize("module", ["engine.config", "engine._config_files"])
+def test_docstring_examples_run(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.failed == 0 and result.attempted > 0
