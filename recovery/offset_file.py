@@ -1,0 +1,120 @@
+"""The ``OFFSET`` file of a persistent logged store: which changelog state the local files hold.
+
+Invariant: while ``<store dir>/OFFSET`` exists and says offset *N*, the store's files on disk
+hold exactly the changelog's state at offset *N* (every record up to *N* applied, nothing
+after). The storage manager keeps it true:
+
+* ``flush()`` (the commit path) flushes the store and its changelog, then writes ``OFFSET``
+  with the changelog's newest offset;
+* the first change after that removes ``OFFSET`` **before** it reaches the engine (the logged
+  layer appends to the changelog before writing the engine, and the storage manager's sink
+  removes the file on that first append), so a crash between commits leaves no ``OFFSET``;
+* restore removes ``OFFSET`` before replaying and writes it when the store is caught up.
+
+Content: one JSON object, written atomically (temp, fsync, rename, fsync dir)::
+
+    {"format": 1, "store": "counts", "changelog": "filelog.counts-changelog",
+     "offset": 1234, "written_at_ms": 1700000000000, "crc32c": "0c1d2e3f"}
+
+``offset`` may be :data:`~stores.changelog.NO_OFFSET` (-1): the changelog was empty and so is
+the store. ``written_at_ms`` dates the file for the staleness rule (a file copied from a backup
+keeps its age, unlike its mtime). A file that does not parse or fails its checksum is reported
+with :class:`OffsetFileCorruptError`; restore treats it like a missing file (wipe and replay).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import crc32c
+import orjson
+
+from ._atomic import atomic_write, remove_durably, remove_stray_temps
+from .errors import RecoveryError
+
+__all__ = [
+    "OFFSET_FILE_NAME",
+    "OffsetFileCorruptError",
+    "StoreOffset",
+    "read_offset_file",
+    "remove_offset_file",
+    "write_offset_file",
+]
+
+OFFSET_FILE_NAME = "OFFSET"
+_FORMAT = 1
+
+
+class OffsetFileCorruptError(RecoveryError):
+    """An ``OFFSET`` file does not parse or fails its checksum (names the file).
+
+    Harmless: the store is rebuilt from its changelog. Nothing for an operator to do unless it
+    repeats (then check the disk).
+    """
+
+
+@dataclass(frozen=True)
+class StoreOffset:
+    """What an ``OFFSET`` file says."""
+
+    store: str
+    changelog: str
+    offset: int
+    written_at_ms: int
+
+    def age_ms(self, now_ms: int) -> int:
+        return now_ms - self.written_at_ms
+
+
+def _body_checksum(body: dict) -> str:
+    return f"{crc32c.crc32c(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)):08x}"
+
+
+def write_offset_file(directory: Path, store: str, changelog: str, offset: int, *,
+                      now_ms: int | None = None) -> StoreOffset:
+    """Record that the store in ``directory`` holds ``changelog``'s state at ``offset``."""
+    if now_ms is None:
+        now_ms = time.time_ns() // 1_000_000
+    body = {"format": _FORMAT, "store": store, "changelog": changelog, "offset": int(offset),
+            "written_at_ms": int(now_ms)}
+    doc = dict(body, crc32c=_body_checksum(body))
+    atomic_write(Path(directory) / OFFSET_FILE_NAME, orjson.dumps(doc) + b"\n")
+    return StoreOffset(store, changelog, int(offset), int(now_ms))
+
+
+def read_offset_file(directory: Path) -> StoreOffset | None:
+    """The ``OFFSET`` file of the store in ``directory``; None when there is none.
+
+    Raises :class:`OffsetFileCorruptError` when it exists but cannot be trusted.
+    """
+    path = Path(directory) / OFFSET_FILE_NAME
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        doc = orjson.loads(data)
+        stored = doc.pop("crc32c")
+        if stored != _body_checksum(doc):
+            raise ValueError(f"checksum mismatch (stored {stored}, computed "
+                             f"{_body_checksum(doc)})")
+        if doc["format"] > _FORMAT:
+            raise ValueError(f"format {doc['format']} is newer than {_FORMAT}")
+        result = StoreOffset(str(doc["store"]), str(doc["changelog"]), doc["offset"],
+                             doc["written_at_ms"])
+        if not isinstance(result.offset, int) or not isinstance(result.written_at_ms, int):
+            raise ValueError("offset and written_at_ms must be integers")
+        return result
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise OffsetFileCorruptError(
+            f"offset file {path} cannot be trusted ({exc}); the store will be rebuilt from its "
+            "changelog") from None
+
+
+def remove_offset_file(directory: Path) -> bool:
+    """Remove the ``OFFSET`` file (durably) and any temp file of it. True if one existed."""
+    directory = Path(directory)
+    remove_stray_temps(directory, OFFSET_FILE_NAME)
+    return remove_durably(directory / OFFSET_FILE_NAME)

@@ -1,0 +1,132 @@
+"""The restore decision table (pure) and the OFFSET file it reads."""
+
+from __future__ import annotations
+
+import pytest
+
+from recovery.offset_file import (OffsetFileCorruptError, StoreOffset, read_offset_file,
+                                  remove_offset_file, write_offset_file)
+from recovery.restore import Action, CheckpointedOffset, LocalState, plan_restore
+from stores.changelog import NO_OFFSET
+
+NOW = 10_000_000
+DAY = 86_400_000
+CHANGELOG = "filelog.counts-changelog"
+ABSENT = CheckpointedOffset.ABSENT
+
+
+def local(offset: int, *, age_ms: int = 1000, changelog: str = CHANGELOG) -> StoreOffset:
+    return StoreOffset("counts", changelog, offset, NOW - age_ms)
+
+
+def plan(*, checkpointed=50, oldest=0, newest=80, local_state=None, persistent=True,
+         logged=True, staleness_ms=DAY):
+    return plan_restore(store="counts", persistent=persistent, logged=logged,
+                        changelog=CHANGELOG, checkpointed=checkpointed, oldest=oldest,
+                        newest=newest, local=local_state if local_state is not None
+                        else LocalState.MISSING, staleness_ms=staleness_ms, now_ms=NOW)
+
+
+def test_local_copy_at_the_checkpoint_is_reused_and_later_records_trimmed():
+    p = plan(local_state=local(50))
+    assert (p.action, p.replays, p.target, p.trims) == (Action.REUSE, False, 50, True)
+
+
+def test_local_copy_behind_the_checkpoint_catches_up_from_offset_plus_one():
+    p = plan(local_state=local(20))
+    assert (p.action, p.start, p.target) == (Action.CATCH_UP, 21, 50)
+
+
+def test_local_copy_ahead_of_the_checkpoint_is_rebuilt():
+    p = plan(local_state=local(60))
+    assert (p.action, p.start, p.target, p.wipes) == (Action.REBUILD, 0, 50, True)
+    assert "uncommitted" in p.reason
+
+
+@pytest.mark.parametrize("state, needle", [
+    (LocalState.MISSING, "no OFFSET file"),
+    (LocalState.CORRUPT, "corrupt"),
+    (local(50, age_ms=DAY), "stale"),
+    (local(50, changelog="filelog.other"), "filelog.other"),
+])
+def test_unusable_local_copies_are_rebuilt_from_the_oldest_offset(state, needle):
+    p = plan(local_state=state, oldest=3)
+    assert (p.action, p.start, p.target) == (Action.REBUILD, 3, 50)
+    assert needle in p.reason
+
+
+def test_catch_up_is_impossible_when_the_changelog_lost_the_records_after_the_local_offset():
+    p = plan(local_state=local(10), oldest=30)
+    assert p.action is Action.REBUILD and "gone" in p.reason
+
+
+def test_no_checkpoint_restores_the_whole_changelog_without_trimming():
+    p = plan(checkpointed=ABSENT)
+    assert (p.action, p.start, p.target, p.trims) == (Action.REBUILD, 0, 80, False)
+    assert plan(checkpointed=ABSENT, local_state=local(80)).action is Action.REUSE
+
+
+def test_checkpoint_of_an_empty_changelog_restores_nothing_and_trims_everything():
+    p = plan(checkpointed=NO_OFFSET)
+    assert (p.replays, p.target, p.trims) == (False, NO_OFFSET, True)
+    assert plan(checkpointed=NO_OFFSET, local_state=local(NO_OFFSET)).action is Action.REUSE
+
+
+def test_empty_changelog_without_checkpoint_gives_an_empty_store():
+    p = plan(checkpointed=ABSENT, newest=NO_OFFSET)
+    assert (p.replays, p.trims, p.target) == (False, False, NO_OFFSET)
+
+
+@pytest.mark.parametrize("checkpointed, oldest, newest", [(90, 0, 80), (5, 10, 80)])
+def test_checkpointed_offset_outside_the_changelog_restores_everything_with_a_warning(
+        checkpointed, oldest, newest):
+    p = plan(checkpointed=checkpointed, oldest=oldest, newest=newest)
+    assert (p.start, p.target) == (oldest, newest)
+    assert "outside the changelog's range" in p.warning
+
+
+def test_checkpoint_past_an_empty_changelog_warns_and_starts_empty():
+    p = plan(checkpointed=40, newest=NO_OFFSET)
+    assert p.target == NO_OFFSET and "empty" in p.warning
+
+
+def test_in_memory_logged_store_always_replays():
+    p = plan(persistent=False, local_state=local(50))
+    assert (p.action, p.start, p.target, p.trims) == (Action.REPLAY, 0, 50, True)
+
+
+@pytest.mark.parametrize("persistent, action", [(True, Action.KEEP), (False, Action.EMPTY)])
+def test_stores_without_changelog_are_not_restored(persistent, action):
+    p = plan(logged=False, persistent=persistent)
+    assert (p.action, p.replays, p.trims) == (action, False, False)
+
+
+# -- the OFFSET file ----------------------------------------------------------------------------
+
+def test_offset_file_round_trips(tmp_path):
+    written = write_offset_file(tmp_path, "counts", CHANGELOG, 1234, now_ms=NOW)
+    assert read_offset_file(tmp_path) == written == StoreOffset("counts", CHANGELOG, 1234, NOW)
+
+
+def test_missing_offset_file_reads_as_none(tmp_path):
+    assert read_offset_file(tmp_path) is None
+
+
+def test_removing_the_offset_file_is_idempotent(tmp_path):
+    write_offset_file(tmp_path, "counts", CHANGELOG, 1)
+    assert remove_offset_file(tmp_path) is True
+    assert remove_offset_file(tmp_path) is False
+    assert read_offset_file(tmp_path) is None
+
+
+@pytest.mark.parametrize("mangle", [
+    lambda b: b[:10],
+    lambda b: b.replace(b'"offset":1234', b'"offset":1235'),
+    lambda b: b"not json",
+])
+def test_damaged_offset_file_is_reported_corrupt_naming_it(tmp_path, mangle):
+    write_offset_file(tmp_path, "counts", CHANGELOG, 1234)
+    path = tmp_path / "OFFSET"
+    path.write_bytes(mangle(path.read_bytes()))
+    with pytest.raises(OffsetFileCorruptError, match=str(path)):
+        read_offset_file(tmp_path)
