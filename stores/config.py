@@ -72,6 +72,7 @@ _PARSERS: dict[Any, Callable[[str], Any]] = {
 }
 
 _TYPE_NAMES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "list"}
+_ARTICLE = {"integer": "an integer", "list": "a list"}
 
 
 class Config(Mapping[str, str]):
@@ -154,7 +155,7 @@ class Config(Mapping[str, str]):
         try:
             return parser(raw)
         except (ValueError, TypeError) as exc:
-            hint = allowed or f"a {type_name}"
+            hint = allowed or _ARTICLE.get(type_name, f"a {type_name}")
             raise ConfigError(f"bad value {raw!r}: expected {hint} ({exc})",
                               key=key, origin=self.origin(key)) from None
 

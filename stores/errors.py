@@ -37,7 +37,10 @@ class ConfigError(WeirError, ValueError):
 
     def __init__(self, message: str, *, key: str | None = None, origin: str | None = None):
         where = f" (set at {origin})" if origin else ""
-        prefix = f"config key '{key}'{where}: " if key else ""
+        if key:
+            prefix = f"config key '{key}'{where}: "
+        else:
+            prefix = f"{origin}: " if origin else ""
         super().__init__(prefix + message)
         self.key = key
         self.origin = origin
