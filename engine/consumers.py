@@ -71,6 +71,8 @@ __all__ = [
 ]
 
 _COMPONENT = "consumers"
+_MESSAGE = EnvelopeKind.MESSAGE
+_END_OF_STREAM = EnvelopeKind.END_OF_STREAM
 
 TASK_POLL_INTERVAL_MS = declare(
     "task.poll.interval.ms", int, 50,
@@ -153,9 +155,12 @@ class SystemConsumers:
         self._empty: dict[str, dict[SystemStreamPartition, None]] = {}
         self._ended: set[SystemStreamPartition] = set()
         self._lag = BootstrapLag({})
+        self._gating = False            # cached ``self._lag.active``: checked per message
+        self._chooser_choose = chooser.choose
+        self._chooser_update = chooser.update
         self._last_poll = 0.0
         self._started = False
-        self.counters = ConsumerCounters()
+        self._counters = ConsumerCounters()
 
     # -- lifecycle -------------------------------------------------------------------------
     def register(self, ssp: SystemStreamPartition, offset: int) -> None:
@@ -189,7 +194,11 @@ class SystemConsumers:
         for ssp, offset in self._registered.items():
             self._lag.register(ssp, offset)
         self._lag.start()
+        self._gating = self._lag.active
         self._chooser.start()
+        # Bound again after start: a chooser may set up its fast paths in start().
+        self._chooser_choose = self._chooser.choose
+        self._chooser_update = self._chooser.update
         self._started = True
         self._refresh(0.0)
 
@@ -207,14 +216,24 @@ class SystemConsumers:
         """The next envelope to process, or None when none came within ``timeout`` seconds
         (default ``task.poll.no.new.messages.timeout.ms``). End-of-stream envelopes are
         returned like any other (``envelope.is_end_of_stream``)."""
-        envelope = self._choose_once(refill)
+        envelope = self._choose_gated() if self._gating else self._chooser_choose()
         if envelope is None:
             self._refresh(self._idle_timeout if timeout is None else max(0.0, timeout))
-            envelope = self._choose_once(refill)
+            envelope = self._choose_gated() if self._gating else self._chooser_choose()
             if envelope is None:
-                self.counters.chose_null += 1
+                self._counters.chose_null += 1
                 return None
-        elif self._clock() - self._last_poll >= self._poll_interval:
+        if envelope.kind is not _MESSAGE and envelope.kind is _END_OF_STREAM:
+            self._ended.add(envelope.ssp)
+        self._counters.chooses += 1
+        if refill is Refill.IMMEDIATE:
+            ssp = envelope.ssp
+            buffer = self._buffers[ssp]
+            if buffer and not self._gating and self._deserializers[ssp] is None:
+                self._chooser_update(buffer.popleft())   # hot path: bytes in, no bootstrap
+            else:
+                self._try_update(ssp)
+        if self._clock() - self._last_poll >= self._poll_interval:
             self._refresh(0.0)
         return envelope
 
@@ -223,22 +242,16 @@ class SystemConsumers:
         polls the SSP later if its buffer is empty. Call at most once per chosen envelope."""
         self._try_update(ssp)
 
-    def _choose_once(self, refill: Refill) -> IncomingMessageEnvelope | None:
+    def _choose_gated(self) -> IncomingMessageEnvelope | None:
+        """``choose`` while some bootstrap SSP lags: ask the chooser only when allowed."""
         lag = self._lag
-        if lag.active and not lag.ok_to_choose:
-            self.counters.gated += 1
+        if not lag.ok_to_choose:
+            self._counters.gated += 1
             return None
-        envelope = self._chooser.choose()
-        if envelope is None:
-            return None
-        ssp = envelope.ssp
-        if lag.active:
+        envelope = self._chooser_choose()
+        if envelope is not None:
             lag.on_chosen(envelope)
-        if envelope.kind is EnvelopeKind.END_OF_STREAM:
-            self._ended.add(ssp)
-        self.counters.chooses += 1
-        if refill is Refill.IMMEDIATE:
-            self._try_update(ssp)
+            self._gating = lag.active
         return envelope
 
     def _try_update(self, ssp: SystemStreamPartition) -> bool:
@@ -246,26 +259,21 @@ class SystemConsumers:
         out, mark the SSP for polling (unless it has ended)."""
         buffer = self._buffers[ssp]
         deserialize = self._deserializers[ssp]
-        counters = self.counters
         while buffer:
             envelope = buffer.popleft()
-            counters.buffered -= 1
-            if deserialize is not None and envelope.kind is EnvelopeKind.MESSAGE:
+            if deserialize is not None and envelope.kind is _MESSAGE:
                 try:
                     envelope = deserialize(envelope)
-                except DeserializationError:
-                    if not self._drop_errors:
-                        raise
-                    counters.deserialization_errors += 1
-                    continue
                 except Exception as exc:
                     if not self._drop_errors:
+                        if isinstance(exc, DeserializationError):
+                            raise
                         raise DeserializationError(f"{type(exc).__name__}: {exc}", ssp=ssp,
                                                    offset=envelope.offset) from exc
-                    counters.deserialization_errors += 1
+                    self._counters.deserialization_errors += 1
                     continue
-            self._chooser.update(envelope)
-            if self._lag.active:
+            self._chooser_update(envelope)
+            if self._gating:
                 self._lag.on_update(envelope)
             return True
         if ssp not in self._ended:
@@ -280,7 +288,7 @@ class SystemConsumers:
         self._last_poll = now
         deadline = now + timeout
         waited = False
-        counters = self.counters
+        counters = self._counters
         for system, fetch in self._empty.items():
             if not fetch:
                 continue
@@ -293,7 +301,6 @@ class SystemConsumers:
                     continue
                 got = True
                 self._buffers[ssp].extend(envelopes)
-                counters.buffered += len(envelopes)
                 counters.polled += len(envelopes)
                 if ssp in fetch:
                     del fetch[ssp]
@@ -330,6 +337,13 @@ class SystemConsumers:
         return serdes.deserialize
 
     # -- state -----------------------------------------------------------------------------
+    @property
+    def counters(self) -> ConsumerCounters:
+        """The live counters, with ``buffered`` brought up to date."""
+        counters = self._counters
+        counters.buffered = sum(len(b) for b in self._buffers.values())
+        return counters
+
     @property
     def chooser(self) -> MessageChooser:
         return self._chooser

@@ -39,11 +39,10 @@ class RoundRobinChooser(BaseMessageChooser):
         self._held: set = set()
 
     def update(self, envelope: IncomingMessageEnvelope) -> None:
-        held = self._held
-        before = len(held)
-        held.add(envelope.ssp)
-        if len(held) == before:
+        ssp = envelope.ssp
+        if ssp in self._held:
             raise _second_envelope_error("RoundRobinChooser", envelope)
+        self._held.add(ssp)
         self._queue.append(envelope)
 
     def choose(self) -> IncomingMessageEnvelope | None:

@@ -45,11 +45,10 @@ class TimeAlignedChooser(BaseMessageChooser):
         self._seq = count()
 
     def update(self, envelope: IncomingMessageEnvelope) -> None:
-        held = self._held
-        before = len(held)
-        held.add(envelope.ssp)
-        if len(held) == before:
+        ssp = envelope.ssp
+        if ssp in self._held:
             raise _second_envelope_error("TimeAlignedChooser", envelope)
+        self._held.add(ssp)
         seq = next(self._seq)
         if envelope.timestamp < 0:
             self._untimed.append((seq, envelope))
