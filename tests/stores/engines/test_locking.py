@@ -1,0 +1,125 @@
+"""The store directory lock (``WEIR.LOCK``), with real second processes holding it."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+import pytest
+
+from stores.engines._lock import LOCK_FILE_NAME, DirectoryLock, read_lock_holder
+from stores.errors import StoreLockedError
+
+from ._proc import Child
+
+HOLD_LOCK = """
+    import sys
+    from stores.engines._lock import DirectoryLock
+    lock = DirectoryLock.acquire(sys.argv[1], store="counts")
+    print("ready", flush=True)
+    sys.stdin.read()
+    lock.release()
+"""
+
+HOLD_ENGINE = """
+    import sys
+    from stores.engines.rocksdb import RocksDBEngine
+    from stores.engines.lmdb import LMDBEngine
+    if sys.argv[2] == "rocksdb":
+        engine = RocksDBEngine("counts", sys.argv[1], logged=True)
+    else:
+        engine = LMDBEngine("counts", sys.argv[1])
+    print("ready", flush=True)
+    sys.stdin.read()
+    engine.close()
+"""
+
+
+def test_lock_file_names_the_holder_while_held(tmp_path):
+    with DirectoryLock.acquire(tmp_path, store="counts") as lock:
+        record = json.loads((tmp_path / LOCK_FILE_NAME).read_text())
+        assert record["pid"] == os.getpid()
+        assert record["host"] == socket.gethostname()
+        assert record["store"] == "counts"
+        assert record["since"].endswith("+00:00")
+        assert read_lock_holder(tmp_path) == lock.holder
+
+
+def test_release_removes_the_record_and_lets_the_directory_be_locked_again(tmp_path):
+    lock = DirectoryLock.acquire(tmp_path, store="counts")
+    lock.release()
+    lock.release()  # twice is harmless
+    assert not lock.held
+    assert not (tmp_path / LOCK_FILE_NAME).exists()
+    DirectoryLock.acquire(tmp_path, store="counts").release()
+
+
+def test_second_lock_in_the_same_process_says_it_is_already_open_here(tmp_path):
+    with DirectoryLock.acquire(tmp_path, store="counts"):
+        with pytest.raises(StoreLockedError) as info:
+            DirectoryLock.acquire(tmp_path, store="counts")
+    assert "already open in this process" in str(info.value)
+    assert info.value.holder["pid"] == os.getpid()
+
+
+def test_lock_held_by_another_process_names_its_pid_host_and_what_to_do(tmp_path):
+    with Child(HOLD_LOCK, tmp_path) as child:
+        with pytest.raises(StoreLockedError) as info:
+            DirectoryLock.acquire(tmp_path, store="counts")
+        child.finish()
+    err = info.value
+    assert err.store == "counts"
+    assert err.path == str(tmp_path)
+    assert err.holder["pid"] == child.pid
+    assert err.holder["host"] == socket.gethostname()
+    message = str(err)
+    assert f"stop process {child.pid} on {socket.gethostname()}" in message
+    assert "released automatically" in message
+    assert "store 'counts'" in message
+
+
+def test_lock_of_a_killed_process_is_released_by_the_kernel(tmp_path):
+    child = Child(HOLD_LOCK, tmp_path)
+    child.kill()
+    # The dead holder's record is still there, but nobody holds the flock any more.
+    assert read_lock_holder(tmp_path).pid == child.pid
+    with DirectoryLock.acquire(tmp_path, store="counts") as lock:
+        assert lock.holder.pid == os.getpid()
+        assert read_lock_holder(tmp_path).pid == os.getpid()
+
+
+def test_leftover_temp_record_of_a_crashed_opener_is_reused(tmp_path):
+    (tmp_path / (LOCK_FILE_NAME + ".tmp")).write_text("half a rec")
+    with DirectoryLock.acquire(tmp_path, store="counts"):
+        assert read_lock_holder(tmp_path).pid == os.getpid()
+        assert not (tmp_path / (LOCK_FILE_NAME + ".tmp")).exists()
+
+
+def test_unreadable_record_of_a_live_holder_still_reports_locked(tmp_path):
+    with Child(HOLD_LOCK, tmp_path) as child:
+        # Simulate a record that cannot be parsed (e.g. written by a foreign tool) in place.
+        (tmp_path / LOCK_FILE_NAME).write_text("not json")
+        with pytest.raises(StoreLockedError) as info:
+            DirectoryLock.acquire(tmp_path, store="counts")
+        child.finish()
+    assert "could not be read" in str(info.value)
+
+
+@pytest.mark.parametrize("engine", ["rocksdb", "lmdb"])
+def test_engine_refuses_a_directory_open_in_another_process(tmp_path, engine):
+    from stores.engines.lmdb import LMDBEngine
+    from stores.engines.rocksdb import RocksDBEngine
+
+    with Child(HOLD_ENGINE, tmp_path, engine) as child:
+        with pytest.raises(StoreLockedError) as info:
+            if engine == "rocksdb":
+                RocksDBEngine("counts", tmp_path, logged=True)
+            else:
+                LMDBEngine("counts", tmp_path)
+        child.finish()
+    assert info.value.holder["pid"] == child.pid
+    # Once the other process closed it, the directory opens normally.
+    opened = RocksDBEngine("counts", tmp_path, logged=True) if engine == "rocksdb" \
+        else LMDBEngine("counts", tmp_path)
+    opened.close()
