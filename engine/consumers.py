@@ -56,6 +56,7 @@ from stores.config import Config, declare
 
 from .chooser.base import MessageChooser
 from .chooser.bootstrapping import BootstrapLag
+from .chooser.default import chooser_from_config
 from .chooser.spec import bootstrap_streams
 from .errors import DeserializationError, EngineError
 from .model import EnvelopeKind, IncomingMessageEnvelope, SystemStream, SystemStreamPartition
@@ -162,6 +163,19 @@ class SystemConsumers:
         self._started = False
         self._counters = ConsumerCounters()
 
+    @classmethod
+    def from_registry(cls, registry: Any, systems: Iterable[str], *,
+                      chooser: MessageChooser | None = None,
+                      clock: Callable[[], float] = time.monotonic) -> "SystemConsumers":
+        """SystemConsumers over a :class:`~engine.systems.registry.SystemRegistry`: one new
+        consumer and the cached admin per system in ``systems``, the registry's serdes, and
+        ``chooser_from_config(registry.config)`` unless a chooser is given."""
+        config = registry.config
+        names = list(dict.fromkeys(systems))
+        return cls(chooser if chooser is not None else chooser_from_config(config),
+                   {s: registry.consumer(s) for s in names}, {s: registry.admin(s) for s in names},
+                   registry.serdes, config, clock=clock)
+
     # -- lifecycle -------------------------------------------------------------------------
     def register(self, ssp: SystemStreamPartition, offset: int) -> None:
         """Read ``ssp`` from ``offset`` (the first record to read); call once per task that
@@ -221,6 +235,9 @@ class SystemConsumers:
             self._refresh(self._idle_timeout if timeout is None else max(0.0, timeout))
             envelope = self._choose_gated() if self._gating else self._chooser_choose()
             if envelope is None:
+                if not self._started:
+                    raise EngineError("SystemConsumers.choose() before start(); register the "
+                                      "input SSPs and call start() first")
                 self._counters.chose_null += 1
                 return None
         if envelope.kind is not _MESSAGE and envelope.kind is _END_OF_STREAM:

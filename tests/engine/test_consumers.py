@@ -411,3 +411,24 @@ def test_bootstrap_stream_reaching_end_of_stream_is_caught_up(mem):
     sc.start()
     got = [(e.ssp.stream, e.is_end_of_stream) for e in choose_all(sc)]
     assert got == [("codes", False), ("codes", False), ("codes", True), ("tx", False)]
+
+
+def test_choose_before_start_is_refused(mem):
+    mem.create("s", 1)
+    sc = mem.consumers(mem.config(), registrations=[(mem.ssp("s"), 0)])
+    with pytest.raises(EngineError, match="before start"):
+        sc.choose(timeout=0)
+
+
+def test_from_registry_builds_consumers_admins_serdes_and_chooser(mem):
+    from engine.systems.registry import SystemRegistry
+
+    mem.create("s", 1)
+    mem.send("s", 0, b'"hi"')
+    cfg = mem.config(**{"systems.SYS.factory": "memory", "systems.SYS.samza.msg.serde": "json",
+                        "task.inputs": "SYS.s"})
+    sc = SystemConsumers.from_registry(SystemRegistry(cfg), [mem.system])
+    sc.register(mem.ssp("s"), 0)
+    sc.start()
+    assert sc.choose(timeout=0).message == "hi"
+    sc.stop()
