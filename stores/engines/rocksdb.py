@@ -1,0 +1,325 @@
+"""The RocksDB bytes engine (rocksdict in raw bytes mode).
+
+Durability: a *logged* store (one with a changelog) writes with the WAL off, because the
+changelog already holds every change; :meth:`RocksDBEngine.flush` then flushes the memtable to
+an SST file, which RocksDB fsyncs together with its MANIFEST before returning. An unlogged store
+keeps the WAL on and ``flush()`` fsyncs the WAL. Either way, once ``flush()`` returns a SIGKILL
+(or a power cut) loses nothing written before it; writes after the last flush of a logged store
+are lost on a crash and come back from the changelog. ``close()`` flushes the memtable too, so
+a clean shutdown needs no replay.
+
+The directory is locked (``WEIR.LOCK``, see :mod:`stores.engines._lock`) for the engine's life.
+
+Example::
+
+    >>> import tempfile, pathlib
+    >>> engine = RocksDBEngine("counts", pathlib.Path(tempfile.mkdtemp()), logged=True)
+    >>> engine.put(b"k", b"v")
+    >>> engine.get(b"k")
+    b'v'
+    >>> engine.close()
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import rocksdict
+
+from ..errors import NullKeyOrValueError, StoreClosedError, StoreError, StoreLockedError
+from ._base import prefix_upper_bound
+from ._lock import DirectoryLock, read_lock_holder
+from ._rocksdb_iter import RocksIterator, RocksSnapshot
+from ._rocksdb_options import (
+    ROCKSDB_KEYS,
+    CompactionStyle,
+    Compression,
+    RocksDBOptions,
+)
+
+__all__ = ["RocksDBEngine", "RocksDBOptions", "Compression", "CompactionStyle", "ROCKSDB_KEYS",
+           "RocksIterator", "RocksSnapshot"]
+
+_DEFAULT_OPTIONS = RocksDBOptions()
+_INGEST_FILE = ".weir-ingest.sst"
+
+
+class RocksDBEngine:
+    """A key-value engine over bytes on one RocksDB directory. See the module docstring.
+
+    Thread-safety: reads and writes may run concurrently from several threads (RocksDB is
+    thread-safe); ``close()`` must not race with other calls, and one snapshot's iterators
+    must be used from one thread at a time.
+    """
+
+    __slots__ = ("name", "path", "options", "logged", "_db", "_native", "_wopts", "_get",
+                 "_put", "_delete", "_closed", "_lock", "_views", "__weakref__")
+
+    def __init__(self, name: str, path: Path | str, options: RocksDBOptions = _DEFAULT_OPTIONS,
+                 *, logged: bool):
+        self.name = name
+        self.path = Path(path)
+        self.options = options
+        self.logged = logged
+        self._closed = True  # until fully open
+        self._views: weakref.WeakSet = weakref.WeakSet()
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the store directory {self.path}: {exc}",
+                             store=name) from exc
+        self._lock = DirectoryLock.acquire(self.path, store=name)
+        try:
+            self._native = options.to_rocksdict_options()
+            self._db = rocksdict.Rdict(str(self.path), self._native)
+        except Exception as exc:
+            self._lock.release()
+            raise self._open_error(exc) from exc
+        self._wopts = rocksdict.WriteOptions()
+        # The changelog is the durability of a logged store; the WAL would only double writes.
+        self._wopts.disable_wal = logged
+        self._db.set_write_options(self._wopts)
+        self._get = self._db.get
+        self._put = self._db.put
+        self._delete = self._db.delete
+        self._closed = False
+
+    # -- reads ---------------------------------------------------------------------------
+    def get(self, key: bytes) -> bytes | None:
+        if self._closed:
+            raise self._closed_error()
+        try:
+            return self._get(key)
+        except Exception as exc:
+            raise self._error("get", exc, key) from exc
+
+    def get_all(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        if self._closed:
+            raise self._closed_error()
+        keys = keys if isinstance(keys, list) else list(keys)
+        if not keys:
+            return {}
+        try:
+            values = self._get(keys)
+        except Exception as exc:
+            raise self._error("get_all", exc) from exc
+        return {k: v for k, v in zip(keys, values) if v is not None}
+
+    def range(self, lo: bytes | None, hi: bytes | None) -> RocksIterator:
+        if self._closed:
+            raise self._closed_error()
+        if hi is not None and (not hi or (lo is not None and lo >= hi)):
+            return RocksIterator(self.name, None)  # RocksDB must never see lo >= hi
+        ro = rocksdict.ReadOptions()
+        if hi is not None:
+            ro.set_iterate_upper_bound(hi)
+        it = RocksIterator(self.name, self._db.items(from_key=lo or None, read_opt=ro), (ro, hi))
+        self._views.add(it)
+        return it
+
+    def prefix(self, prefix: bytes) -> RocksIterator:
+        return self.range(prefix, prefix_upper_bound(prefix))
+
+    def all(self) -> RocksIterator:
+        return self.range(None, None)
+
+    def snapshot(self, lo: bytes | None, hi: bytes | None) -> RocksSnapshot:
+        if self._closed:
+            raise self._closed_error()
+        if hi is not None and (not hi or (lo is not None and lo >= hi)):
+            return RocksSnapshot(self.name, None, lo)
+        ro = rocksdict.ReadOptions()
+        if hi is not None:
+            ro.set_iterate_upper_bound(hi)
+        snap = RocksSnapshot(self.name, self._db.iter(ro), lo, (ro, hi))
+        self._views.add(snap)
+        return snap
+
+    # -- writes --------------------------------------------------------------------------
+    def put(self, key: bytes, value: bytes) -> None:
+        if self._closed:
+            raise self._closed_error()
+        try:
+            self._put(key, value)
+        except Exception as exc:
+            raise self._error("put", exc, key, value) from exc
+
+    def delete(self, key: bytes) -> None:
+        if self._closed:
+            raise self._closed_error()
+        try:
+            self._delete(key)
+        except Exception as exc:
+            raise self._error("delete", exc, key) from exc
+
+    def put_all(self, items: Iterable[tuple[bytes, bytes]]) -> None:
+        self._apply(items, allow_deletes=False)
+
+    def write_batch(self, items: Iterable[tuple[bytes, bytes | None]]) -> None:
+        """Apply ``(key, value)`` pairs in order, atomically; ``value is None`` deletes."""
+        self._apply(items, allow_deletes=True)
+
+    def delete_all(self, keys: Iterable[bytes]) -> None:
+        if self._closed:
+            raise self._closed_error()
+        wb = rocksdict.WriteBatch(raw_mode=True)
+        delete = wb.delete
+        key = None
+        try:
+            for key in keys:
+                delete(key)
+        except Exception as exc:
+            raise self._error("delete_all", exc, key) from exc
+        self._write(wb, "delete_all")
+
+    def ingest_sorted(self, pairs: Iterable[tuple[bytes, bytes | None]]) -> int:
+        """Bulk-load strictly ascending ``(key, value)`` pairs (``None`` deletes) through an SST
+        file and ``ingest_external_file``: the fastest way to fill a store (~3M pairs/s).
+
+        The ingested pairs override what the store held for the same keys. Returns the number of
+        pairs. Keys out of order raise :class:`StoreError` naming the key; nothing is ingested.
+        """
+        if self._closed:
+            raise self._closed_error()
+        tmp = self.path / _INGEST_FILE
+        writer = rocksdict.SstFileWriter(self._native)
+        count, key = 0, None
+        try:
+            writer.open(str(tmp))
+            for key, value in pairs:
+                if value is None:
+                    del writer[key]
+                else:
+                    writer[key] = value
+                count += 1
+            if count == 0:
+                return 0
+            writer.finish()
+            opts = rocksdict.IngestExternalFileOptions()
+            opts.set_move_files(True)
+            self._db.ingest_external_file([str(tmp)], opts)
+        except Exception as exc:
+            if "ascending order" in str(exc):
+                raise StoreError(f"ingest_sorted: key {key!r} (pair {count}) is not greater than "
+                                 f"the key before it; sort and de-duplicate the pairs first",
+                                 store=self.name) from exc
+            raise self._error("ingest_sorted", exc, key) from exc
+        finally:
+            del writer
+            tmp.unlink(missing_ok=True)
+        return count
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def flush(self) -> None:
+        """Make every write so far survive a crash: with the WAL off, flush the memtable to a
+        synced SST file; with the WAL on, fsync the WAL."""
+        if self._closed:
+            raise self._closed_error()
+        try:
+            if self.logged:
+                self._db.flush(True)
+            else:
+                self._db.flush_wal(True)
+        except Exception as exc:
+            raise self._error("flush", exc) from exc
+
+    def compact(self) -> None:
+        """Compact the whole key range (e.g. after a bulk load); blocks until done."""
+        if self._closed:
+            raise self._closed_error()
+        self._db.compact_range(None, None)
+
+    def close(self) -> None:
+        """Close open iterators and snapshots, flush the memtable, close RocksDB and release the
+        directory lock. Closing twice is harmless."""
+        if self._closed:
+            return
+        self._closed = True
+        for view in list(self._views):
+            view.close()
+        self._views = weakref.WeakSet()
+        db = self._db
+        self._db = self._get = self._put = self._delete = None
+        try:
+            db.close()
+        finally:
+            del db
+            self._lock.release()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- tooling -------------------------------------------------------------------------
+    def approximate_size(self) -> int:
+        """Bytes in SST files plus memtables (an estimate, cheap)."""
+        if self._closed:
+            raise self._closed_error()
+        return (self._db.property_int_value("rocksdb.total-sst-files-size")
+                + self._db.property_int_value("rocksdb.cur-size-all-mem-tables"))
+
+    def count_estimate(self) -> int:
+        """RocksDB's estimate of the number of keys (cheap; may be off after deletes)."""
+        if self._closed:
+            raise self._closed_error()
+        return self._db.property_int_value("rocksdb.estimate-num-keys")
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"RocksDBEngine({self.name!r}, {str(self.path)!r}, logged={self.logged}, {state})"
+
+    # -- internals -----------------------------------------------------------------------
+    def _apply(self, items: Iterable[tuple[bytes, bytes | None]], *, allow_deletes: bool) -> None:
+        if self._closed:
+            raise self._closed_error()
+        wb = rocksdict.WriteBatch(raw_mode=True)
+        put, delete = wb.put, wb.delete
+        key = value = None
+        try:
+            for key, value in items:
+                if value is None and allow_deletes:
+                    delete(key)
+                else:
+                    put(key, value)
+        except Exception as exc:
+            raise self._error("write_batch" if allow_deletes else "put_all", exc, key,
+                              value) from exc
+        self._write(wb, "write_batch" if allow_deletes else "put_all")
+
+    def _write(self, wb: rocksdict.WriteBatch, op: str) -> None:
+        try:
+            self._db.write(wb, self._wopts)
+        except Exception as exc:
+            raise self._error(op, exc) from exc
+
+    def _closed_error(self) -> StoreClosedError:
+        return StoreClosedError(f"RocksDB store at {self.path} is closed", store=self.name)
+
+    def _error(self, op: str, exc: Exception, key: object = None,
+               value: object = b"") -> Exception:
+        """Translate a rocksdict exception into a Weir one."""
+        if isinstance(exc, rocksdict.DbClosedError):
+            return self._closed_error()
+        if isinstance(exc, (KeyError, ValueError)) and "only support bytes" in str(exc):
+            if key is None or (value is None and op != "write_batch"):
+                return NullKeyOrValueError(f"{op}: None is not a valid key or value; delete with "
+                                           f"delete(), not put(k, None)", store=self.name)
+            return TypeError(f"store '{self.name}': {op}: keys and values must be bytes, got "
+                             f"key {type(key).__name__} and value {type(value).__name__}")
+        return StoreError(f"RocksDB {op} failed at {self.path}: {exc}", store=self.name)
+
+    def _open_error(self, exc: Exception) -> StoreError:
+        text = str(exc)
+        if "lock" in text.lower() and ("LOCK" in text or "lock hold" in text):
+            holder = read_lock_holder(self.path)
+            return StoreLockedError(
+                f"RocksDB refused to open {self.path} because its own LOCK file is held ({text});"
+                f" another process (or an unclosed engine in this one, pid {os.getpid()}) still "
+                f"has the database open: close it, or stop that process",
+                store=self.name, path=str(self.path), holder=holder.as_dict() if holder else None)
+        return StoreError(f"cannot open RocksDB at {self.path}: {text}; if the directory is "
+                          f"corrupt, delete it and let the store be restored from its changelog",
+                          store=self.name)
