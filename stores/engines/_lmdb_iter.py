@@ -1,0 +1,211 @@
+"""Read handles, iterators and snapshots of the LMDB engine.
+
+Every iterator and snapshot owns (or shares) one read-only transaction: LMDB's MVCC gives it
+the committed state of the moment it began. Writes not yet committed live in the engine's
+pending dict; an iterator copies the pending entries of its range when it is created (``None``
+marks a delete) and merges them with the committed keys, pending entries winning. So an
+iterator or snapshot shows exactly the store as it was when it was created.
+
+Read transactions are opened with ``MDB_NOTLS`` (py-lmdb always does), so they may be used
+from any thread, one thread at a time.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import lmdb
+
+from ..errors import StoreClosedError, StoreError
+
+__all__ = ["ReadHandle", "LMDBIterator", "LMDBSnapshot", "walk"]
+
+Pending = Sequence[tuple[bytes, "bytes | None"]]
+_END: tuple[None, None] = (None, None)
+_EMPTY: tuple = ()
+
+
+class ReadHandle:
+    """One read transaction, registered with its engine while open; released at most once."""
+
+    __slots__ = ("txn", "released", "_registry", "__weakref__")
+
+    def __init__(self, txn: lmdb.Transaction, registry: weakref.WeakSet):
+        self.txn: Any = txn
+        self.released = False
+        self._registry = registry
+        registry.add(self)
+
+    def release(self) -> None:
+        if self.released:
+            return
+        self.released = True
+        txn, self.txn = self.txn, None
+        self._registry.discard(self)
+        try:
+            txn.abort()
+        except lmdb.Error:
+            pass  # already invalidated by env.close()
+
+
+def walk(store: str, handle: ReadHandle, lo: bytes | None, hi: bytes | None, pending: Pending,
+         *, release_at_end: bool) -> Iterator[tuple[bytes, bytes]]:
+    """Committed pairs of ``[lo, hi)`` in ``handle``'s transaction merged with ``pending``
+    (sorted, already restricted to the range)."""
+    try:
+        cur = handle.txn.cursor()
+        positioned = cur.set_range(lo) if lo else cur.first()
+        # An unpositioned cursor's iternext() would restart from the first key.
+        committed = cur.iternext() if positioned else iter(_EMPTY)
+        if pending:
+            yield from _merge(committed, pending, hi)
+        elif hi is None:
+            yield from committed
+        else:
+            for pair in committed:
+                if pair[0] >= hi:
+                    return
+                yield pair
+    except lmdb.Error as exc:
+        if handle.released:
+            raise StoreClosedError("iterator or snapshot was closed while in use",
+                                   store=store) from None
+        raise StoreError(f"LMDB read failed: {exc}", store=store) from exc
+    finally:
+        if release_at_end:
+            handle.release()
+
+
+def _merge(committed: Iterator[tuple[bytes, bytes]], pending: Pending,
+           hi: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+    pit = iter(pending)
+    pk, pv = next(pit, _END)
+    for k, v in committed:
+        if hi is not None and k >= hi:
+            break
+        while pk is not None and pk < k:
+            if pv is not None:
+                yield (pk, pv)
+            pk, pv = next(pit, _END)
+        if pk == k:  # the pending write (or delete) replaces the committed value
+            if pv is not None:
+                yield (pk, pv)
+            pk, pv = next(pit, _END)
+            continue
+        yield (k, v)
+    while pk is not None:  # pending keys past the last committed key (all < hi)
+        if pv is not None:
+            yield (pk, pv)
+        pk, pv = next(pit, _END)
+
+
+class LMDBIterator:
+    """A closeable iterator of ``(key, value)`` pairs from an LMDB store.
+
+    ``for`` loops run directly on the underlying generator. :meth:`close` ends the read
+    transaction (unless a snapshot owns it); a loop running over the iterator stops, and a
+    later ``next()`` or ``iter()`` raises :class:`StoreClosedError`.
+    """
+
+    __slots__ = ("_store", "_gen", "_handle", "_closed", "__weakref__")
+
+    def __init__(self, store: str, gen: Iterator[tuple[bytes, bytes]] | None,
+                 handle: ReadHandle | None):
+        self._store = store
+        self._gen = gen if gen is not None else iter(_EMPTY)
+        self._handle = handle  # released on close; None when a snapshot owns the transaction
+        self._closed = False
+
+    def __iter__(self) -> Iterator[tuple[bytes, bytes]]:
+        if self._closed:
+            raise self._closed_error()
+        return self._gen
+
+    def __next__(self) -> tuple[bytes, bytes]:
+        if self._closed:
+            raise self._closed_error()
+        return next(self._gen)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        gen, self._gen = self._gen, iter(_EMPTY)
+        close = getattr(gen, "close", None)
+        if close is not None:
+            try:
+                close()
+            except ValueError:
+                pass  # running in another thread; releasing the txn below stops it
+        if self._handle is not None:
+            self._handle.release()
+
+    def __enter__(self) -> "LMDBIterator":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _closed_error(self) -> StoreClosedError:
+        return StoreClosedError("iterator is closed; open a new one with range(), prefix() or "
+                                "all()", store=self._store)
+
+
+class LMDBSnapshot:
+    """A stable view of ``[lo, hi)``: later writes (committed or not) are not visible in it.
+
+    It holds a read transaction, which keeps LMDB from reusing the pages it sees and keeps the
+    map from growing (see ``docs/ENGINES.md``); close it promptly.
+    """
+
+    __slots__ = ("_store", "_handle", "_lo", "_hi", "_pending", "_iterators", "_closed",
+                 "__weakref__")
+
+    def __init__(self, store: str, handle: ReadHandle | None, lo: bytes | None,
+                 hi: bytes | None, pending: Pending):
+        self._store = store
+        self._handle = handle  # None for an empty range
+        self._lo = lo
+        self._hi = hi
+        self._pending = pending
+        self._iterators: weakref.WeakSet[LMDBIterator] = weakref.WeakSet()
+        self._closed = False
+
+    def iterator(self) -> LMDBIterator:
+        """A new iterator over the whole snapshot, from its first key."""
+        if self._closed:
+            raise StoreClosedError("snapshot is closed; take a new one with snapshot()",
+                                   store=self._store)
+        if self._handle is None:
+            return LMDBIterator(self._store, None, None)
+        gen = walk(self._store, self._handle, self._lo, self._hi, self._pending,
+                   release_at_end=False)
+        it = LMDBIterator(self._store, gen, None)
+        self._iterators.add(it)
+        return it
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for it in list(self._iterators):
+            it.close()
+        self._pending = _EMPTY
+        if self._handle is not None:
+            self._handle.release()
+
+    def __enter__(self) -> "LMDBSnapshot":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
