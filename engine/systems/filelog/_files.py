@@ -1,0 +1,178 @@
+"""File-system helpers of the file log: names, atomic writes and advisory locks.
+
+Files in a partition directory ``<root>/<stream>/<partition>/``:
+
+=================================  =========================================================
+``<base:020d>.log``                a plain segment (the active one is always plain)
+``<base:020d>.log.zst``            the same records, zstd-compressed after sealing
+``<base:020d>.g<gen>.log[.zst]``   generation ``gen`` of a segment rewritten by compaction
+``<segment file>.idx``             the segment's index (required for compacted segments)
+``end-of-stream.json``             the end marker of a bounded stream's partition
+``.writer.lock``                   flock held by the partition's single writer
+``.maintenance.lock``              flock held while compressing, deleting or compacting
+``*.tmp``                          a file being written (never read)
+=================================  =========================================================
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import socket
+import sys
+import time
+from dataclasses import dataclass
+
+__all__ = [
+    "STREAM_META",
+    "END_MARKER",
+    "WRITER_LOCK",
+    "MAINTENANCE_LOCK",
+    "SegmentName",
+    "parse_segment_name",
+    "segment_file_name",
+    "write_atomic",
+    "fsync_dir",
+    "FileLock",
+    "LockBusy",
+    "read_holder",
+]
+
+STREAM_META = "stream.json"
+END_MARKER = "end-of-stream.json"
+WRITER_LOCK = ".writer.lock"
+MAINTENANCE_LOCK = ".maintenance.lock"
+
+_SEGMENT_RE = re.compile(r"^(\d{20})(?:\.g(\d+))?\.log(\.zst)?$")
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentName:
+    """What a segment's file name says: base offset, generation (0 = as written by the
+    producer, n > 0 = rewritten by compaction n times) and whether it is zstd-compressed."""
+
+    base: int
+    generation: int
+    compressed: bool
+
+    @property
+    def file_name(self) -> str:
+        return segment_file_name(self.base, self.generation, self.compressed)
+
+
+def parse_segment_name(name: str) -> SegmentName | None:
+    """The parsed name of a segment file, or None for any other file."""
+    m = _SEGMENT_RE.match(name)
+    if m is None:
+        return None
+    return SegmentName(int(m.group(1)), int(m.group(2) or 0), m.group(3) is not None)
+
+
+def segment_file_name(base: int, generation: int = 0, compressed: bool = False) -> str:
+    gen = f".g{generation}" if generation else ""
+    return f"{base:020d}{gen}.log{'.zst' if compressed else ''}"
+
+
+def fsync_dir(path: str) -> None:
+    """Make renames and unlinks in ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: str, data: bytes, *, exclusive: bool = False) -> bool:
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one:
+    temp file, fsync, rename (or hard link when ``exclusive``), fsync the directory.
+
+    With ``exclusive`` an existing ``path`` is left alone and False is returned.
+    """
+    directory = os.path.dirname(path) or "."
+    tmp = f"{path}.{os.getpid()}.{time.monotonic_ns()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        if exclusive:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return False
+        else:
+            os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    fsync_dir(directory)
+    return True
+
+
+class LockBusy(Exception):
+    """The lock is held by another open file (another process, or another object in this
+    one); ``holder`` is what the holder wrote into the lock file."""
+
+    def __init__(self, path: str, holder: dict):
+        super().__init__(path)
+        self.path, self.holder = path, holder
+
+
+class FileLock:
+    """An exclusive, non-blocking ``fcntl.flock`` on ``path`` that records its holder.
+
+    The OS releases the lock when the holding process dies, so a crash never leaves a
+    partition locked; the recorded holder (pid, host, since) only explains who has it.
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self, role: str) -> None:
+        """Take the lock or raise :class:`LockBusy`."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LockBusy(self.path, read_holder(self.path)) from None
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "role": role,
+                "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "command": " ".join(sys.argv)[:200]}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            try:
+                os.ftruncate(fd, 0)
+            finally:
+                os.close(fd)  # closing the descriptor drops the flock
+
+    def __enter__(self) -> "FileLock":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def read_holder(path: str) -> dict:
+    """What the current holder of a lock file wrote about itself ({} if unknown)."""
+    try:
+        with open(path, "rb") as f:
+            return json.loads(f.read() or b"{}")
+    except (OSError, ValueError):
+        return {}

@@ -1,0 +1,266 @@
+"""Record framing of the file log: encode, parse, and classify a damaged tail.
+
+One record, all integers little-endian::
+
+    offset  size  field
+    0       4     length    u32: number of bytes that follow the CRC field (the *body*)
+    4       4     crc       u32: CRC-32C (Castagnoli) of the body, i.e. of bytes [8, 8 + length)
+    8       8     timestamp i64: milliseconds since the epoch, -1 (NO_TIMESTAMP) when absent
+    16      4     key_len   u32: key length, 0xFFFFFFFF = null key
+    20      k     key
+    20+k    4     value_len u32: value length, 0xFFFFFFFF = null value (a tombstone)
+    24+k    v     value
+
+So the body is ``timestamp | key_len | key | value_len | value``, ``length = 16 + k + v``
+(a null counts 0 bytes) and a whole record takes ``8 + length`` bytes. The CRC does not cover
+the length field itself: a damaged length makes the CRC check run over the wrong bytes and fail,
+and the key/value lengths must add up to ``length``.
+
+Records carry no offset: in a plain segment the n-th record (from 0) has offset ``base + n``;
+a compacted segment keeps the offsets of its records in its index (``_index.py``).
+
+Example::
+
+    >>> frame = encode_record(b"k", None, 7)
+    >>> len(frame), decode_all(frame)
+    (25, [(b'k', None, 7)])
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Sequence
+from enum import Enum
+
+from crc32c import crc32c
+
+__all__ = [
+    "NULL_LEN",
+    "HEADER_SIZE",
+    "MIN_RECORD",
+    "MIN_BODY",
+    "MAX_BODY",
+    "ParseStop",
+    "encode_record",
+    "encode_parts",
+    "parse_records",
+    "skip_records",
+    "body_ok",
+    "decode_all",
+    "TailState",
+    "classify_tail",
+]
+
+NULL_LEN = 0xFFFFFFFF
+"""Key or value length meaning null."""
+
+HEADER_SIZE = 20
+"""length + crc + timestamp + key_len: the fixed prefix of every record."""
+
+MIN_RECORD = 24
+"""The smallest whole record: the header plus the value length."""
+
+MIN_BODY = 16
+"""Body of a record with empty (or null) key and value."""
+
+MAX_BODY = 0x7FFFFFFF
+"""Largest body accepted (2 GiB - 1); anything larger is damage, not data."""
+
+_HDR = struct.Struct("<IIqI")       # length, crc, timestamp, key_len
+_U32 = struct.Struct("<I")
+_LEN_CRC = struct.Struct("<II")
+_TS_KLEN = struct.Struct("<qI")
+
+
+class ParseStop(Enum):
+    """Why a parse loop stopped."""
+
+    COUNT = "count"        # parsed as many records as asked
+    PARTIAL = "partial"    # the buffer ends inside a record (or exactly at its end)
+    LIMIT = "limit"        # the next record's offset is at or beyond the segment's limit
+    BAD = "bad"            # the record at the stop position failed its length or CRC check
+
+
+def encode_parts(key: bytes | None, value: bytes | None, timestamp: int) -> tuple[bytes, bytes]:
+    """The record as ``(length+crc prefix, body)``; joined they are the framed record."""
+    if key is None:
+        head = _TS_KLEN.pack(timestamp, NULL_LEN)
+        key = b""
+    else:
+        head = _TS_KLEN.pack(timestamp, len(key))
+    if value is None:
+        body = b"".join((head, key, b"\xff\xff\xff\xff"))
+    else:
+        body = b"".join((head, key, _U32.pack(len(value)), value))
+    return _LEN_CRC.pack(len(body), crc32c(body)), body
+
+
+def encode_record(key: bytes | None, value: bytes | None, timestamp: int = -1) -> bytes:
+    """One framed record (see the module docstring for the layout)."""
+    prefix, body = encode_parts(key, value, timestamp)
+    return prefix + body
+
+
+def parse_records(buf: bytes, pos: int, end: int, offsets: Sequence[int], ordinal: int,
+                  limit: int, max_records: int, make: Callable, ctx: object, out: list
+                  ) -> tuple[int, int, ParseStop]:
+    """Parse whole, CRC-checked records from ``buf[pos:end]`` into ``out``.
+
+    The record with ordinal ``i`` in its segment has offset ``offsets[i]`` (a ``range`` for a
+    plain segment, an array for a compacted one). Each record becomes
+    ``make(ctx, offset, key, value, timestamp, size)`` appended to ``out`` (``size``: the
+    framed size in bytes). Stops after
+    ``max_records``, at a partial record, at the first offset ``>= limit`` or at a bad record.
+    Returns ``(pos, ordinal, why)`` where ``pos``/``ordinal`` point at the first record not
+    consumed. This is the consumers' hot loop: keep it flat.
+    """
+    unpack_hdr = _HDR.unpack_from
+    unpack_u32 = _U32.unpack_from
+    mv = memoryview(buf)
+    append = out.append
+    crc = crc32c
+    null = NULL_LEN
+    stop_at = ordinal + max_records
+    why = ParseStop.COUNT
+    try:
+        while ordinal < stop_at:
+            p = pos + 20
+            if pos + 24 > end:
+                why = ParseStop.PARTIAL
+                break
+            length, check, ts, klen = unpack_hdr(buf, pos)
+            rend = pos + 8 + length
+            if rend > end:
+                why = ParseStop.BAD if length > MAX_BODY else ParseStop.PARTIAL
+                break
+            if length < 16 or crc(mv[pos + 8:rend]) != check:
+                why = ParseStop.BAD
+                break
+            offset = offsets[ordinal]
+            if offset >= limit:
+                why = ParseStop.LIMIT
+                break
+            if klen == null:
+                key = None
+            else:
+                key = buf[p:p + klen]
+                p += klen
+                if p + 4 > rend:
+                    why = ParseStop.BAD
+                    break
+            vlen = unpack_u32(buf, p)[0]
+            p += 4
+            if vlen == null:
+                value = None
+            else:
+                value = buf[p:p + vlen]
+                p += vlen
+            if p != rend:
+                why = ParseStop.BAD
+                break
+            append(make(ctx, offset, key, value, ts, rend - pos))
+            ordinal += 1
+            pos = rend
+    finally:
+        mv.release()
+    return pos, ordinal, why
+
+
+def skip_records(buf: bytes, pos: int, end: int, count: int, *, verify: bool = False
+                 ) -> tuple[int, int, ParseStop]:
+    """Step over up to ``count`` whole records from ``pos`` checking only their framing
+    (and their CRC when ``verify``). Returns ``(pos, skipped, why)``."""
+    unpack_lc = _LEN_CRC.unpack_from
+    skipped = 0
+    why = ParseStop.COUNT
+    while skipped < count:
+        if pos + 24 > end:
+            why = ParseStop.PARTIAL
+            break
+        length, check = unpack_lc(buf, pos)
+        rend = pos + 8 + length
+        if length < 16 or length > MAX_BODY:
+            why = ParseStop.BAD
+            break
+        if rend > end:
+            why = ParseStop.PARTIAL
+            break
+        if verify and not body_ok(buf, pos + 8, rend, check):
+            why = ParseStop.BAD
+            break
+        pos = rend
+        skipped += 1
+    return pos, skipped, why
+
+
+def body_ok(buf: bytes, start: int, end: int, check: int) -> bool:
+    """CRC and inner lengths of the body ``buf[start:end]``."""
+    with memoryview(buf) as mv:
+        if crc32c(mv[start:end]) != check:
+            return False
+    klen = _U32.unpack_from(buf, start + 8)[0]
+    p = start + 12 + (0 if klen == NULL_LEN else klen)
+    if p + 4 > end:
+        return False
+    vlen = _U32.unpack_from(buf, p)[0]
+    return p + 4 + (0 if vlen == NULL_LEN else vlen) == end
+
+
+def decode_all(buf: bytes) -> list[tuple[bytes | None, bytes | None, int]]:
+    """Every record of a buffer holding whole records, as ``(key, value, timestamp)``.
+    Raises ValueError at the first bad or partial record (for tools and tests)."""
+    out: list = []
+    pos, _, why = parse_records(buf, 0, len(buf), range(len(buf)), 0, len(buf) + 1,
+                                len(buf), lambda c, o, k, v, t, s: (k, v, t), None, out)
+    if pos != len(buf):
+        raise ValueError(f"bad or partial record at byte {pos} ({why.value})")
+    return out
+
+
+_MAX_GARBAGE = 16 << 20
+"""A damaged tail longer than this is never treated as torn: no single write is that long
+unless it is one record, and a record's own length field would then mark it as torn."""
+
+
+class TailState(Enum):
+    """What follows the last good record of an active segment."""
+
+    CLEAN = "clean"        # nothing
+    TORN = "torn"          # an incomplete or damaged final record: a crash mid-write
+    CORRUPT = "corrupt"    # damage followed by at least one valid record
+
+
+def classify_tail(buf: bytes, pos: int) -> TailState:
+    """Classify ``buf[pos:]``, the bytes after the last good record of an active segment.
+
+    TORN when they are only the beginning of a record (shorter than its header or its declared
+    length, or a complete record with a bad CRC that ends exactly at the end of the file),
+    zero fill (power loss after the size grew), or garbage in which no valid record starts.
+    CORRUPT when a valid record starts anywhere after the damaged one: truncating there would
+    lose records, so the operator must decide.
+    """
+    end = len(buf)
+    if pos >= end:
+        return TailState.CLEAN
+    if end - pos < MIN_RECORD:
+        return TailState.TORN
+    length = _LEN_CRC.unpack_from(buf, pos)[0]
+    if MIN_BODY <= length <= MAX_BODY and pos + 8 + length >= end:
+        return TailState.TORN
+    if buf.count(0, pos) == end - pos:
+        return TailState.TORN
+    if end - pos > _MAX_GARBAGE:
+        return TailState.CORRUPT
+    return TailState.CORRUPT if _find_valid_record(buf, pos + 1) >= 0 else TailState.TORN
+
+
+def _find_valid_record(buf: bytes, start: int) -> int:
+    """The first position ``>= start`` where a complete record with a good CRC begins, or -1.
+    Only used on the rare repair path (cost: one length check per byte)."""
+    end = len(buf)
+    unpack_lc = _LEN_CRC.unpack_from
+    for q in range(start, end - MIN_RECORD + 1):
+        length, check = unpack_lc(buf, q)
+        if MIN_BODY <= length and q + 8 + length <= end and body_ok(buf, q + 8, q + 8 + length, check):
+            return q
+    return -1

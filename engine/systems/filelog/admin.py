@@ -1,0 +1,212 @@
+"""The file log's SystemAdmin: stream creation, partition metadata, ending, maintenance.
+
+``metadata(ssps)`` lists each requested partition's directory once and counts the records of
+its active segment incrementally (a cache remembers how far each active file was scanned), so
+repeated calls cost one ``listdir`` and one ``stat`` per partition plus the new bytes.
+
+Example::
+
+    >>> import tempfile
+    >>> from engine.model import SystemStreamPartition as SSP
+    >>> admin = FileLogAdmin(FileLogSettings("filelog", tempfile.mkdtemp()))
+    >>> admin.create_stream(StreamSpec("clicks", 2))
+    True
+    >>> admin.metadata([SSP("filelog", "clicks", 1)])[SSP("filelog", "clicks", 1)]
+    PartitionMetadata(oldest=0, newest=-1, upcoming=0)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from engine.errors import StreamNotFoundError, SystemError_
+from engine.model import SystemStreamPartition
+
+from ..api import CleanupPolicy, PartitionMetadata, StreamSpec
+from . import _shared
+from .reader import PartitionReader
+from .retention import MaintenanceReport, Retention
+from .segment import Segment, build_index, index_for, list_segments, scan_plain
+from .settings import CONSUMER_RESET, FileLogSettings, StreamSettings
+from .stream import (StreamMeta, create_stream, list_streams, load_meta, partition_dir,
+                     stream_dir)
+from .writer import PartitionWriter
+
+__all__ = ["FileLogAdmin"]
+
+
+@dataclass(slots=True)
+class _ActiveScan:
+    path: str
+    inode: int
+    position: int
+    count: int
+
+
+class FileLogAdmin:
+    """``SystemAdmin`` of a file log system rooted at ``settings.root``."""
+
+    def __init__(self, settings: FileLogSettings):
+        self.settings = settings
+        self.system = settings.system
+        self.root = settings.root
+        self._scans: dict[str, _ActiveScan] = {}
+
+    # -- SystemAdmin -----------------------------------------------------------------------
+    def metadata(self, ssps: Iterable[SystemStreamPartition]
+                 ) -> dict[SystemStreamPartition, PartitionMetadata]:
+        out: dict[SystemStreamPartition, PartitionMetadata] = {}
+        counts: dict[str, int] = {}
+        done: dict[tuple[str, int], PartitionMetadata] = {}
+        for ssp in ssps:
+            if ssp in out:
+                continue
+            stream, partition = ssp.stream, ssp.partition
+            if stream not in counts:
+                counts[stream] = self.stream_meta(stream).partitions
+            if not 0 <= partition < counts[stream]:
+                raise SystemError_(f"stream '{self.system}.{stream}' has partitions "
+                                   f"0..{counts[stream] - 1}, not {partition}; check the job's "
+                                   f"inputs or the partition count")
+            key = (stream, partition)
+            if key not in done:
+                oldest, upcoming = self._bounds(stream, partition)
+                done[key] = PartitionMetadata(oldest, upcoming - 1, upcoming)
+            out[ssp] = done[key]
+        return out
+
+    def partition_count(self, stream: str) -> int:
+        return self.stream_meta(stream).partitions
+
+    def stream_exists(self, stream: str) -> bool:
+        try:
+            self.stream_meta(stream)
+        except StreamNotFoundError:
+            return False
+        return True
+
+    def create_stream(self, spec: StreamSpec) -> bool:
+        compression = self.settings.for_stream(spec.name, spec.config).compression.value
+        return create_stream(self.root, spec, self.system, compression)
+
+    def offset_comparator(self, a: int, b: int) -> int:
+        return (a > b) - (a < b)
+
+    # -- beyond the protocol ---------------------------------------------------------------
+    def stream_meta(self, stream: str) -> StreamMeta:
+        return load_meta(self.root, stream, self.system)
+
+    def stream_settings(self, stream: str) -> StreamSettings:
+        return self.settings.for_stream(stream, self.stream_meta(stream).config)
+
+    def list_streams(self) -> list[str]:
+        return list_streams(self.root)
+
+    def stream_path(self, stream: str) -> str:
+        return stream_dir(self.root, stream)
+
+    def end_stream(self, stream: str) -> dict[int, int]:
+        """End a bounded stream: flush and write every partition's end marker. Producers of
+        this process share their writers with the admin; a producer in another process holds
+        the partition (PartitionLockedError): end the stream through it instead.
+        Returns the upcoming offset per partition."""
+        meta = self.stream_meta(stream)
+        if not meta.bounded:
+            raise SystemError_(f"stream '{self.system}.{stream}' is not bounded, so it cannot "
+                               f"end; create bounded streams with StreamSpec(bounded=True)")
+        ends = {}
+        for partition in range(meta.partitions):
+            writer = _shared.acquire(self.root, stream, partition,
+                                     lambda p=partition: self.writer(stream, p, meta=meta))
+            try:
+                with writer.mutex:
+                    ends[partition] = writer.end_stream()
+            finally:
+                _shared.release(writer)
+        return ends
+
+    close_stream = end_stream
+
+    def compact(self, stream: str, partition: int | None = None) -> list[MaintenanceReport]:
+        """Compact a ``compact`` stream now (cleanup, compression and retention also run)."""
+        meta = self.stream_meta(stream)
+        if meta.cleanup_policy is not CleanupPolicy.COMPACT:
+            raise SystemError_(f"stream '{self.system}.{stream}' has cleanup policy "
+                               f"{meta.cleanup_policy.value}; only compact streams are compacted")
+        return self._retention(meta).compact(partition)
+
+    def apply_retention(self, stream: str, partition: int | None = None
+                        ) -> list[MaintenanceReport]:
+        """Clean up, compress and delete expired sealed segments now."""
+        return self._retention(self.stream_meta(stream)).apply(partition)
+
+    def _retention(self, meta: StreamMeta) -> Retention:
+        return Retention(self.root, meta, self.settings.for_stream(meta.name, meta.config),
+                         self.system)
+
+    def writer(self, stream: str, partition: int, *, meta: StreamMeta | None = None
+               ) -> PartitionWriter:
+        """The writer of one partition (takes its lock; close it when done)."""
+        meta = meta or self.stream_meta(stream)
+        return PartitionWriter(self.root, meta, partition,
+                               self.settings.for_stream(stream, meta.config),
+                               buffer_bytes=self.settings.producer_buffer_bytes,
+                               system=self.system)
+
+    def reader(self, stream: str, partition: int, offset: int) -> PartitionReader:
+        """A reader of one partition from ``offset`` (records as ``LogRecord``)."""
+        meta = self.stream_meta(stream)
+        if not 0 <= partition < meta.partitions:
+            raise SystemError_(f"stream '{self.system}.{stream}' has partitions "
+                               f"0..{meta.partitions - 1}, not {partition}")
+        return PartitionReader(self.root, stream, partition, offset,
+                               read_bytes=self.settings.consumer_read_bytes,
+                               reset=self.settings.auto_offset_reset,
+                               reset_key=CONSUMER_RESET.key(system=self.system))
+
+    # -- bounds ----------------------------------------------------------------------------
+    def _bounds(self, stream: str, partition: int) -> tuple[int, int]:
+        directory = partition_dir(self.root, stream, partition)
+        try:
+            segments = list_segments(directory)
+        except FileNotFoundError:
+            return 0, 0
+        if not segments:
+            return 0, 0
+        last = segments[-1]
+        if last.generation or last.compressed:  # no active segment (yet)
+            return segments[0].base, self._sealed_end(last)
+        return segments[0].base, last.base + self._active_count(last)
+
+    def _active_count(self, segment: Segment) -> int:
+        directory = os.path.dirname(segment.path)
+        try:
+            fd = os.open(segment.path, os.O_RDONLY)
+        except FileNotFoundError:
+            self._scans.pop(directory, None)
+            return 0
+        try:
+            st = os.fstat(fd)
+            cached = self._scans.get(directory)
+            if (cached is None or cached.path != segment.path or cached.inode != st.st_ino
+                    or cached.position > st.st_size):
+                cached = self._scans[directory] = _ActiveScan(segment.path, st.st_ino, 0, 0)
+            if st.st_size > cached.position:
+                scan = scan_plain(fd, st.st_size, start=cached.position, ordinal=cached.count,
+                                  sparse=[])
+                cached.position, cached.count = scan.end, scan.count
+            return cached.count
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _sealed_end(segment: Segment) -> int:
+        fd = os.open(segment.path, os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            index = index_for(segment, size) or build_index(segment, fd, size)
+        finally:
+            os.close(fd)
+        return index.next_offset

@@ -1,0 +1,132 @@
+"""The file log's SystemConsumer: one tailing :class:`PartitionReader` per registered SSP.
+
+``poll(ssps, timeout)`` returns up to ``fetch.max.records`` envelopes per SSP. When nothing is
+ready it looks again after 0.5 ms, 1 ms, 2 ms ... (at most
+``systems.<system>.consumer.poll.max.sleep.ms``) until ``timeout`` seconds have passed: no busy
+spinning, and new records show up within a few milliseconds. A bounded stream that has ended
+yields one end-of-stream envelope (offset = the partition's upcoming offset) after its last
+record, then nothing.
+
+Example::
+
+    >>> # consumer = FileLogSystemFactory().get_consumer("filelog", config)
+    >>> # consumer.register(SystemStreamPartition("filelog", "clicks", 0), 0); consumer.start()
+    >>> # batch = consumer.poll({ssp}, timeout=0.1)   # {ssp: [IncomingMessageEnvelope, ...]}
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection
+
+from engine.errors import SystemError_
+from engine.model import IncomingMessageEnvelope, SystemStreamPartition
+
+from .reader import PartitionReader
+from .settings import CONSUMER_RESET, FileLogSettings
+from .stream import load_meta
+
+__all__ = ["FileLogConsumer"]
+
+_FIRST_SLEEP_S = 0.0005
+
+
+class _Input:
+    __slots__ = ("reader", "fetch_max", "done")
+
+    def __init__(self, reader: PartitionReader, fetch_max: int):
+        self.reader, self.fetch_max, self.done = reader, fetch_max, False
+
+
+class FileLogConsumer:
+    """``SystemConsumer`` of a file log system."""
+
+    def __init__(self, settings: FileLogSettings):
+        self.settings = settings
+        self.system = settings.system
+        self._offsets: dict[SystemStreamPartition, int] = {}
+        self._inputs: dict[SystemStreamPartition, _Input] = {}
+        self._started = False
+        self._max_sleep = max(settings.poll_max_sleep_ms / 1000.0, _FIRST_SLEEP_S)
+
+    def register(self, ssp: SystemStreamPartition, offset: int) -> None:
+        """Read ``ssp`` from ``offset`` (the first record to deliver). Registering an SSP twice
+        keeps the lower offset, as Samza does for an SSP shared by several tasks."""
+        if ssp.system != self.system:
+            raise SystemError_(f"{ssp} belongs to system '{ssp.system}', not to this "
+                               f"'{self.system}' consumer")
+        if offset < 0:
+            raise SystemError_(f"{ssp}: offsets are non-negative record numbers, got {offset}")
+        known = self._offsets.get(ssp)
+        if known is None or offset < known:
+            self._offsets[ssp] = offset
+            if self._started:
+                self._open(ssp, offset)
+
+    def start(self) -> None:
+        for ssp, offset in self._offsets.items():
+            if ssp not in self._inputs:
+                self._open(ssp, offset)
+        self._started = True
+
+    def _open(self, ssp: SystemStreamPartition, offset: int) -> None:
+        meta = load_meta(self.settings.root, ssp.stream, self.system)
+        if not 0 <= ssp.partition < meta.partitions:
+            raise SystemError_(f"{ssp}: stream '{ssp.stream}' has partitions "
+                               f"0..{meta.partitions - 1}")
+        old = self._inputs.pop(ssp, None)
+        if old is not None:
+            old.reader.close()
+        reader = PartitionReader(self.settings.root, ssp.stream, ssp.partition, offset,
+                                 read_bytes=self.settings.consumer_read_bytes,
+                                 reset=self.settings.auto_offset_reset,
+                                 reset_key=CONSUMER_RESET.key(system=self.system))
+        fetch_max = self.settings.for_stream(ssp.stream, meta.config).fetch_max_records
+        self._inputs[ssp] = _Input(reader, fetch_max)
+
+    def poll(self, ssps: Collection[SystemStreamPartition], timeout: float
+             ) -> dict[SystemStreamPartition, list[IncomingMessageEnvelope]]:
+        if not self._started:
+            raise SystemError_(f"poll() before start() on the '{self.system}' consumer")
+        inputs = self._inputs
+        make = IncomingMessageEnvelope
+        deadline = None
+        sleep = _FIRST_SLEEP_S
+        while True:
+            result: dict[SystemStreamPartition, list[IncomingMessageEnvelope]] = {}
+            for ssp in ssps:
+                state = inputs.get(ssp)
+                if state is None:
+                    raise SystemError_(f"{ssp} was not registered with this consumer; "
+                                       f"register(ssp, offset) it before start()")
+                if state.done:
+                    continue
+                envelopes: list[IncomingMessageEnvelope] = []
+                reader = state.reader
+                reader.read(state.fetch_max, make, ssp, envelopes)
+                if reader.ended:
+                    envelopes.append(IncomingMessageEnvelope.end_of_stream(
+                        ssp, reader.end_offset))
+                    state.done = True
+                if envelopes:
+                    result[ssp] = envelopes
+            if result or timeout <= 0:
+                return result
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + timeout
+            elif now >= deadline:
+                return result
+            time.sleep(min(sleep, max(deadline - now, 0.0)))
+            sleep = min(sleep * 2, self._max_sleep)
+
+    def position(self, ssp: SystemStreamPartition) -> int:
+        """The next offset ``poll`` will deliver for ``ssp``."""
+        state = self._inputs.get(ssp)
+        return state.reader.position if state is not None else self._offsets[ssp]
+
+    def stop(self) -> None:
+        for state in self._inputs.values():
+            state.reader.close()
+        self._inputs.clear()
+        self._started = False

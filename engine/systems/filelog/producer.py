@@ -1,0 +1,151 @@
+"""The file log's SystemProducer: buffered appends through one writer per partition.
+
+``send`` frames the record into the partition writer's buffer (written to the file when the
+buffer passes ``systems.<system>.producer.buffer.bytes``); ``flush(source)`` writes every
+buffered record of this producer and fsyncs per the stream's fsync policy. A record is
+*acknowledged* when a ``flush`` that follows its ``send`` returns (see ``writer.py`` for what
+survives which crash). The producer takes a partition's writer lock the first time it writes
+to it and keeps it until ``stop()``; producers of one process share that writer (see
+``_shared.py``), producers in another process get ``PartitionLockedError``.
+
+The partition of an envelope is ``envelope.partition`` when set, else
+``partition_for(partition_key or key, count)``, else (no key at all) round-robin.
+
+Example::
+
+    >>> # producer = FileLogSystemFactory().get_producer("filelog", config)
+    >>> # producer.register("task-0"); producer.start()
+    >>> # producer.send("task-0", OutgoingMessageEnvelope(SystemStream("filelog", "out"), b"v", b"k"))
+    >>> # producer.flush("task-0")   # durable from here on
+"""
+
+from __future__ import annotations
+
+from engine.errors import SystemError_
+from engine.model import NO_TIMESTAMP, OutgoingMessageEnvelope, partition_for
+
+from . import _shared
+from .settings import FileLogSettings
+from .stream import StreamMeta, load_meta
+from .writer import PartitionWriter
+
+__all__ = ["FileLogProducer"]
+
+
+class _Output:
+    """One stream this producer writes: its description and a writer slot per partition."""
+
+    __slots__ = ("meta", "writers", "count", "next_rr")
+
+    def __init__(self, meta: StreamMeta):
+        self.meta = meta
+        self.count = meta.partitions
+        self.writers: list[PartitionWriter | None] = [None] * meta.partitions
+        self.next_rr = 0
+
+
+class FileLogProducer:
+    """``SystemProducer`` of a file log system."""
+
+    def __init__(self, settings: FileLogSettings):
+        self.settings = settings
+        self.system = settings.system
+        self._sources: set[str] = set()
+        self._outputs: dict[str, _Output] = {}
+        self._open: list[PartitionWriter] = []
+
+    def register(self, source: str) -> None:
+        self._sources.add(source)
+
+    def start(self) -> None:
+        """Nothing to start: writers open on first use."""
+
+    def send(self, source: str, envelope: OutgoingMessageEnvelope) -> None:
+        stream = envelope.system_stream.stream
+        out = self._outputs.get(stream)
+        if out is None:
+            out = self._output(stream)
+        partition = envelope.partition
+        if partition is None:
+            partition = self._choose(out, envelope)
+        try:
+            writer = out.writers[partition]
+        except (IndexError, TypeError):
+            raise SystemError_(f"stream '{self.system}.{stream}' has partitions "
+                               f"0..{out.count - 1}, not {partition!r}") from None
+        if writer is None or partition < 0:
+            writer = self._writer(out, partition)
+        timestamp = envelope.timestamp
+        try:
+            with writer.mutex:
+                writer.append(envelope.key, envelope.message,
+                              NO_TIMESTAMP if timestamp is None else timestamp)
+        except TypeError:
+            raise SystemError_(
+                f"stream '{self.system}.{stream}': the file log takes bytes keys and messages, "
+                f"got key {type(envelope.key).__name__} and message "
+                f"{type(envelope.message).__name__}; configure serdes for this stream "
+                f"(systems.{self.system}.streams.{stream}.samza.key.serde / .msg.serde)"
+            ) from None
+
+    def _output(self, stream: str) -> _Output:
+        out = self._outputs[stream] = _Output(load_meta(self.settings.root, stream, self.system))
+        return out
+
+    def _choose(self, out: _Output, envelope: OutgoingMessageEnvelope) -> int:
+        key = envelope.partition_key if envelope.partition_key is not None else envelope.key
+        if key is None:
+            out.next_rr = (out.next_rr + 1) % out.count
+            return out.next_rr
+        if not isinstance(key, (bytes, bytearray, memoryview)):
+            raise SystemError_(f"stream '{self.system}.{out.meta.name}': the partition key must "
+                               f"be bytes (serialized), got {type(key).__name__}")
+        return partition_for(bytes(key), out.count)
+
+    def _writer(self, out: _Output, partition: int) -> PartitionWriter:
+        if partition < 0:
+            raise SystemError_(f"stream '{self.system}.{out.meta.name}' has partitions "
+                               f"0..{out.count - 1}, not {partition}")
+        settings, meta = self.settings, out.meta
+        writer = _shared.acquire(settings.root, meta.name, partition, lambda: PartitionWriter(
+            settings.root, meta, partition, settings.for_stream(meta.name, meta.config),
+            buffer_bytes=settings.producer_buffer_bytes, system=self.system))
+        out.writers[partition] = writer
+        self._open.append(writer)
+        return writer
+
+    def flush(self, source: str) -> None:
+        """Write everything sent so far (by any source of this producer) and fsync per policy.
+        Every record sent before this call is acknowledged when it returns."""
+        for writer in self._open:
+            with writer.mutex:
+                writer.flush()
+
+    def end_stream(self, stream: str) -> dict[int, int]:
+        """Flush, then end every partition of a bounded stream (see the admin's
+        ``end_stream``). Returns the upcoming offset per partition."""
+        out = self._outputs.get(stream) or self._output(stream)
+        if not out.meta.bounded:
+            raise SystemError_(f"stream '{self.system}.{stream}' is not bounded, so it cannot "
+                               f"end; create bounded streams with StreamSpec(bounded=True)")
+        ends = {}
+        for partition in range(out.count):
+            writer = out.writers[partition] or self._writer(out, partition)
+            with writer.mutex:
+                ends[partition] = writer.end_stream()
+        return ends
+
+    close_stream = end_stream
+
+    def stop(self) -> None:
+        """Flush and fsync everything, release every partition."""
+        errors = []
+        for writer in self._open:
+            try:
+                _shared.release(writer)
+            except Exception as exc:  # close the others, then report
+                errors.append(exc)
+        self._open.clear()
+        self._outputs.clear()
+        if errors:
+            raise errors[0]

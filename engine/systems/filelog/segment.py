@@ -1,0 +1,270 @@
+"""Segments: listing a partition's segment files, scanning them, indexing and compressing them.
+
+A partition is a sequence of segments ordered by base offset; the last one is the *active*
+segment, the only one that grows. A listed segment covers the offsets from its base up to the
+next listed base (the active one up to the partition's upcoming offset). When a directory holds
+several files for one base (a compression or compaction was interrupted before it removed the
+input), the highest generation wins, and a compressed file beats a plain one of the same
+generation: they hold the same records, so either is a correct view.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import zstandard
+
+from ._files import SegmentName, fsync_dir, parse_segment_name
+from ._format import MAX_BODY, MIN_BODY, ParseStop, body_ok, skip_records
+from ._index import FLAG_DENSE, FLAG_ZSTD, INDEX_INTERVAL, SegmentIndex, index_path, load_index
+
+__all__ = [
+    "Segment",
+    "ScanResult",
+    "list_segments",
+    "scan_plain",
+    "index_for",
+    "build_index",
+    "compress_segment",
+    "write_segment",
+    "record_ends",
+    "remove_segment",
+    "FRAME_BYTES",
+]
+
+FRAME_BYTES = 1 << 20
+"""Uncompressed bytes of records per zstd frame of a compressed segment."""
+
+_SCAN_CHUNK = 4 << 20
+_LEN_CRC_TS = struct.Struct("<IIq")
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One listed segment file."""
+
+    name: SegmentName
+    path: str
+
+    @property
+    def base(self) -> int:
+        return self.name.base
+
+    @property
+    def generation(self) -> int:
+        return self.name.generation
+
+    @property
+    def compressed(self) -> bool:
+        return self.name.compressed
+
+    @property
+    def index_path(self) -> str:
+        return index_path(self.path)
+
+    def sibling(self, generation: int, compressed: bool) -> "Segment":
+        """Another file name for this base in the same directory."""
+        name = SegmentName(self.base, generation, compressed)
+        return Segment(name, os.path.join(os.path.dirname(self.path), name.file_name))
+
+
+def list_segments(partition_dir: str) -> list[Segment]:
+    """The partition's segments in base order, one per base (see the module docstring).
+    A compacted file whose index is not there yet is an unfinished compaction: skipped."""
+    names = os.listdir(partition_dir)
+    present = set(names)
+    best: dict[int, SegmentName] = {}
+    for file_name in names:
+        parsed = parse_segment_name(file_name)
+        if parsed is None or (parsed.generation and file_name + ".idx" not in present):
+            continue
+        current = best.get(parsed.base)
+        if current is None or (parsed.generation, parsed.compressed) > (current.generation,
+                                                                       current.compressed):
+            best[parsed.base] = parsed
+    return [Segment(name, os.path.join(partition_dir, name.file_name))
+            for _, name in sorted(best.items())]
+
+
+@dataclass(slots=True)
+class ScanResult:
+    """Result of scanning a plain segment: where the valid records end, how many there are,
+    sparse index entries, the largest timestamp, and why the scan stopped."""
+
+    end: int
+    count: int
+    sparse: list[tuple[int, int]]
+    max_timestamp: int
+    stop: ParseStop
+
+
+def scan_plain(fd: int, size: int, *, start: int = 0, ordinal: int = 0,
+               sparse: list[tuple[int, int]] | None = None, max_timestamp: int = -1
+               ) -> ScanResult:
+    """Walk the records of a plain segment from byte ``start`` (record ``ordinal``) to
+    ``size``, checking framing and CRC, collecting one sparse entry per
+    :data:`INDEX_INTERVAL` bytes. Stops at the first bad or partial record
+    (``stop`` is BAD or PARTIAL) or at ``size`` (``stop`` is COUNT)."""
+    sparse = [] if sparse is None else sparse
+    last_indexed = sparse[-1][1] if sparse else -INDEX_INTERVAL
+    unpack = _LEN_CRC_TS.unpack_from
+    pos = start
+    chunk, cstart = b"", start
+    while pos < size:
+        at = pos - cstart
+        if at + 24 > len(chunk):
+            chunk, cstart, at = os.pread(fd, min(_SCAN_CHUNK, size - pos), pos), pos, 0
+            if len(chunk) < 24:
+                return ScanResult(pos, ordinal, sparse, max_timestamp, ParseStop.PARTIAL)
+        length, check, ts = unpack(chunk, at)
+        if length < MIN_BODY or length > MAX_BODY:
+            return ScanResult(pos, ordinal, sparse, max_timestamp, ParseStop.BAD)
+        rend = at + 8 + length
+        if rend > len(chunk):
+            if pos + 8 + length > size:
+                return ScanResult(pos, ordinal, sparse, max_timestamp, ParseStop.PARTIAL)
+            chunk, cstart, at = os.pread(fd, min(max(_SCAN_CHUNK, 8 + length), size - pos), pos), pos, 0
+            rend = 8 + length
+            if len(chunk) < rend:
+                return ScanResult(pos, ordinal, sparse, max_timestamp, ParseStop.PARTIAL)
+        if not body_ok(chunk, at + 8, rend, check):
+            return ScanResult(pos, ordinal, sparse, max_timestamp, ParseStop.BAD)
+        if pos - last_indexed >= INDEX_INTERVAL:
+            sparse.append((ordinal, pos))
+            last_indexed = pos
+        if ts > max_timestamp:
+            max_timestamp = ts
+        ordinal += 1
+        pos = cstart + rend
+    return ScanResult(pos, ordinal, sparse, max_timestamp, ParseStop.COUNT)
+
+
+def index_for(segment: Segment, size: int) -> SegmentIndex | None:
+    """The segment's stored index if it is intact and matches the file's size."""
+    return load_index(segment.index_path, size)
+
+
+def build_index(segment: Segment, fd: int, size: int, *, sealed_ms: int | None = None
+                ) -> SegmentIndex:
+    """Rebuild the index of a producer-written (generation 0) sealed segment by scanning it.
+    Raises ValueError if the segment does not parse to its end."""
+    if segment.generation:
+        raise ValueError("a compacted segment's offsets exist only in its index")
+    if sealed_ms is None:
+        sealed_ms = int(os.fstat(fd).st_mtime * 1000)
+    if not segment.compressed:
+        scan = scan_plain(fd, size)
+        if scan.stop is not ParseStop.COUNT:
+            raise ValueError(f"record {scan.count} at byte {scan.end} is bad or partial")
+        return SegmentIndex(segment.base, 0, scan.count, segment.base + scan.count, sealed_ms,
+                            scan.max_timestamp, size, range(segment.base, segment.base + scan.count),
+                            scan.sparse)
+    data = os.pread(fd, size, 0)
+    sparse: list[tuple[int, int]] = []
+    count, max_ts, pos = 0, -1, 0
+    while pos < len(data):
+        dobj = zstandard.ZstdDecompressor().decompressobj()
+        plain = dobj.decompress(data[pos:])
+        frame_len = len(data) - pos - len(dobj.unused_data)
+        sparse.append((count, pos))
+        at, n, why = 0, 0, ParseStop.COUNT
+        while at < len(plain):
+            length, _, ts = _LEN_CRC_TS.unpack_from(plain, at)
+            at, n, why = skip_records(plain, at, len(plain), 1, verify=True)
+            if n == 0:
+                raise ValueError(f"record {count} in frame at byte {pos} is bad")
+            max_ts = max(max_ts, ts)
+            count += 1
+        pos += frame_len
+    return SegmentIndex(segment.base, FLAG_ZSTD, count, segment.base + count, sealed_ms, max_ts,
+                        size, range(segment.base, segment.base + count), sparse)
+
+
+def record_ends(data: bytes, path: str) -> list[int]:
+    """End position of each record of a buffer of whole records (ValueError if damaged)."""
+    ends: list[int] = []
+    pos, size = 0, len(data)
+    while pos < size:
+        pos, n, why = skip_records(data, pos, size, 1)
+        if n == 0:
+            raise ValueError(f"{path}: bad record at byte {pos} ({why.value})")
+        ends.append(pos)
+    return ends
+
+
+def write_segment(target: Segment, data: bytes, ends: list[int], offsets: Sequence[int], *,
+                  dense: bool, next_offset: int, sealed_ms: int, max_timestamp: int,
+                  level: int | None) -> Segment:
+    """Write a sealed segment holding the records ``data`` (record ``i`` ends at ``ends[i]``
+    and has offset ``offsets[i]``): its index first, then the data file (temp, fsync,
+    rename, fsync dir), so the data file is never visible without its index. With ``level``
+    the records are zstd-compressed in frames of about :data:`FRAME_BYTES`."""
+    sparse: list[tuple[int, int]] = []
+    start = 0
+    if level is None:
+        chunks = [data]
+        last = -INDEX_INTERVAL
+        for ordinal, end in enumerate(ends):
+            if start - last >= INDEX_INTERVAL:
+                sparse.append((ordinal, start))
+                last = start
+            start = end
+        size = len(data)
+    else:
+        compressor = zstandard.ZstdCompressor(level=level, write_content_size=True)
+        chunks, size, first = [], 0, 0
+        for ordinal, end in enumerate(ends):
+            if end - start >= FRAME_BYTES or ordinal == len(ends) - 1:
+                frame = compressor.compress(data[start:end])
+                sparse.append((first, size))
+                chunks.append(frame)
+                size += len(frame)
+                start, first = end, ordinal + 1
+    flags = (FLAG_DENSE if dense else 0) | (FLAG_ZSTD if level is not None else 0)
+    if not dense:
+        offsets = range(target.base, target.base + len(ends))
+    SegmentIndex(target.base, flags, len(ends), next_offset, sealed_ms, max_timestamp, size,
+                 offsets, sparse).write(target.index_path)
+    tmp = f"{target.path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        for chunk in chunks:
+            f.write(chunk)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, target.path)
+    fsync_dir(os.path.dirname(target.path))
+    return target
+
+
+def compress_segment(segment: Segment, index: SegmentIndex, level: int) -> Segment:
+    """Replace a sealed plain segment by its zstd-compressed copy (frames of whole records,
+    one sparse index entry per frame), then remove the plain file. Returns the new segment.
+    The caller holds the partition's maintenance lock."""
+    with open(segment.path, "rb") as f:
+        data = f.read()
+    if len(data) != index.data_size:
+        raise ValueError(f"{segment.path} is {len(data)} bytes, its index says {index.data_size}")
+    ends = record_ends(data, segment.path)
+    if len(ends) != index.record_count:
+        raise ValueError(f"{segment.path}: {len(ends)} records, its index says "
+                         f"{index.record_count}")
+    target = write_segment(segment.sibling(segment.generation, True), data, ends, index.offsets,
+                           dense=index.dense, next_offset=index.next_offset,
+                           sealed_ms=index.sealed_ms, max_timestamp=index.max_timestamp,
+                           level=level)
+    remove_segment(segment)
+    return target
+
+
+def remove_segment(segment: Segment, *, sync: bool = True) -> None:
+    """Delete a segment file and its index (a reader that has it open keeps reading)."""
+    for path in (segment.path, segment.index_path):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+    if sync:
+        fsync_dir(os.path.dirname(segment.path))

@@ -1,0 +1,216 @@
+"""Configuration of the file log system, parsed once into frozen settings.
+
+System-wide keys are ``systems.<system>.<key>``. The storage keys (segment size, retention,
+compaction, compression, fsync policy, fetch size) can be set per stream, first hit wins:
+
+1. ``systems.<system>.streams.<stream>.<key>`` in the job config;
+2. ``<key>`` in the ``config`` of the stream's ``StreamSpec`` (kept in its ``stream.json``);
+3. ``systems.<system>.<key>``;
+4. the default.
+
+Example::
+
+    >>> from stores.config import Config
+    >>> s = FileLogSettings.from_config("filelog", Config({
+    ...     "systems.filelog.root": "/tmp/weir-log", "systems.filelog.segment.bytes": "1048576",
+    ...     "systems.filelog.streams.clicks.segment.bytes": "4096"}))
+    >>> s.root, s.for_stream("clicks").segment_bytes, s.for_stream("other").segment_bytes
+    ('/tmp/weir-log', 4096, 1048576)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+
+from stores.config import Config, ConfigError, ConfigKey, declare
+
+__all__ = [
+    "Compression",
+    "OffsetReset",
+    "StreamSettings",
+    "FileLogSettings",
+    "STREAM_KEYS",
+]
+
+_C = "file log"
+
+
+class Compression(Enum):
+    NONE = "none"
+    ZSTD = "zstd"
+
+
+class OffsetReset(Enum):
+    """What a consumer does with an offset outside ``[oldest, upcoming]``."""
+
+    OLDEST = "oldest"
+    UPCOMING = "upcoming"
+    ERROR = "error"
+
+
+_RESET_ALIASES = {"oldest": OffsetReset.OLDEST, "smallest": OffsetReset.OLDEST,
+                  "earliest": OffsetReset.OLDEST, "upcoming": OffsetReset.UPCOMING,
+                  "largest": OffsetReset.UPCOMING, "latest": OffsetReset.UPCOMING,
+                  "error": OffsetReset.ERROR, "none": OffsetReset.ERROR}
+
+ROOT = declare(
+    "systems.<system>.root", str, "./weir-data/log",
+    "Directory of a file log system (one sub-directory per stream); a relative path is "
+    "resolved against the working directory of the process when the config is read.",
+    component=_C)
+PRODUCER_BUFFER_BYTES = declare(
+    "systems.<system>.producer.buffer.bytes", int, 1 << 20,
+    "Bytes of framed records a partition writer buffers before it writes them to the file "
+    "(flush always writes everything).", component=_C)
+CONSUMER_READ_BYTES = declare(
+    "systems.<system>.consumer.read.bytes", int, 1 << 20,
+    "Bytes a consumer reads from a segment file at a time.", component=_C)
+CONSUMER_RESET = declare(
+    "systems.<system>.consumer.auto.offset.reset", str, "oldest",
+    "Where a consumer goes when its offset is outside the retained range (deleted by "
+    "retention, or beyond the end): oldest, upcoming or error (Samza's smallest/largest and "
+    "Kafka's earliest/latest/none are accepted).", component=_C,
+    choices=tuple(_RESET_ALIASES))
+CONSUMER_POLL_SLEEP_MS = declare(
+    "systems.<system>.consumer.poll.max.sleep.ms", int, 10,
+    "Longest sleep between two looks at the files while poll() waits for records "
+    "(the wait starts at 0.5 ms and doubles).", component=_C)
+
+
+def _pair(key: str, type_, default, doc: str, **kw) -> tuple[ConfigKey, ConfigKey]:
+    system = declare(f"systems.<system>.{key}", type_, default, doc, component=_C, **kw)
+    stream = declare(f"systems.<system>.streams.<stream>.{key}", type_, None,
+                     f"Per-stream override of systems.<system>.{key}.", component=_C, **kw)
+    return system, stream
+
+
+SEGMENT_BYTES = _pair(
+    "segment.bytes", int, 64 << 20,
+    "Size at which a partition's active segment is sealed and a new one started.")
+RETENTION_BYTES = _pair(
+    "retention.bytes", int, -1,
+    "Delete the oldest sealed segments of a partition while it holds more than this many "
+    "bytes (-1: no size limit). Streams with cleanup policy delete only.")
+RETENTION_MS = _pair(
+    "retention.ms", int, -1,
+    "Delete sealed segments sealed longer ago than this (-1: keep forever). Streams with "
+    "cleanup policy delete only.")
+TOMBSTONE_RETENTION_MS = _pair(
+    "compaction.tombstone.retention.ms", int, 86_400_000,
+    "Compaction keeps a tombstone (null value) at least this long after its segment was "
+    "sealed, so that slow readers see the delete.")
+COMPACTION_INTERVAL_MS = _pair(
+    "compaction.interval.ms", int, 600_000,
+    "A writer of a compacted stream compacts its partition at a segment roll when this long "
+    "has passed since its last compaction (0: only on demand).")
+COMPRESSION = _pair(
+    "compression", str, "none",
+    "Compression of sealed segments: none or zstd.", choices=("none", "zstd"))
+COMPRESSION_LEVEL = _pair(
+    "compression.level", int, 3, "zstd level of sealed segments.")
+FSYNC_EVERY_RECORDS = _pair(
+    "fsync.every.records", int, 1,
+    "flush() fsyncs a partition once at least this many records were written since its last "
+    "fsync (1: every flush that wrote something; 0: never by count).")
+FSYNC_EVERY_MS = _pair(
+    "fsync.every.ms", int, 0,
+    "flush() also fsyncs a partition with unsynced records when its last fsync is at least "
+    "this old (0: never by time).")
+FETCH_MAX_RECORDS = _pair(
+    "fetch.max.records", int, 10_000,
+    "Records a consumer returns per partition per poll.")
+
+STREAM_KEYS: dict[str, tuple[ConfigKey, ConfigKey]] = {
+    pair[0].name.removeprefix("systems.<system>."): pair
+    for pair in (SEGMENT_BYTES, RETENTION_BYTES, RETENTION_MS, TOMBSTONE_RETENTION_MS,
+                 COMPACTION_INTERVAL_MS, COMPRESSION, COMPRESSION_LEVEL, FSYNC_EVERY_RECORDS,
+                 FSYNC_EVERY_MS, FETCH_MAX_RECORDS)}
+"""Keys that may be set per stream, by their short name (``segment.bytes``)."""
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    """The effective storage settings of one stream."""
+
+    segment_bytes: int = 64 << 20
+    retention_bytes: int = -1
+    retention_ms: int = -1
+    tombstone_retention_ms: int = 86_400_000
+    compaction_interval_ms: int = 600_000
+    compression: Compression = Compression.NONE
+    compression_level: int = 3
+    fsync_every_records: int = 1
+    fsync_every_ms: int = 0
+    fetch_max_records: int = 10_000
+
+
+@dataclass(frozen=True)
+class FileLogSettings:
+    """Everything the file log reads from config, for one system name."""
+
+    system: str
+    root: str
+    producer_buffer_bytes: int = 1 << 20
+    consumer_read_bytes: int = 1 << 20
+    auto_offset_reset: OffsetReset = OffsetReset.OLDEST
+    poll_max_sleep_ms: int = 10
+    config: Config = field(default_factory=Config, repr=False)
+
+    @classmethod
+    def from_config(cls, system: str, config: Mapping[str, str]) -> "FileLogSettings":
+        cfg = config if isinstance(config, Config) else Config(config)
+        reset = _RESET_ALIASES[CONSUMER_RESET.get(cfg, system=system)]
+        settings = cls(system, os.path.abspath(ROOT.get(cfg, system=system)),
+                       _positive(cfg, PRODUCER_BUFFER_BYTES, system),
+                       _positive(cfg, CONSUMER_READ_BYTES, system), reset,
+                       max(0, CONSUMER_POLL_SLEEP_MS.get(cfg, system=system)), cfg)
+        settings.for_stream("")  # validate the system-level storage keys now
+        return settings
+
+    def for_stream(self, stream: str, stored: Mapping[str, str] | None = None) -> StreamSettings:
+        """The settings of ``stream``; ``stored`` is the config kept in its stream.json."""
+        values = {}
+        for short, (sys_key, stream_key) in STREAM_KEYS.items():
+            values[short] = _resolve(self.config, self.system, stream, short, sys_key,
+                                     stream_key, stored or {})
+        out = StreamSettings(
+            segment_bytes=values["segment.bytes"], retention_bytes=values["retention.bytes"],
+            retention_ms=values["retention.ms"],
+            tombstone_retention_ms=values["compaction.tombstone.retention.ms"],
+            compaction_interval_ms=values["compaction.interval.ms"],
+            compression=Compression(values["compression"]),
+            compression_level=values["compression.level"],
+            fsync_every_records=values["fsync.every.records"],
+            fsync_every_ms=values["fsync.every.ms"],
+            fetch_max_records=values["fetch.max.records"])
+        for short, value in (("segment.bytes", out.segment_bytes),
+                             ("fetch.max.records", out.fetch_max_records)):
+            if value <= 0:
+                key = STREAM_KEYS[short][0].key(system=self.system)
+                raise ConfigError(f"must be positive, got {value}", key=key,
+                                  origin=self.config.origin(key))
+        return out
+
+
+def _resolve(config: Config, system: str, stream: str, short: str, sys_key: ConfigKey,
+             stream_key: ConfigKey, stored: Mapping[str, str]):
+    if stream:
+        name = stream_key.key(system=system, stream=stream)
+        if name in config:
+            return stream_key.parse(config, name)
+        if short in stored:
+            name = sys_key.key(system=system)
+            return sys_key.parse(Config({name: stored[short]},
+                                        origins={name: f"stream.json of '{stream}'"}), name)
+    return sys_key.get(config, system=system)
+
+
+def _positive(config: Config, key: ConfigKey, system: str) -> int:
+    value = key.get(config, system=system)
+    if value <= 0:
+        raise ConfigError(f"must be positive, got {value}", key=key.key(system=system),
+                          origin=config.origin(key.key(system=system)))
+    return value

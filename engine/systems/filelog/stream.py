@@ -1,0 +1,153 @@
+"""A stream's directory and its ``stream.json``.
+
+``<root>/<stream>/stream.json`` is written once, atomically, when the stream is created, after
+its partition directories exist: a stream exists exactly when this file does. It holds::
+
+    {"format": 1, "name": "clicks", "partitions": 4, "cleanup_policy": "delete",
+     "bounded": false, "compression": "none", "config": {"segment.bytes": "1048576"},
+     "created_ms": 1700000000000}
+
+``config`` is the ``StreamSpec.config`` given at creation (per-stream storage settings, see
+``settings.py``); ``compression`` is the compression in force when the stream was created
+(informational: readers recognise compressed segments by their file names).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+
+from engine.errors import StreamNotFoundError, SystemError_
+
+from ..api import CleanupPolicy, StreamSpec
+from ._files import END_MARKER, STREAM_META, write_atomic
+from .errors import StreamConflictError
+
+__all__ = [
+    "FORMAT_VERSION",
+    "StreamMeta",
+    "stream_dir",
+    "partition_dir",
+    "load_meta",
+    "create_stream",
+    "list_streams",
+    "read_end_marker",
+]
+
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class StreamMeta:
+    name: str
+    partitions: int
+    cleanup_policy: CleanupPolicy = CleanupPolicy.DELETE
+    bounded: bool = False
+    compression: str = "none"
+    config: dict[str, str] = field(default_factory=dict)
+    created_ms: int = 0
+    format: int = FORMAT_VERSION
+
+    def to_json(self) -> bytes:
+        return json.dumps({
+            "format": self.format, "name": self.name, "partitions": self.partitions,
+            "cleanup_policy": self.cleanup_policy.value, "bounded": self.bounded,
+            "compression": self.compression, "config": dict(self.config),
+            "created_ms": self.created_ms}, indent=2, sort_keys=True).encode() + b"\n"
+
+    @classmethod
+    def from_json(cls, data: bytes, path: str) -> "StreamMeta":
+        try:
+            raw = json.loads(data)
+            meta = cls(str(raw["name"]), int(raw["partitions"]),
+                       CleanupPolicy(raw.get("cleanup_policy", "delete")),
+                       bool(raw.get("bounded", False)), str(raw.get("compression", "none")),
+                       {str(k): str(v) for k, v in (raw.get("config") or {}).items()},
+                       int(raw.get("created_ms", 0)), int(raw.get("format", 1)))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SystemError_(f"{path} is not a valid stream description ({exc}); restore it "
+                               f"or recreate the stream") from None
+        if meta.format > FORMAT_VERSION:
+            raise SystemError_(f"{path} has format {meta.format}, this Weir reads up to "
+                               f"{FORMAT_VERSION}; upgrade Weir")
+        return meta
+
+
+def _check_name(stream: str) -> str:
+    if (not stream or stream in (".", "..") or stream.startswith(".") or "/" in stream
+            or "\\" in stream or "\0" in stream):
+        raise SystemError_(f"'{stream}' is not a valid file log stream name: use letters, "
+                           f"digits, '-', '_' and '.', not starting with '.'")
+    return stream
+
+
+def stream_dir(root: str, stream: str) -> str:
+    return os.path.join(root, _check_name(stream))
+
+
+def partition_dir(root: str, stream: str, partition: int) -> str:
+    return os.path.join(root, _check_name(stream), str(partition))
+
+
+def load_meta(root: str, stream: str, system: str) -> StreamMeta:
+    """The stream's description; StreamNotFoundError if it was never created."""
+    path = os.path.join(stream_dir(root, stream), STREAM_META)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise StreamNotFoundError(system, stream, f"no {path}; create it with `weir log create "
+                                  f"{stream}` or create_stream()") from None
+    return StreamMeta.from_json(data, path)
+
+
+def create_stream(root: str, spec: StreamSpec, system: str, compression: str) -> bool:
+    """Create the stream's directories and stream.json. False when it already exists with the
+    same partition count; StreamConflictError when the count differs. Safe against a
+    concurrent create of the same stream (the first stream.json wins)."""
+    if spec.partitions <= 0:
+        raise SystemError_(f"stream '{spec.name}' needs at least one partition, got "
+                           f"{spec.partitions}")
+    directory = stream_dir(root, spec.name)
+    meta_path = os.path.join(directory, STREAM_META)
+    if os.path.exists(meta_path):
+        return _same_or_conflict(root, spec, system, meta_path)
+    for partition in range(spec.partitions):
+        os.makedirs(os.path.join(directory, str(partition)), exist_ok=True)
+    meta = StreamMeta(spec.name, spec.partitions, spec.cleanup_policy, spec.bounded,
+                      str(spec.config.get("compression", compression)),
+                      {str(k): str(v) for k, v in spec.config.items()},
+                      time.time_ns() // 1_000_000)
+    if write_atomic(meta_path, meta.to_json(), exclusive=True):
+        return True
+    return _same_or_conflict(root, spec, system, meta_path)
+
+
+def _same_or_conflict(root: str, spec: StreamSpec, system: str, meta_path: str) -> bool:
+    existing = load_meta(root, spec.name, system)
+    if existing.partitions != spec.partitions:
+        raise StreamConflictError(spec.name, existing.partitions, spec.partitions, meta_path)
+    return False
+
+
+def list_streams(root: str) -> list[str]:
+    """Names of the streams under ``root``, sorted."""
+    try:
+        names = os.listdir(root)
+    except FileNotFoundError:
+        return []
+    return sorted(n for n in names if os.path.isfile(os.path.join(root, n, STREAM_META)))
+
+
+def read_end_marker(partition_directory: str) -> int | None:
+    """The upcoming offset recorded by a partition's end-of-stream marker, or None."""
+    try:
+        with open(os.path.join(partition_directory, END_MARKER), "rb") as f:
+            return int(json.loads(f.read())["upcoming"])
+    except FileNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SystemError_(f"{partition_directory}/{END_MARKER} is damaged ({exc}); rewrite it "
+                           f"with end_stream or delete it") from None

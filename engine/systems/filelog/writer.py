@@ -1,0 +1,325 @@
+"""The single writer of a log partition: lock, torn-tail repair, buffered appends, fsync policy
+and segment roll.
+
+Durability contract (what "acknowledged" means): a record is acknowledged when ``flush()``
+returns after it was appended. An acknowledged record
+
+* survives the writing process being killed (SIGKILL) at any later moment: ``flush()`` has
+  handed it to the operating system;
+* survives a machine crash or power loss when that ``flush()`` fsynced the file, which it does
+  when ``fsync.every.records`` (default 1: every flush) or ``fsync.every.ms`` says so; segment
+  rolls, ``end_stream()`` and ``close()`` always fsync.
+
+Records appended but not yet flushed sit in the writer's buffer and die with the process. A
+crash in the middle of a write leaves at most one partial record at the end of the active
+segment; the next writer cuts it off (it was never acknowledged) and appends after the last
+whole record, so offsets continue without gap or duplicate. Damage that is followed by valid
+records is never cut off: opening the writer raises ``CorruptRecordError``.
+
+Example::
+
+    >>> import tempfile
+    >>> from engine.systems.filelog.stream import StreamMeta
+    >>> root = tempfile.mkdtemp()
+    >>> with PartitionWriter(root, StreamMeta("s", 1), 0) as w:
+    ...     w.append(b"k", b"v", 1000), w.append(None, b"v2", -1)
+    ...     w.flush()
+    (0, 1)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import struct
+import threading
+import time
+
+from crc32c import crc32c
+
+from engine.errors import CorruptRecordError, PartitionLockedError, SystemError_
+
+from ._files import (END_MARKER, WRITER_LOCK, FileLock, LockBusy, SegmentName, fsync_dir,
+                     write_atomic)
+from ._format import NULL_LEN, ParseStop, TailState, classify_tail
+from ._index import INDEX_INTERVAL, SegmentIndex, load_index
+from .errors import StreamEndedError
+from .retention import maintain
+from .segment import Segment, build_index, list_segments, scan_plain
+from .settings import StreamSettings
+from .stream import StreamMeta, partition_dir, read_end_marker
+
+__all__ = ["PartitionWriter"]
+
+_log = logging.getLogger(__name__)
+
+_TS_KLEN = struct.Struct("<qI").pack
+_U32 = struct.Struct("<I").pack
+_LEN_CRC = struct.Struct("<II").pack
+_NULL = _U32(NULL_LEN)
+
+
+class PartitionWriter:
+    """Appends records to one partition; at most one per partition across all processes
+    (``PartitionLockedError`` names the holder otherwise). Not thread-safe by itself: callers
+    that share a writer between threads hold :attr:`mutex` around each call."""
+
+    def __init__(self, root: str, meta: StreamMeta, partition: int,
+                 settings: StreamSettings | None = None, *, buffer_bytes: int = 1 << 20,
+                 system: str = "filelog"):
+        if not 0 <= partition < meta.partitions:
+            raise SystemError_(f"stream '{meta.name}' has partitions 0..{meta.partitions - 1}, "
+                               f"not {partition}")
+        self.stream, self.partition, self.system = meta.name, partition, system
+        self._meta = meta
+        self._settings = settings or StreamSettings()
+        self._segment_bytes = self._settings.segment_bytes
+        self._buffer_bytes = buffer_bytes
+        self._dir = partition_dir(root, meta.name, partition)
+        os.makedirs(self._dir, exist_ok=True)
+        self._lock = FileLock(os.path.join(self._dir, WRITER_LOCK))
+        try:
+            self._lock.acquire("writer")
+        except LockBusy as busy:
+            raise PartitionLockedError(
+                f"stream '{meta.name}' partition {partition} already has a writer "
+                f"(pid {busy.holder.get('pid', '?')} on host {busy.holder.get('host', '?')}, "
+                f"since {busy.holder.get('since', '?')}, lock file {busy.path}); stop that "
+                f"producer or send through it. The lock is released when its process exits",
+                stream=meta.name, partition=partition, holder=busy.holder) from None
+        self._fd = -1
+        self.mutex = threading.Lock()
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._pending_count = 0
+        self._unsynced = 0
+        self._last_sync = time.monotonic()
+        self._last_compaction = time.monotonic()
+        try:
+            self._open()
+        except BaseException:
+            self._close_fd()
+            self._lock.release()
+            raise
+
+    # -- opening ---------------------------------------------------------------------------
+    def _open(self) -> None:
+        self._ended = read_end_marker(self._dir)
+        maintain(self._dir, self._meta, self._settings, partition=self.partition,
+                 system=self.system, compact=False, wait=False)
+        segments = list_segments(self._dir)
+        if segments and not segments[-1].generation and not segments[-1].compressed:
+            self._open_active(segments[-1])
+        else:
+            self._create_active(self._end_of(segments[-1]) if segments else 0)
+
+    def _end_of(self, segment: Segment) -> int:
+        """The offset after the last one a sealed segment covers."""
+        fd = os.open(segment.path, os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            index = load_index(segment.index_path, size) or build_index(segment, fd, size)
+        finally:
+            os.close(fd)
+        return index.next_offset
+
+    def _open_active(self, segment: Segment) -> None:
+        self._segment = segment
+        self._fd = os.open(segment.path, os.O_RDWR | os.O_APPEND)
+        size = os.fstat(self._fd).st_size
+        scan = scan_plain(self._fd, size)
+        if scan.end < size:
+            rest = os.pread(self._fd, size - scan.end, scan.end)
+            if classify_tail(rest, 0) is TailState.CORRUPT:
+                raise CorruptRecordError(
+                    "a damaged record is followed by valid records in the active segment, so "
+                    "the writer will not cut it off", stream=self.stream,
+                    partition=self.partition, offset=segment.base + scan.count,
+                    path=segment.path, position=scan.end)
+            _log.warning("stream '%s' partition %d: cutting off a torn final record at offset "
+                         "%d (%d bytes at byte %d of %s) left by a crashed writer",
+                         self.stream, self.partition, segment.base + scan.count,
+                         size - scan.end, scan.end, segment.path)
+            os.ftruncate(self._fd, scan.end)
+            os.fsync(self._fd)
+        elif scan.stop is not ParseStop.COUNT:  # pragma: no cover - scan ends at size
+            raise AssertionError(scan)
+        self._base, self._count, self._size = segment.base, scan.count, scan.end
+        self._sparse = scan.sparse
+        self._next_index_at = (scan.sparse[-1][1] + INDEX_INTERVAL) if scan.sparse else 0
+        self._max_ts = scan.max_timestamp
+
+    def _create_active(self, base: int) -> None:
+        name = SegmentName(base, 0, False)
+        self._segment = Segment(name, os.path.join(self._dir, name.file_name))
+        self._fd = os.open(self._segment.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL,
+                           0o644)
+        fsync_dir(self._dir)
+        self._base, self._count, self._size = base, 0, 0
+        self._sparse, self._next_index_at, self._max_ts = [], 0, -1
+
+    # -- state -----------------------------------------------------------------------------
+    @property
+    def upcoming(self) -> int:
+        """The offset the next appended record gets."""
+        return self._base + self._count + self._pending_count
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    @property
+    def ended(self) -> bool:
+        return self._ended is not None
+
+    @property
+    def path(self) -> str:
+        return self._segment.path
+
+    # -- appending -------------------------------------------------------------------------
+    def append(self, key: bytes | None, value: bytes | None, timestamp: int = -1) -> int:
+        """Buffer one record; returns its offset. Not durable before :meth:`flush`."""
+        if self._ended is not None:
+            self._raise_ended()
+        if key is None:
+            head = _TS_KLEN(timestamp, NULL_LEN)
+            key = b""
+        else:
+            head = _TS_KLEN(timestamp, len(key))
+        if value is None:
+            body = b"".join((head, key, _NULL))
+        else:
+            body = b"".join((head, key, _U32(len(value)), value))
+        pos = self._size + self._pending_bytes
+        size = len(body) + 8
+        if pos + size > self._segment_bytes and pos:
+            self._roll()
+            pos = 0
+        ordinal = self._count + self._pending_count
+        if pos >= self._next_index_at:
+            self._sparse.append((ordinal, pos))
+            self._next_index_at = pos + INDEX_INTERVAL
+        if timestamp > self._max_ts:
+            self._max_ts = timestamp
+        pending = self._pending
+        pending.append(_LEN_CRC(len(body), crc32c(body)))
+        pending.append(body)
+        self._pending_count += 1
+        self._pending_bytes += size
+        if self._pending_bytes >= self._buffer_bytes:
+            self._write_pending()
+        return self._base + ordinal
+
+    def flush(self) -> None:
+        """Write every buffered record to the file, then fsync per the fsync policy.
+        Records appended before this call are acknowledged when it returns."""
+        self._write_pending()
+        if self._unsynced and self._fsync_due():
+            self._sync()
+
+    def _fsync_due(self) -> bool:
+        every_records, every_ms = (self._settings.fsync_every_records,
+                                   self._settings.fsync_every_ms)
+        return ((0 < every_records <= self._unsynced)
+                or (every_ms > 0 and (time.monotonic() - self._last_sync) * 1000 >= every_ms))
+
+    def _sync(self) -> None:
+        os.fdatasync(self._fd)
+        self._unsynced = 0
+        self._last_sync = time.monotonic()
+
+    def _write_pending(self) -> None:
+        if not self._pending:
+            return
+        data = b"".join(self._pending)
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self._fd, view):]
+        except OSError as exc:
+            try:  # leave no partial record behind; the records stay buffered for a retry
+                os.ftruncate(self._fd, self._size)
+            except OSError:
+                pass
+            raise SystemError_(f"stream '{self.stream}' partition {self.partition}: writing "
+                               f"{len(data)} bytes to {self._segment.path} failed ({exc}); "
+                               f"free disk space and flush again") from exc
+        finally:
+            view.release()
+        self._size += len(data)
+        self._count += self._pending_count
+        self._unsynced += self._pending_count
+        self._pending.clear()
+        self._pending_bytes = 0
+        self._pending_count = 0
+
+    # -- rolling ---------------------------------------------------------------------------
+    def _roll(self) -> None:
+        """Seal the active segment (write, fsync, index) and start the next one."""
+        self._write_pending()
+        self._sync()
+        base, count = self._base, self._count
+        SegmentIndex(base, 0, count, base + count, time.time_ns() // 1_000_000, self._max_ts,
+                     self._size, range(base, base + count), self._sparse
+                     ).write(self._segment.index_path)
+        self._close_fd()
+        self._create_active(base + count)
+        compact = (self._settings.compaction_interval_ms > 0 and
+                   (time.monotonic() - self._last_compaction) * 1000
+                   >= self._settings.compaction_interval_ms)
+        try:
+            report = maintain(self._dir, self._meta, self._settings, partition=self.partition,
+                              system=self.system, compact=compact, wait=False)
+        except Exception:  # housekeeping must not fail an append; the admin's run will raise
+            _log.exception("stream '%s' partition %d: maintenance after a segment roll failed",
+                           self.stream, self.partition)
+        else:
+            if report is not None and report.compacted:
+                self._last_compaction = time.monotonic()
+
+    # -- ending and closing ----------------------------------------------------------------
+    def end_stream(self) -> int:
+        """Flush, fsync and write this partition's end-of-stream marker (atomically).
+        Returns the upcoming offset recorded in it. Idempotent."""
+        if self._ended is not None:
+            return self._ended
+        self._write_pending()
+        self._sync()
+        upcoming = self._base + self._count
+        write_atomic(os.path.join(self._dir, END_MARKER),
+                     json.dumps({"upcoming": upcoming,
+                                 "ended_ms": time.time_ns() // 1_000_000}).encode())
+        self._ended = upcoming
+        return upcoming
+
+    def _raise_ended(self) -> None:
+        raise StreamEndedError(self.stream, self.partition, self._ended or 0,
+                               os.path.join(self._dir, END_MARKER))
+
+    def close(self) -> None:
+        """Flush and fsync everything, then release the partition."""
+        if self._fd < 0:
+            return
+        try:
+            self._write_pending()
+            if self._unsynced:
+                self._sync()
+        finally:
+            self._close_fd()
+            self._lock.release()
+
+    def _close_fd(self) -> None:
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+
+    def __enter__(self) -> "PartitionWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"PartitionWriter({self.stream!r}, partition={self.partition}, "
+                f"upcoming={self.upcoming})")
