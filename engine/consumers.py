@@ -100,6 +100,9 @@ class Refill(Enum):
     loop that lets an SSP advance only once its previous message started processing)."""
 
 
+_IMMEDIATE = Refill.IMMEDIATE
+
+
 @dataclass(slots=True)
 class ConsumerCounters:
     """Counters for metrics (Samza's SystemConsumersMetrics, by other names)."""
@@ -243,7 +246,7 @@ class SystemConsumers:
         if envelope.kind is not _MESSAGE and envelope.kind is _END_OF_STREAM:
             self._ended.add(envelope.ssp)
         self._counters.chooses += 1
-        if refill is Refill.IMMEDIATE:
+        if refill is _IMMEDIATE:
             ssp = envelope.ssp
             buffer = self._buffers[ssp]
             if buffer and not self._gating and self._deserializers[ssp] is None:
