@@ -1,0 +1,200 @@
+"""Pieces a container assembles: counted producers, a task's storage, positions and results.
+
+Kept apart from :mod:`engine.container` so that module reads as the start/run/stop sequence.
+Everything here is container-internal; the public names are re-exported by the container.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from recovery.checkpoint import Checkpoint
+from recovery.storage import ProgressMode, TaskStorageManager
+from stores.config import Config
+from stores.spec import StoreSpec
+
+from .config import JobConfig, StoreBase
+from .model import SystemStream, SystemStreamPartition, TaskName
+from .systems.api import SystemProducer
+from .systems.changelog import SystemChangelogSink, SystemChangelogSource
+
+__all__ = [
+    "CountingProducer",
+    "TaskStorage",
+    "SspPosition",
+    "ContainerProgress",
+    "ContainerResult",
+    "changelog_source_name",
+]
+
+
+def changelog_source_name(task_name: str, store: str) -> str:
+    """The producer source under which a task's store writes its changelog."""
+    return f"{task_name}/{store}"
+
+
+class CountingProducer:
+    """A :class:`~engine.systems.api.SystemProducer` that counts what tasks send, per stream.
+
+    Tasks' collectors send through it; changelog sinks use the wrapped producer directly, so
+    ``counts`` holds task output only. Other attributes (``end_stream``...) pass through.
+    """
+
+    __slots__ = ("inner", "counts", "_send")
+
+    def __init__(self, inner: SystemProducer):
+        self.inner = inner
+        self.counts: dict[SystemStream, int] = {}
+        self._send = inner.send
+
+    def register(self, source: str) -> None:
+        self.inner.register(source)
+
+    def start(self) -> None:
+        self.inner.start()
+
+    def send(self, source: str, envelope: Any) -> None:
+        self._send(source, envelope)
+        counts, ss = self.counts, envelope.system_stream
+        counts[ss] = counts.get(ss, 0) + 1
+
+    def flush(self, source: str) -> None:
+        self.inner.flush(source)
+
+    def stop(self) -> None:
+        self.inner.stop()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class TaskStorage:
+    """The stores of one task, as a task instance sees them (``stores``/``flush``/``close``).
+
+    Logged and non-logged stores may live under different base directories
+    (``job.logged.store.base.dir`` / ``job.non-logged.store.base.dir``); each base gets its own
+    :class:`~recovery.storage.TaskStorageManager` and this object joins them.
+    """
+
+    def __init__(self, task_name: TaskName, specs: Iterable[StoreSpec], job: JobConfig,
+                 changelog_partition: int, producers: Mapping[str, SystemProducer],
+                 registry: Any, config: Config, progress: ProgressMode):
+        by_base: dict[Any, list[StoreSpec]] = {}
+        for spec in specs:
+            base = StoreBase.LOGGED if spec.logged else StoreBase.NON_LOGGED
+            by_base.setdefault(job.base_dir(base), []).append(spec)
+        self.task_name = task_name
+        self.managers: list[TaskStorageManager] = []
+        self.changelog_ssps: dict[str, SystemStreamPartition] = {}
+        for base_dir, group in sorted(by_base.items(), key=lambda kv: str(kv[0])):
+            changelogs = {}
+            for spec in group:
+                if not spec.logged:
+                    continue
+                system, stream = spec.changelog
+                ssp = SystemStreamPartition(system, stream, changelog_partition)
+                self.changelog_ssps[spec.name] = ssp
+                sink = SystemChangelogSink(producers[system], ssp,
+                                           changelog_source_name(task_name, spec.name))
+                changelogs[spec.name] = (sink, SystemChangelogSource(registry, ssp))
+            self.managers.append(TaskStorageManager(task_name, group, base_dir, changelogs,
+                                                    config, progress=progress))
+        self._stores: dict[str, Any] = {}
+
+    def open(self, checkpoint: Checkpoint | None) -> dict[str, Any]:
+        """Restore every store to ``checkpoint`` and open it."""
+        opened: list[TaskStorageManager] = []
+        try:
+            for manager in self.managers:
+                self._stores.update(manager.open(checkpoint))
+                opened.append(manager)
+        except BaseException:
+            for manager in opened:
+                try:
+                    manager.close()
+                except Exception:  # noqa: BLE001 - the restore error is the one to report
+                    pass
+            raise
+        return dict(self._stores)
+
+    def stores(self) -> Mapping[str, Any]:
+        return self._stores
+
+    def flush(self) -> dict[str, int]:
+        offsets: dict[str, int] = {}
+        for manager in self.managers:
+            offsets.update(manager.flush())
+        return offsets
+
+    def close(self) -> None:
+        errors = []
+        for manager in self.managers:
+            try:
+                manager.close()
+            except Exception as exc:  # noqa: BLE001 - close the others, then raise the first
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+    def restore_stats(self) -> list[Any]:
+        return [s for m in self.managers for s in m.restore_stats.values()]
+
+
+@dataclass(frozen=True, slots=True)
+class SspPosition:
+    """Where a task stands on one input partition: the first offset it read this run and the
+    next offset it will process."""
+
+    start: int
+    next: int
+
+
+@dataclass(frozen=True)
+class ContainerProgress:
+    """A picklable snapshot of a running container, for the status line.
+
+    ``positions`` maps each input SSP to the next offset to process (the lowest over the tasks
+    that share it); ``ended`` holds the SSPs whose end-of-stream was processed.
+    """
+
+    container_id: str
+    state: str
+    processed: int
+    positions: Mapping[SystemStreamPartition, int] = field(default_factory=dict)
+    ended: frozenset[SystemStreamPartition] = frozenset()
+    last_commit_ms: int = 0
+    sent: int = 0
+
+
+@dataclass(frozen=True)
+class ContainerResult:
+    """What a container did: why it stopped, per-stream message counts and the time taken.
+
+    ``inputs`` counts messages processed per input stream (over every task that read it),
+    ``outputs`` messages sent per output stream (changelogs not included).
+    """
+
+    container_id: str
+    reason: str
+    seconds: float
+    processed: Mapping[str, int]
+    inputs: Mapping[SystemStream, int]
+    outputs: Mapping[SystemStream, int]
+    pid: int = 0
+    """The process the container ran in."""
+
+    @property
+    def messages_in(self) -> int:
+        return sum(self.inputs.values())
+
+    @property
+    def messages_out(self) -> int:
+        return sum(self.outputs.values())
+
+    def summary(self) -> str:
+        rate = self.messages_in / self.seconds if self.seconds > 0 else 0.0
+        return (f"container {self.container_id} stopped ({self.reason}): "
+                f"{self.messages_in:,} messages in, {self.messages_out:,} out in "
+                f"{self.seconds:.2f} s ({rate:,.0f} msg/s)")

@@ -1,0 +1,58 @@
+"""``weir run job.properties [--set key=value ...]``: run a job embedded on this machine.
+
+The config file's directory is put first on ``sys.path``, so ``task.class=module:Class``
+finds a module that sits beside the config. While the job runs, a status line (terminal) or
+periodic log lines show progress; when it stops, a summary goes to standard output: why it
+stopped, messages in and out per stream, time and rate. Exit codes: 0 (inputs ended, a task
+asked to stop, or SIGTERM), 1 (a container failed; the error names task, SSP and offset),
+2 (bad config or missing stream, nothing ran), 130 (SIGINT). docs/RUNNING.md has the details.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from ..config import load_config
+from ..runner import run_job
+from ..status import StatusMode, configure_logging
+
+__all__ = ["register", "add_config_dir_to_path"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "run", help="run a job on this machine (embedded)",
+        description="Run a job embedded: its containers in this process, or one process each "
+                    "when job.container.count > 1. Stops on SIGINT/SIGTERM with a final commit "
+                    "and by itself when all inputs are bounded and have ended.")
+    parser.add_argument("path", help="job config (.properties, .yaml or .yml)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="override a config key (repeatable)")
+    parser.add_argument("--status", choices=[m.value for m in StatusMode],
+                        default=StatusMode.AUTO.value,
+                        help="progress display: a status line on a terminal, log lines "
+                             "otherwise (auto, the default), or force line/log/off")
+    parser.set_defaults(func=_run)
+
+
+def add_config_dir_to_path(path: str | os.PathLike) -> str:
+    """Put the directory of the config file first on ``sys.path`` (once); return it."""
+    directory = str(Path(path).resolve().parent)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    return directory
+
+
+def _run(args: argparse.Namespace) -> int:
+    config = load_config(args.path, args.overrides)
+    add_config_dir_to_path(args.path)
+    mode = StatusMode(args.status)
+    console = configure_logging(mode)
+    result = run_job(config, status=mode, console=console)
+    for line in result.summary_lines():
+        print(line)
+    sys.stdout.flush()
+    return int(result.exit_code)

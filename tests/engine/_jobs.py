@@ -1,0 +1,70 @@
+"""Small task classes for container and runner tests (named in configs as ``module:Class``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from engine.model import OutgoingMessageEnvelope, SystemStream
+from engine.task import EndOfStreamListenerTask, InitableTask, StreamTask
+
+__all__ = ["PassThrough", "CountWords", "FailAt", "SigtermAt", "ShutdownAt"]
+
+
+class PassThrough(StreamTask):
+    """Copies every message to ``<system>.<stream>-out``, keeping key and partition."""
+
+    def process(self, envelope, collector, coordinator):
+        ssp = envelope.ssp
+        collector.send(OutgoingMessageEnvelope(
+            SystemStream(ssp.system, f"{ssp.stream}-out"), envelope.message, envelope.key,
+            partition=ssp.partition))
+
+
+class CountWords(StreamTask, InitableTask, EndOfStreamListenerTask):
+    """Counts messages per message text in store ``counts``; at end of stream sends every
+    count to ``<system>.counts-out`` (key: word, message: count), to the partition the task
+    reads (so tasks in different containers never write the same partition)."""
+
+    def init(self, context):
+        self.counts = context.store("counts")
+        ssp = min(context.ssps)
+        self.system, self.partition = ssp.system, ssp.partition
+
+    def process(self, envelope, collector, coordinator):
+        word = envelope.message
+        self.counts.put(word, (self.counts.get(word) or 0) + 1)
+
+    def on_end_of_stream(self, collector, coordinator):
+        with self.counts.all() as it:
+            for word, n in it:
+                collector.send(OutgoingMessageEnvelope(
+                    SystemStream(self.system, "counts-out"), n, word, partition=self.partition))
+
+
+class FailAt(CountWords):
+    """CountWords that raises on the message ``boom``."""
+
+    def process(self, envelope, collector, coordinator):
+        if envelope.message == "boom":
+            raise ValueError("the message was boom")
+        super().process(envelope, collector, coordinator)
+
+
+class SigtermAt(CountWords):
+    """CountWords that sends SIGTERM to its own process on the message ``stop``."""
+
+    def process(self, envelope, collector, coordinator):
+        super().process(envelope, collector, coordinator)
+        if envelope.message == "stop":
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+class ShutdownAt(CountWords):
+    """CountWords that asks the container to stop on the message ``stop``."""
+
+    def process(self, envelope, collector, coordinator):
+        super().process(envelope, collector, coordinator)
+        if envelope.message == "stop":
+            from engine.task import RequestScope
+            coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
