@@ -17,9 +17,11 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
@@ -334,14 +336,8 @@ def _describe(args: argparse.Namespace) -> int:
     count = admin.partition_count(args.stream)
     ssps = [SystemStreamPartition(system, args.stream, p) for p in range(count)]
     metadata = admin.metadata(ssps)
-    details = {}
-    describe = getattr(admin, "describe", None)
-    if callable(describe):
-        details = {info.partition: info for info in describe(args.stream)}
-    policy = getattr(admin, "cleanup_policy", None)
-    title = f"{system}.{args.stream}: {count} partition(s)"
-    if callable(policy):
-        title += f", {policy(args.stream).value}"
+    details = _partition_details(admin, args.stream, count)
+    title = f"{system}.{args.stream}: {count} partition(s)" + _traits(admin, args.stream)
     table = Table(title=title + _where(reg, system))
     for column in ("partition", "oldest", "newest", "upcoming", "segments", "bytes", "ended"):
         table.add_column(column, justify="left" if column == "ended" else "right")
@@ -356,6 +352,49 @@ def _describe(args: argparse.Namespace) -> int:
     console.print(table)
     console.print(f"{total:,} offset(s) across {count} partition(s)")
     return 0
+
+
+def _traits(admin: Any, stream: str) -> str:
+    """``", compact, bounded"`` where the admin tells (memory: cleanup_policy; file log:
+    stream_meta)."""
+    meta = getattr(admin, "stream_meta", None)
+    if callable(meta):
+        m = meta(stream)
+        return f", {m.cleanup_policy.value}" + (", bounded" if m.bounded else "")
+    policy = getattr(admin, "cleanup_policy", None)
+    return f", {policy(stream).value}" if callable(policy) else ""
+
+
+@dataclass(frozen=True, slots=True)
+class _PartitionFiles:
+    partition: int
+    segments: int
+    bytes: int
+    ended: bool
+
+
+def _partition_details(admin: Any, stream: str, count: int) -> dict[int, Any]:
+    """Segments, bytes and ended flag per partition, where the system can tell: an admin's
+    ``describe(stream)`` (memory), or the file log's partition directories."""
+    describe = getattr(admin, "describe", None)
+    if callable(describe):
+        return {info.partition: info for info in describe(stream)}
+    stream_path = getattr(admin, "stream_path", None)
+    if not callable(stream_path):
+        return {}
+    from ..systems.filelog.segment import list_segments
+    from ..systems.filelog.stream import read_end_marker
+    out = {}
+    for p in range(count):
+        directory = os.path.join(stream_path(stream), str(p))
+        try:
+            segments = list_segments(directory)
+        except FileNotFoundError:
+            segments = []
+        size = sum(os.path.getsize(seg.path) for seg in segments if os.path.exists(seg.path))
+        ended = os.path.isdir(directory) and read_end_marker(directory) is not None
+        out[p] = _PartitionFiles(p, len(segments), size, ended)
+    return out
 
 
 def _attr(info: Any, name: str, fmt: str = "{}") -> str:
