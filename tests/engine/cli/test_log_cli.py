@@ -197,3 +197,31 @@ def test_weir_script_creates_and_describes_a_stream(tmp_path):
     described = subprocess.run([str(weir), "log", "describe", "clicks", "--root", root],
                                check=True, capture_output=True, text=True, env=env, timeout=60)
     assert "3 offset(s) across 2 partition(s)" in described.stdout
+
+
+@needs_filelog
+def test_tail_follow_prints_records_produced_while_it_waits(capsys, root):
+    import threading
+
+    from engine.model import OutgoingMessageEnvelope, SystemStream
+    from engine.systems.registry import SystemRegistry
+    from stores.config import Config
+
+    run(capsys, "create", "live", "--root", root)
+    codes = []
+    tail = threading.Thread(target=lambda: codes.append(
+        main(["log", "tail", "live", "--follow", "--max", "2", "--root", root])))
+    tail.start()
+    producer = SystemRegistry(Config({"systems.filelog.root": root})).producer("filelog")
+    producer.register("t")
+    producer.start()
+    for value in (b"first", b"second", b"third"):
+        producer.send("t", OutgoingMessageEnvelope(SystemStream("filelog", "live"), value,
+                                                   partition=0))
+        producer.flush("t")
+    producer.stop()
+    tail.join(60)
+    out, err = capsys.readouterr()
+    assert codes == [0]
+    assert [line.split("value=")[1] for line in records(out)] == ["first", "second"]
+    assert "read 2 record(s)" in err
