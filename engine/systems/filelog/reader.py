@@ -97,7 +97,7 @@ class _Cursor:
     # -- plain segments --------------------------------------------------------------------
     def read_plain(self, max_n: int, make: Callable, ctx: object, out: list) -> tuple[int, _Step]:
         got = 0
-        refreshed = False
+        refreshed = retried = False
         while True:
             buf = self.buf
             start = self.ordinal
@@ -109,11 +109,13 @@ class _Cursor:
                 return got, _Step.COUNT
             if why is ParseStop.LIMIT:
                 return got, _Step.END
-            if why is ParseStop.BAD:
-                return got, self._bad_plain()
-            # PARTIAL: read on from the first undelivered record
             leftover = len(buf) - pos
-            if refreshed:
+            if why is ParseStop.BAD:
+                if refreshed or retried or not self.active:
+                    return got, self._bad_plain()
+                retried = True
+                leftover = 0  # a torn tail may have been cut off and rewritten: read afresh
+            elif refreshed:  # PARTIAL after reading up to the end of the file
                 return got, self._eof_plain(leftover)
             want = self.reader.read_bytes
             if leftover >= 4:
@@ -124,7 +126,7 @@ class _Cursor:
             fresh = os.pread(self.fd, want, fpos)
             self.fpos, self.buf, self.bpos = fpos, fresh, 0
             refreshed = len(fresh) < want
-            if len(fresh) <= leftover:
+            if leftover and len(fresh) <= leftover:
                 return got, self._eof_plain(len(fresh))
 
     def _file_pos(self) -> int:
@@ -143,6 +145,7 @@ class _Cursor:
             size = os.fstat(self.fd).st_size
             rest = os.pread(self.fd, size - position, position)
             if classify_tail(rest, 0) is not TailState.CORRUPT:
+                self.fpos, self.buf, self.bpos = position, b"", 0  # read afresh next time
                 return _Step.TAIL
         raise self._corrupt("record failed its length/CRC check", position)
 

@@ -156,11 +156,15 @@ def _cleanup(partition_dir: str, report: MaintenanceReport) -> None:
                          os.path.join(partition_dir, name))
         elif (parsed.generation, parsed.compressed) < (winner.generation, winner.compressed):
             doomed.extend((name, name + ".idx"))
-    for prev, seg, after in zip(listed, listed[1:], listed[2:]):
-        if prev.generation:
-            index = _quiet_index(prev)
-            if index is not None and index.next_offset >= after.base:
-                doomed.extend((seg.name.file_name, seg.name.file_name + ".idx"))
+    cover_end = -1  # end of the range covered by the latest merged compaction output
+    for seg, after in zip(listed, listed[1:]):
+        if after.base <= cover_end:  # [seg.base, after.base) lies inside that output
+            doomed.extend((seg.name.file_name, seg.name.file_name + ".idx"))
+            continue
+        if seg.generation:
+            index = _quiet_index(seg)
+            if index is not None:
+                cover_end = max(cover_end, index.next_offset)
     for name in dict.fromkeys(doomed):
         try:
             os.unlink(os.path.join(partition_dir, name))

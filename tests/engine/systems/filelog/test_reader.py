@@ -1,0 +1,229 @@
+"""The partition reader: seeking, tailing (also from another process), torn tails,
+corruption, compressed segments and offsets outside the retained range."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from engine.errors import CorruptRecordError
+from engine.systems.filelog import OffsetOutOfRangeError
+from engine.systems.filelog._format import encode_record
+from engine.systems.filelog.segment import list_segments
+
+from .test_writer import _flip_byte
+
+
+def _fill(log, n, stream="s", size=40):
+    return log.write([(b"k%d" % i, b"%d" % i + b"." * size, 1000 + i) for i in range(n)], stream)
+
+
+def test_reads_every_record_across_segments_in_order(make_log):
+    log = make_log(segment_bytes="2000")
+    log.create()
+    _fill(log, 300)
+    assert len(list_segments(log.pdir())) > 5
+    records = log.read()
+    assert [r.offset for r in records] == list(range(300))
+    assert [r.timestamp for r in records] == [1000 + i for i in range(300)]
+    assert records[7].key == b"k7" and records[7].value.startswith(b"7.")
+
+
+@pytest.mark.parametrize("start", [0, 37, 38, 149, 300])
+def test_starts_at_any_offset_including_inside_sealed_segments(make_log, start):
+    log = make_log(segment_bytes="2000")
+    log.create()
+    _fill(log, 300)
+    assert [r.offset for r in log.read(offset=start)] == list(range(start, 300))
+
+
+def test_reads_in_batches_of_the_requested_size(log):
+    log.create()
+    _fill(log, 25)
+    reader = log.admin.reader("s", 0, 0)
+    sizes = [len(reader.read_records(10)) for _ in range(4)]
+    assert sizes == [10, 10, 5, 0] and reader.position == 25
+
+
+def test_a_tailing_reader_sees_new_records_and_follows_rolls(make_log):
+    log = make_log(segment_bytes="1500")
+    log.create()
+    reader = log.admin.reader("s", 0, 0)
+    assert reader.read_records(100) == []
+    seen = []
+    with log.writer() as w:
+        for i in range(200):
+            w.append(None, b"%d" % i + b"-" * 30)
+            if i % 17 == 0:
+                w.flush()
+                got = reader.read_records(1000)
+                assert got and got[-1].offset == i
+                seen.extend(got)
+    seen.extend(reader.read_records(1000))
+    assert len(list_segments(log.pdir())) > 4
+    assert [r.offset for r in seen] == list(range(200)) and reader.position == 200
+
+
+def test_a_partial_last_record_is_not_there_yet_until_it_is_complete(log):
+    log.create()
+    log.write([(b"a", b"1")])
+    path = list_segments(log.pdir())[-1].path
+    frame = encode_record(b"b", b"2" * 50)
+    reader = log.admin.reader("s", 0, 0)
+    with open(path, "ab") as f:
+        f.write(frame[:30])
+        f.flush()
+        assert [r.key for r in reader.read_records(10)] == [b"a"]
+        assert reader.read_records(10) == []
+        f.write(frame[30:])
+        f.flush()
+    assert [(r.offset, r.key) for r in reader.read_records(10)] == [(1, b"b")]
+
+
+def test_a_torn_tail_left_by_a_crash_is_skipped_by_readers_and_replaced(log):
+    log.create()
+    log.write([(b"a", b"1")])
+    path = list_segments(log.pdir())[-1].path
+    torn = bytearray(encode_record(b"torn", b"x" * 40))
+    torn[-3] ^= 0xFF
+    with open(path, "ab") as f:
+        f.write(bytes(torn))
+    reader = log.admin.reader("s", 0, 0)
+    assert [r.key for r in reader.read_records(10)] == [b"a"]
+    assert reader.read_records(10) == []          # waits, no error
+    log.write([(b"b", b"2")])                      # the next writer cuts the tail off
+    assert [(r.offset, r.key) for r in reader.read_records(10)] == [(1, b"b")]
+
+
+def test_a_flipped_byte_in_a_sealed_segment_names_the_offset(make_log):
+    log = make_log(segment_bytes="2000")
+    log.create()
+    _fill(log, 200)
+    first = list_segments(log.pdir())[0]
+    frame = len(encode_record(b"k0", b"0" + b"." * 40, 1000))
+    _flip_byte(first.path, 3 * frame + 20)          # record 3
+    with pytest.raises(CorruptRecordError) as err:
+        log.read()
+    assert (err.value.stream, err.value.partition, err.value.offset) == ("s", 0, 3)
+    assert err.value.position == 3 * frame and err.value.path == first.path
+    assert "offset 3" in str(err.value) and "byte position" in str(err.value)
+    assert [r.offset for r in log.read(offset=4)][:2] == [4, 5]  # later offsets still readable
+
+
+def test_a_corrupt_record_followed_by_valid_ones_in_the_active_segment_raises(log):
+    log.create()
+    _fill(log, 10)
+    frame = len(encode_record(b"k0", b"0" + b"." * 40, 1000))
+    _flip_byte(list_segments(log.pdir())[-1].path, 6 * frame + 9)
+    reader = log.admin.reader("s", 0, 0)
+    with pytest.raises(CorruptRecordError) as err:
+        reader.read_records(100)
+    assert err.value.offset == 6
+
+
+def test_a_tailing_reader_in_another_process_sees_appends(log):
+    log.create()
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {os.getcwd()!r})
+        from tests.engine.systems.filelog.conftest import Log
+        reader = Log({log.root!r}).admin.reader("s", 0, 0)
+        print("ready", flush=True)
+        seen = 0
+        while seen < 60:
+            time.sleep(0.001)
+            for r in reader.read_records(100):
+                print(r.offset, r.value.decode(), flush=True)
+                seen += 1
+    """)
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        with log.writer() as w:
+            for burst in range(3):
+                for i in range(20):
+                    w.append(None, b"v%d" % (burst * 20 + i))
+                w.flush()
+                lines = [child.stdout.readline().split() for _ in range(20)]
+                assert lines == [[str(o), f"v{o}"] for o in range(burst * 20, burst * 20 + 20)]
+        assert child.wait(timeout=30) == 0
+    finally:
+        child.kill()
+
+
+def test_zstd_sealed_segments_are_readable_and_seekable(make_log):
+    log = make_log(segment_bytes="4000", compression="zstd")
+    log.create()
+    _fill(log, 500)
+    segments = list_segments(log.pdir())
+    assert all(s.compressed for s in segments[:-1]) and not segments[-1].compressed
+    assert not any(n.endswith(".log") and n != os.path.basename(segments[-1].path)
+                   for n in os.listdir(log.pdir()))
+    assert [r.offset for r in log.read()] == list(range(500))
+    assert [r.offset for r in log.read(offset=123)][:3] == [123, 124, 125]
+    assert log.read(offset=123)[0].value.startswith(b"123.")
+
+
+def test_zstd_segments_with_many_frames_seek_to_the_right_frame(make_log):
+    log = make_log(segment_bytes=str(3 << 20), compression="zstd")
+    log.create()
+    log.write([(None, b"%08d" % i * 16) for i in range(30000)])   # ~4 MiB: 1 sealed segment
+    assert list_segments(log.pdir())[0].compressed
+    for start in (0, 9999, 20001):
+        got = log.read(offset=start, max_records=2)
+        assert [(r.offset, r.value[:8]) for r in got] == \
+            [(start, b"%08d" % start), (start + 1, b"%08d" % (start + 1))]
+
+
+def test_a_flipped_byte_in_a_compressed_segment_raises_corrupt_record(make_log):
+    log = make_log(segment_bytes="4000", compression="zstd")
+    log.create()
+    _fill(log, 300)
+    first = list_segments(log.pdir())[0]
+    _flip_byte(first.path, os.path.getsize(first.path) // 2)
+    with pytest.raises(CorruptRecordError) as err:
+        log.read()
+    assert err.value.path == first.path
+
+
+def _with_retention(make_log, reset: str):
+    log = make_log(segment_bytes="1000", retention_bytes="2500", consumer_auto_offset_reset=reset)
+    log.create()
+    _fill(log, 200)
+    log.admin.apply_retention("s")
+    return log
+
+
+def test_an_offset_before_the_oldest_jumps_to_the_oldest_by_default(make_log):
+    log = _with_retention(make_log, "oldest")
+    oldest = list_segments(log.pdir())[0].base
+    assert oldest > 0
+    assert log.read(offset=0)[0].offset == oldest
+
+
+def test_an_offset_before_the_oldest_can_jump_to_upcoming(make_log):
+    log = _with_retention(make_log, "largest")
+    assert log.read(offset=0) == []
+    reader = log.admin.reader("s", 0, 0)
+    reader.read_records(1)
+    assert reader.position == 200
+
+
+def test_an_offset_before_the_oldest_can_raise(make_log):
+    log = _with_retention(make_log, "error")
+    with pytest.raises(OffsetOutOfRangeError, match="auto.offset.reset") as err:
+        log.read(offset=3)
+    assert err.value.offset == 3 and err.value.upcoming == 200
+
+
+def test_an_offset_beyond_the_end_is_out_of_range(make_log):
+    log = make_log(consumer_auto_offset_reset="error")
+    log.create()
+    _fill(log, 5)
+    assert log.read(offset=5) == []
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(offset=6)
