@@ -1,0 +1,212 @@
+"""The embedded runner and ``weir run``: real processes on the file log, real signals.
+
+Covers: bounded inputs end the job with exit 0 and a summary; ``job.container.count`` > 1 runs
+each container in its own OS process; SIGTERM (to a single-container job or to the parent of
+several) stops with a final commit that covers everything processed; a failing task gives a
+non-zero exit naming the container, task, SSP and offset, and stops the other containers.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("engine.systems.filelog", reason="the file log system is not built yet")
+
+from engine.model import OutgoingMessageEnvelope, SystemStream  # noqa: E402
+from engine.runner import ExitCode, run_job  # noqa: E402
+from engine.status import StatusMode  # noqa: E402
+from engine.systems.api import StreamSpec  # noqa: E402
+from engine.systems.registry import SystemRegistry  # noqa: E402
+from recovery.checkpoint import FileCheckpointManager  # noqa: E402
+from stores.config import Config  # noqa: E402
+
+from .test_container import emitted_counts, words  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+WEIR = [sys.executable, "-m", "engine"]
+PARTITIONS = 2
+WORDS = SystemStream("filelog", "words")
+
+
+def write_job(tmp_path: Path, task: str = "CountWords", **extra: str) -> Path:
+    lines = {
+        "job.name": "runner-test",
+        "task.class": f"tests.engine._jobs:{task}",
+        "task.inputs": "filelog.words",
+        "systems.filelog.factory": "filelog",
+        "systems.filelog.root": "log",
+        "systems.filelog.samza.key.serde": "string",
+        "systems.filelog.samza.msg.serde": "string",
+        "systems.filelog.streams.counts-out.samza.msg.serde": "int64",
+        "systems.filelog.default.stream.samza.offset.default": "oldest",
+        "stores.counts.factory": "rocksdb",
+        "stores.counts.key.serde": "string",
+        "stores.counts.msg.serde": "int64",
+        "stores.counts.changelog": "filelog.counts-changelog",
+        "task.shutdown.ms": "5000",
+    }
+    lines.update(extra)
+    path = tmp_path / "job.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
+    return path
+
+
+def config_of(tmp_path: Path, **extra: str) -> Config:
+    cfg = dict(line.split("=", 1) for line in
+               (tmp_path / "job.properties").read_text().splitlines())
+    cfg.update({"systems.filelog.root": str(tmp_path / "log"),
+                "task.checkpoint.path": str(tmp_path / "checkpoints"),
+                "job.logged.store.base.dir": str(tmp_path / "state"),
+                "job.non-logged.store.base.dir": str(tmp_path / "state")})
+    cfg.update(extra)
+    return Config(cfg)
+
+
+def produce(tmp_path: Path, items: list[str], *, create: bool = True, end: bool = True,
+            first: int = 0) -> None:
+    registry = SystemRegistry(config_of(tmp_path))
+    admin = registry.admin("filelog")
+    if create:
+        admin.create_stream(StreamSpec("words", PARTITIONS, bounded=True))
+        admin.create_stream(StreamSpec("counts-out", PARTITIONS))
+    producer = registry.producer("filelog")
+    producer.register("test")
+    producer.start()
+    serdes = registry.serdes_for(WORDS)
+    for i, word in enumerate(items, start=first):
+        producer.send("test", OutgoingMessageEnvelope(WORDS, serdes.serialize_message(word),
+                                                      partition=i % PARTITIONS))
+    producer.flush("test")
+    if end:
+        producer.end_stream("words")
+    producer.stop()
+
+
+def weir_run(tmp_path: Path, *args: str) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.Popen([*WEIR, "run", "job.properties", *args], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def checkpoints(tmp_path: Path, tasks: int = PARTITIONS) -> dict[int, int]:
+    mgr = FileCheckpointManager(tmp_path / "checkpoints")
+    names = [f"Partition {p}" for p in range(tasks)]
+    for name in names:
+        mgr.register(name)
+    mgr.start()
+    out = {}
+    for p, name in enumerate(names):
+        cp = mgr.read_last(name)
+        if cp is not None and ("filelog", "words", p) in cp.input_offsets:
+            out[p] = cp.input_offsets[("filelog", "words", p)]
+    return out
+
+
+def finish_and_count(tmp_path: Path, items: list[str]) -> Counter:
+    """End the input, run the job to its end in this process, return the emitted counts."""
+    produce(tmp_path, [], create=False, end=True, first=len(items))
+    result = run_job(config_of(tmp_path, **{"task.class": "tests.engine._jobs:CountWords"}),
+                     status=StatusMode.OFF)
+    assert result.exit_code is ExitCode.OK, result.summary_lines()
+    return emitted_counts(SystemRegistry(config_of(tmp_path)), "filelog")
+
+
+def test_a_bounded_job_exits_zero_and_prints_messages_in_and_out(tmp_path):
+    write_job(tmp_path)
+    items = words(400)
+    produce(tmp_path, items)
+
+    proc = weir_run(tmp_path)
+    out, err = proc.communicate(timeout=60)
+
+    assert proc.returncode == 0, err
+    assert "job 'runner-test' ended (end-of-stream)" in out
+    assert "filelog.words" in out and "400" in out
+    assert "filelog.counts-out" in out
+    assert emitted_counts(SystemRegistry(config_of(tmp_path)), "filelog") == Counter(items)
+
+
+def test_containers_run_as_separate_processes_when_container_count_is_above_one(tmp_path):
+    write_job(tmp_path, **{"job.container.count": "2"})
+    items = words(600)
+    produce(tmp_path, items)
+
+    result = run_job(config_of(tmp_path, **{"job.container.count": "2"}), status=StatusMode.OFF)
+
+    assert result.exit_code is ExitCode.OK, result.summary_lines()
+    assert sorted(c.container_id for c in result.containers) == ["0", "1"]
+    pids = {c.pid for c in result.containers}
+    assert len(pids) == 2 and os.getpid() not in pids
+    assert result.inputs == {WORDS: 600}
+    assert emitted_counts(SystemRegistry(config_of(tmp_path)), "filelog") == Counter(items)
+
+
+def test_sigterm_from_the_task_stops_the_job_with_a_final_commit(tmp_path):
+    write_job(tmp_path, task="SigtermAt", **{"task.commit.ms": "-1"})
+    items = words(300) + ["stop"] + words(300)
+    produce(tmp_path, items, end=False)  # unbounded: only the signal stops the job
+
+    proc = weir_run(tmp_path, "--status", "off")
+    out, err = proc.communicate(timeout=60)
+
+    assert proc.returncode == 0, err
+    assert "stopped by SIGTERM" in out
+    committed = checkpoints(tmp_path)
+    assert committed[0] >= 150  # "stop" is message 300: partition 0, offset 150
+    # The final commit covers exactly what was processed: finishing the input from the
+    # checkpoint gives the exact counts (nothing lost, nothing counted twice).
+    assert finish_and_count(tmp_path, items) == Counter(items)
+
+
+def test_sigterm_to_the_runner_stops_every_container_process_with_a_final_commit(tmp_path):
+    write_job(tmp_path, **{"job.container.count": "2", "task.commit.ms": "-1",
+                           "job.status.log.interval.ms": "100"})
+    items = words(1000)
+    produce(tmp_path, items, end=False)
+
+    proc = weir_run(tmp_path, "--status", "log")
+    deadline = time.monotonic() + 60
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if "1,000 msgs" in line or time.monotonic() > deadline:
+            break
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+
+    assert proc.returncode == 0, "".join(seen) + err
+    assert "stopped by SIGTERM" in out
+    assert checkpoints(tmp_path) == {0: 499, 1: 499}
+    assert finish_and_count(tmp_path, items) == Counter(items)
+
+
+def test_a_failing_task_exits_nonzero_naming_container_task_ssp_and_offset(tmp_path):
+    write_job(tmp_path, task="FailAt", **{"job.container.count": "2"})
+    items = words(101) + ["boom"] + words(100)  # "boom" is message 101: partition 1, offset 50
+    produce(tmp_path, items, end=False)  # unbounded: container 0 stops only when told
+
+    proc = weir_run(tmp_path, "--status", "off")
+    out, err = proc.communicate(timeout=60)
+
+    assert proc.returncode == 1, out + err
+    assert "container 1 failed: TaskError" in out
+    assert "task 'Partition 1' failed in process of filelog.words#1 offset 50" in out
+    assert "ValueError: the message was boom" in out
+
+
+def test_a_missing_input_stream_is_a_config_error_with_exit_code_2(tmp_path):
+    write_job(tmp_path)
+
+    proc = weir_run(tmp_path)
+    out, err = proc.communicate(timeout=60)
+
+    assert proc.returncode == 2
+    assert "filelog.words" in err and "weir log create words" in err
