@@ -85,8 +85,9 @@ class MemoryPartitionInfo:
 # shared state
 # --------------------------------------------------------------------------------------
 
-# One record: (key, value, timestamp_ms). The offset is the index in the partition's list.
-_Record = tuple["bytes | None", "bytes | None", int]
+# One record: (key, value, timestamp_ms, size in bytes). The offset is its index in the
+# partition's list.
+_Record = tuple["bytes | None", "bytes | None", int, int]
 
 
 @dataclass(slots=True)
@@ -321,11 +322,9 @@ class MemorySystemConsumer:
             n = len(records)
             if start < n:
                 stop = min(n, start + fetch_max)
-                batch = [IncomingMessageEnvelope(
-                    ssp, off, rec[0], rec[1], rec[2],
-                    (len(rec[0]) if rec[0] is not None else 0)
-                    + (len(rec[1]) if rec[1] is not None else 0), message)
-                    for off, rec in zip(range(start, stop), records[start:stop])]
+                batch = [IncomingMessageEnvelope(ssp, off, key, value, ts, size, message)
+                         for off, (key, value, ts, size)
+                         in zip(range(start, stop), records[start:stop])]
                 pos.offset = stop
                 if stop == n and part.ended and not pos.eos_sent and len(batch) < fetch_max:
                     batch.append(IncomingMessageEnvelope.end_of_stream(ssp, n))
@@ -386,8 +385,9 @@ class MemorySystemProducer:
             if part.ended:
                 raise SystemError_(f"stream '{ss}' partition {p} has ended; a bounded stream "
                                    f"takes no records after end_stream()")
-            part.records.append((key, value, ts))
-            part.nbytes += (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+            size = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+            part.records.append((key, value, ts, size))
+            part.nbytes += size
             cond.notify_all()
 
     def _choose_partition(self, stream: str, envelope: OutgoingMessageEnvelope,
