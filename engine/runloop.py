@@ -186,9 +186,11 @@ class RunLoop(DispatchPaths, Operations):
         self.metrics.gauge("in-flight", lambda: self._busy)
         self._reporter = reporter if reporter is not None else MetricsReporter.from_config(job_config, name)
         self._extra = dict(extra_metrics or {})
-        source_metrics = getattr(getattr(source, "metrics", None), "snapshot", None)
-        if callable(source_metrics):
-            self._extra.setdefault("consumers", source_metrics)
+        for attr in ("metrics", "counters"):  # SystemConsumers keeps ``counters``
+            source_metrics = getattr(getattr(source, attr, None), "snapshot", None)
+            if callable(source_metrics):
+                self._extra.setdefault("consumers", source_metrics)
+                break
 
     # -- public ---------------------------------------------------------------------------
     def shutdown(self) -> None:
