@@ -14,6 +14,7 @@ from enum import Enum
 from types import TracebackType
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn,
                            TimeElapsedColumn)
 
@@ -76,7 +77,7 @@ class RestoreProgress:
                       plan.target)
         bar_task = None
         if self._bar is not None:
-            bar_task = self._bar.add_task(f"{plan.store} ({plan.action.value})",
+            bar_task = self._bar.add_task(escape(f"{plan.store} ({plan.action.value})"),
                                           total=max(total, 1))
         return StoreProgress(self, plan, bar_task, total)
 
@@ -109,7 +110,7 @@ class StoreProgress:
         line = stats.summary()
         if bar is not None and self._bar_task is not None:
             bar.update(self._bar_task, completed=max(self._total, 1))
-            bar.console.print(line)
+            bar.console.print(line, markup=False, highlight=False, soft_wrap=True)
         elif self._owner.mode is ProgressMode.QUIET:
             _log.debug(line)
         else:

@@ -13,11 +13,13 @@ after). The storage manager keeps it true:
 
 Content: one JSON object, written atomically (temp, fsync, rename, fsync dir)::
 
-    {"format": 1, "store": "counts", "changelog": "filelog.counts-changelog",
-     "offset": 1234, "written_at_ms": 1700000000000, "crc32c": "0c1d2e3f"}
+    {"format": 1, "store": "counts", "engine": "rocksdb",
+     "changelog": "filelog.counts-changelog", "offset": 1234,
+     "written_at_ms": 1700000000000, "crc32c": "0c1d2e3f"}
 
 ``offset`` may be :data:`~stores.changelog.NO_OFFSET` (-1): the changelog was empty and so is
-the store. ``written_at_ms`` dates the file for the staleness rule (a file copied from a backup
+the store. ``engine`` and ``changelog`` identify what wrote the files: a store whose
+config now names another engine or changelog is rebuilt. ``written_at_ms`` dates the file for the staleness rule (a file copied from a backup
 keeps its age, unlike its mtime). A file that does not parse or fails its checksum is reported
 with :class:`OffsetFileCorruptError`; restore treats it like a missing file (wipe and replay).
 """
@@ -63,6 +65,7 @@ class StoreOffset:
     changelog: str
     offset: int
     written_at_ms: int
+    engine: str
 
     def age_ms(self, now_ms: int) -> int:
         return now_ms - self.written_at_ms
@@ -73,15 +76,15 @@ def _body_checksum(body: dict) -> str:
 
 
 def write_offset_file(directory: Path, store: str, changelog: str, offset: int, *,
-                      now_ms: int | None = None) -> StoreOffset:
+                      engine: str, now_ms: int | None = None) -> StoreOffset:
     """Record that the store in ``directory`` holds ``changelog``'s state at ``offset``."""
     if now_ms is None:
         now_ms = time.time_ns() // 1_000_000
-    body = {"format": _FORMAT, "store": store, "changelog": changelog, "offset": int(offset),
-            "written_at_ms": int(now_ms)}
+    body = {"format": _FORMAT, "store": store, "engine": engine, "changelog": changelog,
+            "offset": int(offset), "written_at_ms": int(now_ms)}
     doc = dict(body, crc32c=_body_checksum(body))
     atomic_write(Path(directory) / OFFSET_FILE_NAME, orjson.dumps(doc) + b"\n")
-    return StoreOffset(store, changelog, int(offset), int(now_ms))
+    return StoreOffset(store, changelog, int(offset), int(now_ms), engine)
 
 
 def read_offset_file(directory: Path) -> StoreOffset | None:
@@ -103,7 +106,7 @@ def read_offset_file(directory: Path) -> StoreOffset | None:
         if doc["format"] > _FORMAT:
             raise ValueError(f"format {doc['format']} is newer than {_FORMAT}")
         result = StoreOffset(str(doc["store"]), str(doc["changelog"]), doc["offset"],
-                             doc["written_at_ms"])
+                             doc["written_at_ms"], str(doc["engine"]))
         if not isinstance(result.offset, int) or not isinstance(result.written_at_ms, int):
             raise ValueError("offset and written_at_ms must be integers")
         return result

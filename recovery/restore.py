@@ -26,6 +26,7 @@ persistent, not logged                                          KEEP the local f
 in-memory, not logged                                           EMPTY
 in-memory, logged                                               REPLAY ``[oldest, target]``
 persistent, logged, ``L == target``, fresh, same changelog      REUSE (replay nothing)
+and engine
 persistent, logged, ``L < target``, ``L + 1 >= oldest``, fresh  CATCH_UP: replay ``(L, target]``
 anything else: no/corrupt ``OFFSET``, ``L > target`` (local     REBUILD: wipe the directory,
 writes not committed), stale (older than                        replay ``[oldest, target]``
@@ -154,13 +155,14 @@ def _human_bytes(n: int) -> str:
 
 # -- the decision table -------------------------------------------------------------------------
 
-def plan_restore(*, store: str, persistent: bool, logged: bool, changelog: str,
+def plan_restore(*, store: str, persistent: bool, logged: bool, changelog: str, engine: str,
                  checkpointed: int | CheckpointedOffset, oldest: int, newest: int,
                  local: StoreOffset | LocalState, staleness_ms: int, now_ms: int) -> RestorePlan:
     """Decide how to restore one store (see the module docstring for the table).
 
-    ``changelog`` is the store's changelog as ``system.stream`` (compared with the one recorded
-    in the ``OFFSET`` file); ``oldest``/``newest`` are the changelog's current bounds.
+    ``changelog`` (``system.stream``) and ``engine`` are the store's configured changelog and
+    engine, compared with those recorded in the ``OFFSET`` file; ``oldest``/``newest`` are the
+    changelog's current bounds.
     """
     if not logged:
         action = Action.KEEP if persistent else Action.EMPTY
@@ -172,7 +174,7 @@ def plan_restore(*, store: str, persistent: bool, logged: bool, changelog: str,
     if not persistent:
         return RestorePlan(store, Action.REPLAY, first, target, newest,
                            "in-memory store: replayed from the changelog", warning)
-    rebuild = _rebuild_reason(local, changelog, target, oldest, staleness_ms, now_ms)
+    rebuild = _rebuild_reason(local, changelog, engine, target, oldest, staleness_ms, now_ms)
     if rebuild is not None:
         return RestorePlan(store, Action.REBUILD, first, target, newest, rebuild, warning)
     assert isinstance(local, StoreOffset)
@@ -202,14 +204,16 @@ def _target(store: str, checkpointed: int | CheckpointedOffset, oldest: int,
     return checkpointed, None
 
 
-def _rebuild_reason(local: StoreOffset | LocalState, changelog: str, target: int, oldest: int,
-                    staleness_ms: int, now_ms: int) -> str | None:
+def _rebuild_reason(local: StoreOffset | LocalState, changelog: str, engine: str, target: int,
+                    oldest: int, staleness_ms: int, now_ms: int) -> str | None:
     if local is LocalState.MISSING:
         return ("no OFFSET file (new store, or changed after its last flush, e.g. by a run "
                 "that crashed)")
     if local is LocalState.CORRUPT:
         return "OFFSET file is corrupt"
     assert isinstance(local, StoreOffset)
+    if local.engine != engine:
+        return f"local files were written by the {local.engine} engine, the store now uses {engine}"
     if local.changelog != changelog:
         return f"local copy was logged to {local.changelog}, the store now logs to {changelog}"
     age = local.age_ms(now_ms)
@@ -245,26 +249,29 @@ def wipe_store_directory(directory: Path, *, store: str) -> None:
 
 
 def replay(engine: BytesEngine, source: ChangelogSource, start: int, end: int, *,
-           batch_size: int, on_batch: Callable[[int], None] | None = None) -> tuple[int, int]:
+           batch_size: int, batch_bytes: int = 64 << 20,
+           on_batch: Callable[[int], None] | None = None) -> tuple[int, int]:
     """Apply changelog records ``start..end`` (inclusive) to ``engine``; ``(records, bytes)``.
 
-    Records go down in batches of up to ``batch_size`` distinct keys (a key written several
-    times in a batch is written once, with its last value), sorted by key. ``on_batch`` gets
-    the offset of the last record of each batch written.
+    Records go down in batches of up to ``batch_size`` distinct keys or about ``batch_bytes``
+    of records (a key written several times in a batch is written once, with its last value),
+    sorted by key. ``on_batch`` gets the offset of the last record of each batch written.
     """
     if start > end or start == NO_OFFSET:
         return 0, 0
     records = nbytes = 0
     batch: dict[bytes, bytes | None] = {}
+    flush_at = batch_bytes
     last = start
     write_batch = engine.write_batch
     for offset, key, value in source.read(start, end):
         batch[key] = value
         records += 1
         nbytes += len(key) + (len(value) if value is not None else 0)
-        if len(batch) >= batch_size:
+        if len(batch) >= batch_size or nbytes >= flush_at:
             write_batch(sorted(batch.items()))
             batch.clear()
+            flush_at = nbytes + batch_bytes
             if on_batch is not None:
                 on_batch(offset)
         last = offset

@@ -66,9 +66,10 @@ __all__ = ["TaskStorageManager", "ProgressMode", "task_directory_name"]
 
 _log = logging.getLogger(__name__)
 
-_MIN_RESTORE_BATCH = 10_000
-"""Restore writes batches of at least this many distinct keys (or write.batch.size if larger):
-per-batch Python overhead dominates restore time with small batches."""
+_MIN_RESTORE_BATCH = 100_000
+"""Restore writes batches of at least this many distinct keys (or write.batch.size if larger;
+and at most ~64 MiB of records): every batch is one engine transaction (an fsync for LMDB), so
+small batches make restore several times slower (tests/recovery/restore_speed.py)."""
 
 
 def task_directory_name(task_name: str) -> str:
@@ -212,7 +213,8 @@ class TaskStorageManager:
             checkpointed = checkpoint.changelog_offsets[name]
         plan = plan_restore(
             store=name, persistent=spec.persistent, logged=spec.logged,
-            changelog=_changelog_name(spec), checkpointed=checkpointed, oldest=oldest,
+            changelog=_changelog_name(spec), engine=spec.engine.value,
+            checkpointed=checkpointed, oldest=oldest,
             newest=newest, local=self._local_state(spec, directory),
             staleness_ms=spec.staleness_ms, now_ms=self._clock())
         handle = progress.begin(plan)
@@ -257,7 +259,7 @@ class TaskStorageManager:
         if spec.persistent:
             if plan.action is not Action.REUSE:
                 write_offset_file(entry.directory, spec.name, _changelog_name(spec), plan.target,
-                                  now_ms=self._clock())
+                                  engine=spec.engine.value, now_ms=self._clock())
             entry.offset_written = plan.target
             entry.guard.clean = True
         return records, nbytes, trimmed
@@ -296,7 +298,7 @@ class TaskStorageManager:
             offsets[name] = newest
             if entry.spec.persistent and not (guard.clean and entry.offset_written == newest):
                 write_offset_file(entry.directory, name, _changelog_name(entry.spec), newest,
-                                  now_ms=self._clock())
+                                  engine=entry.spec.engine.value, now_ms=self._clock())
                 entry.offset_written = newest
                 guard.clean = True
         return offsets

@@ -15,14 +15,15 @@ CHANGELOG = "filelog.counts-changelog"
 ABSENT = CheckpointedOffset.ABSENT
 
 
-def local(offset: int, *, age_ms: int = 1000, changelog: str = CHANGELOG) -> StoreOffset:
-    return StoreOffset("counts", changelog, offset, NOW - age_ms)
+def local(offset: int, *, age_ms: int = 1000, changelog: str = CHANGELOG,
+          engine: str = "rocksdb") -> StoreOffset:
+    return StoreOffset("counts", changelog, offset, NOW - age_ms, engine)
 
 
 def plan(*, checkpointed=50, oldest=0, newest=80, local_state=None, persistent=True,
          logged=True, staleness_ms=DAY):
     return plan_restore(store="counts", persistent=persistent, logged=logged,
-                        changelog=CHANGELOG, checkpointed=checkpointed, oldest=oldest,
+                        changelog=CHANGELOG, engine="rocksdb", checkpointed=checkpointed, oldest=oldest,
                         newest=newest, local=local_state if local_state is not None
                         else LocalState.MISSING, staleness_ms=staleness_ms, now_ms=NOW)
 
@@ -48,6 +49,7 @@ def test_local_copy_ahead_of_the_checkpoint_is_rebuilt():
     (LocalState.CORRUPT, "corrupt"),
     (local(50, age_ms=DAY), "stale"),
     (local(50, changelog="filelog.other"), "filelog.other"),
+    (local(50, engine="lmdb"), "lmdb engine"),
 ])
 def test_unusable_local_copies_are_rebuilt_from_the_oldest_offset(state, needle):
     p = plan(local_state=state, oldest=3)
@@ -104,8 +106,9 @@ def test_stores_without_changelog_are_not_restored(persistent, action):
 # -- the OFFSET file ----------------------------------------------------------------------------
 
 def test_offset_file_round_trips(tmp_path):
-    written = write_offset_file(tmp_path, "counts", CHANGELOG, 1234, now_ms=NOW)
-    assert read_offset_file(tmp_path) == written == StoreOffset("counts", CHANGELOG, 1234, NOW)
+    written = write_offset_file(tmp_path, "counts", CHANGELOG, 1234, engine="lmdb", now_ms=NOW)
+    assert read_offset_file(tmp_path) == written == StoreOffset("counts", CHANGELOG, 1234, NOW,
+                                                                "lmdb")
 
 
 def test_missing_offset_file_reads_as_none(tmp_path):
@@ -113,7 +116,7 @@ def test_missing_offset_file_reads_as_none(tmp_path):
 
 
 def test_removing_the_offset_file_is_idempotent(tmp_path):
-    write_offset_file(tmp_path, "counts", CHANGELOG, 1)
+    write_offset_file(tmp_path, "counts", CHANGELOG, 1, engine="rocksdb")
     assert remove_offset_file(tmp_path) is True
     assert remove_offset_file(tmp_path) is False
     assert read_offset_file(tmp_path) is None
@@ -125,7 +128,7 @@ def test_removing_the_offset_file_is_idempotent(tmp_path):
     lambda b: b"not json",
 ])
 def test_damaged_offset_file_is_reported_corrupt_naming_it(tmp_path, mangle):
-    write_offset_file(tmp_path, "counts", CHANGELOG, 1234)
+    write_offset_file(tmp_path, "counts", CHANGELOG, 1234, engine="rocksdb")
     path = tmp_path / "OFFSET"
     path.write_bytes(mangle(path.read_bytes()))
     with pytest.raises(OffsetFileCorruptError, match=str(path)):

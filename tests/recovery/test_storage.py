@@ -159,9 +159,21 @@ def test_stale_local_copy_is_rebuilt(make_task, engine):
     task.close()
     offset = read_offset_file(task.store_dir())
     write_offset_file(task.store_dir(), "counts", offset.changelog, offset.offset,
-                      now_ms=offset.written_at_ms - DAY)  # as if written a day earlier
+                      engine=offset.engine, now_ms=offset.written_at_ms - DAY)  # a day older
     stores = task.open(checkpoint)
     assert task.stats().action is Action.REBUILD and task.stats().records == 1
+    assert contents(stores["counts"]) == {"a": 1}
+    task.close()
+
+
+def test_switching_the_engine_of_a_store_rebuilds_it(make_task):
+    task = make_task(store_config("rocksdb"))
+    task.open(None)["counts"].put("a", 1)
+    checkpoint = task.commit()
+    task.close()
+    task.config = type(task.config)(store_config("lmdb"))
+    stores = task.open(checkpoint)
+    assert task.stats().action is Action.REBUILD and "rocksdb engine" in task.stats().reason
     assert contents(stores["counts"]) == {"a": 1}
     task.close()
 
