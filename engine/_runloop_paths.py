@@ -232,7 +232,7 @@ class DispatchPaths:
                                       ssp=cb.envelope.ssp, offset=cb.envelope.offset))
                 return
             log_ignored(inst, payload, "process", cb.envelope)
-            cb.elapsed_ns = -2  # skipped: offset advances, not counted as processed
+            cb.skipped = True
         if self._max_conc == 1:
             self._apply(w, cb)
         else:
@@ -244,7 +244,7 @@ class DispatchPaths:
         """A released message: record its offset and take its coordinator requests."""
         env = cb.envelope
         w.offsets[env.ssp] = env.offset
-        if cb.elapsed_ns != -2:
+        if not cb.skipped:
             w.processed.count += 1
             if cb.elapsed_ns >= 0:
                 w.inst.metrics.process_ns.update(cb.elapsed_ns)

@@ -55,7 +55,7 @@ class TaskCallback:
     """
 
     __slots__ = ("_post", "worker", "seq", "envelope", "coordinator", "started_ns",
-                 "elapsed_ns", "future", "timed_out", "_claim")
+                 "elapsed_ns", "future", "timed_out", "skipped", "_claim")
 
     def __init__(self, post, worker: "Worker", seq: int, envelope: IncomingMessageEnvelope,
                  coordinator: Coordinator):
@@ -68,6 +68,7 @@ class TaskCallback:
         self.elapsed_ns = -1
         self.future = None
         self.timed_out = False
+        self.skipped = False  # failed with an ignored exception: offset advances, not counted
         self._claim = itertools.count().__next__
 
     def claim(self) -> bool:

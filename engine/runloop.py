@@ -110,7 +110,7 @@ class RunSummary:
                 f"{self.seconds:.2f} s ({rate:,.0f} msg/s) over {len(self.processed)} tasks")
 
 
-def _positive(config: Config, key, value: int, minimum: int) -> int:
+def _at_least(config: Config, key, value: int, minimum: int) -> int:
     if value < minimum:
         raise ConfigError(f"must be >= {minimum}, got {value}", key=key.name,
                           origin=config.origin(key.name))
@@ -130,13 +130,13 @@ class RunLoopConfig:
     @classmethod
     def from_config(cls, config: Config | Mapping[str, str]) -> "RunLoopConfig":
         cfg = config if isinstance(config, Config) else Config(config)
-        return cls(_positive(cfg, TASK_MAX_CONCURRENCY, TASK_MAX_CONCURRENCY.get(cfg), 1),
-                   _positive(cfg, JOB_CONTAINER_THREAD_POOL_SIZE,
+        return cls(_at_least(cfg, TASK_MAX_CONCURRENCY, TASK_MAX_CONCURRENCY.get(cfg), 1),
+                   _at_least(cfg, JOB_CONTAINER_THREAD_POOL_SIZE,
                              JOB_CONTAINER_THREAD_POOL_SIZE.get(cfg), 0),
                    TASK_WINDOW_MS.get(cfg), TASK_COMMIT_MS.get(cfg),
                    TASK_CALLBACK_TIMEOUT_MS.get(cfg),
-                   _positive(cfg, TASK_SHUTDOWN_MS, TASK_SHUTDOWN_MS.get(cfg), 0),
-                   _positive(cfg, TASK_MAX_IDLE_MS, TASK_MAX_IDLE_MS.get(cfg), 1))
+                   _at_least(cfg, TASK_SHUTDOWN_MS, TASK_SHUTDOWN_MS.get(cfg), 0),
+                   _at_least(cfg, TASK_MAX_IDLE_MS, TASK_MAX_IDLE_MS.get(cfg), 1))
 
 
 class RunLoop(DispatchPaths, Operations):
