@@ -62,7 +62,7 @@ class LMDBEngine:
     """
 
     __slots__ = ("name", "path", "options", "_env", "_rtxn", "_rget", "_pending", "_index",
-                 "_limit", "_max_key", "_map_size", "_page_size", "_commit_deferred",
+                 "_pget", "_limit", "_max_key", "_map_size", "_page_size", "_commit_deferred",
                  "_closed", "_lock", "_readers", "_views", "__weakref__")
 
     def __init__(self, name: str, path: Path | str, options: LMDBOptions = _DEFAULT_OPTIONS):
@@ -86,7 +86,10 @@ class LMDBEngine:
         self._map_size = self._env.info()["map_size"]
         self._page_size = self._env.stat()["psize"]
         self._max_key = self._env.max_key_size()
+        # Buffered writes; the dict object never changes (cleared on commit) so that its bound
+        # ``get`` can be kept for the hot read path.
         self._pending: dict[bytes, bytes | None] = {}
+        self._pget = self._pending.get
         self._index: list[bytes] | None = None  # sorted pending keys, built by the first range
         self._limit = options.write_batch_size
         self._commit_deferred = False
@@ -121,7 +124,7 @@ class LMDBEngine:
     def get(self, key: bytes) -> bytes | None:
         if self._closed:
             raise self._closed_error()
-        value = self._pending.get(key, _ABSENT)
+        value = self._pget(key, _ABSENT)
         if value is _ABSENT:
             try:
                 return self._rget(key)
@@ -264,7 +267,7 @@ class LMDBEngine:
                 view.close()
             self._commit(explicit=True)
         finally:
-            self._pending = {}
+            self._pending.clear()
             self._index = None
             try:
                 self._rtxn.abort()
@@ -355,7 +358,7 @@ class LMDBEngine:
         if not self._write_with_growth(items, append=False, explicit=explicit):
             self._commit_deferred = True
             return
-        self._pending = {}
+        pending.clear()
         self._index = None
         self._commit_deferred = False
         self._renew_reader()
