@@ -52,6 +52,7 @@ from stores.builder import build_store
 from stores.changelog import ChangelogSink, ChangelogSource
 from stores.config import Config
 from stores.engines._base import BytesEngine
+from stores.layers.logged import LoggedLayer
 from stores.spec import StoreSpec
 
 from ._progress import ProgressMode, RestoreProgress
@@ -136,7 +137,8 @@ class _Open:
     directory: Path
     guard: _GuardedSink | None
     source: ChangelogSource | None
-    offset_written: int | None = None
+    offset_file: StoreOffset | None = None
+    """What the store's ``OFFSET`` file says, while the storage manager knows it is there."""
 
 
 class TaskStorageManager:
@@ -211,11 +213,11 @@ class TaskStorageManager:
         checkpointed: int | CheckpointedOffset = CheckpointedOffset.ABSENT
         if checkpoint is not None and name in checkpoint.changelog_offsets:
             checkpointed = checkpoint.changelog_offsets[name]
+        local = self._local_state(spec, directory)
         plan = plan_restore(
             store=name, persistent=spec.persistent, logged=spec.logged,
             changelog=_changelog_name(spec), engine=spec.engine.value,
-            checkpointed=checkpointed, oldest=oldest,
-            newest=newest, local=self._local_state(spec, directory),
+            checkpointed=checkpointed, oldest=oldest, newest=newest, local=local,
             staleness_ms=spec.staleness_ms, now_ms=self._clock())
         handle = progress.begin(plan)
         started = time.perf_counter()
@@ -230,6 +232,8 @@ class TaskStorageManager:
             guard = _GuardedSink(sink, directory if spec.persistent else None)
         store = build_store(spec, directory, changelog=guard, config=self.config)
         entry = _Open(spec, store, directory, guard, source)
+        if plan.action is Action.REUSE and isinstance(local, StoreOffset):
+            entry.offset_file = local
         try:
             records, nbytes, trimmed = self._apply(entry, plan, sink, handle.at)
         except BaseException:
@@ -257,12 +261,23 @@ class TaskStorageManager:
         if plan.trims:
             trimmed = trim(engine, entry.source, sink, after=plan.target, newest=plan.newest)
         if spec.persistent:
-            if plan.action is not Action.REUSE:
-                write_offset_file(entry.directory, spec.name, _changelog_name(spec), plan.target,
-                                  engine=spec.engine.value, now_ms=self._clock())
-            entry.offset_written = plan.target
-            entry.guard.clean = True
+            self._record_offset(entry, plan.target)
         return records, nbytes, trimmed
+
+    def _record_offset(self, entry: _Open, offset: int) -> None:
+        """Make the ``OFFSET`` file say ``offset`` (the files on disk hold that state).
+
+        Skipped when it already does, unless it is a quarter of the staleness limit old: an
+        idle store of a running task must not look stale at the next start."""
+        now = self._clock()
+        current = entry.offset_file
+        if (current is None or current.offset != offset
+                or current.age_ms(now) >= entry.spec.staleness_ms // 4):
+            entry.offset_file = write_offset_file(
+                entry.directory, entry.spec.name, _changelog_name(entry.spec), offset,
+                engine=entry.spec.engine.value, now_ms=now)
+        assert entry.guard is not None
+        entry.guard.clean = True
 
     def _local_state(self, spec: StoreSpec, directory: Path) -> StoreOffset | LocalState:
         if not (spec.persistent and spec.logged):
@@ -296,11 +311,10 @@ class TaskStorageManager:
                 guard.flush()
             newest = source.newest_offset()
             offsets[name] = newest
-            if entry.spec.persistent and not (guard.clean and entry.offset_written == newest):
-                write_offset_file(entry.directory, name, _changelog_name(entry.spec), newest,
-                                  engine=entry.spec.engine.value, now_ms=self._clock())
-                entry.offset_written = newest
-                guard.clean = True
+            if entry.spec.persistent:
+                if not guard.clean:
+                    entry.offset_file = None  # the guard removed the file
+                self._record_offset(entry, newest)
         return offsets
 
     def close(self) -> None:
@@ -341,7 +355,7 @@ def _bottom_engine(store: Any, name: str) -> BytesEngine:
     layer = store
     while getattr(layer, "inner", None) is not None:
         layer = layer.inner
-    if type(layer).__name__ == "LoggedLayer" or not callable(getattr(layer, "write_batch", None)):
+    if isinstance(layer, LoggedLayer) or not callable(getattr(layer, "write_batch", None)):
         raise RecoveryError(f"store '{name}': cannot find the bytes engine under its layers "
                             f"(stopped at {layer!r}); restore needs it")
     return layer

@@ -191,6 +191,20 @@ def test_staleness_limit_comes_from_the_store_config(make_task):
     task.close()
 
 
+def test_flush_refreshes_the_offset_file_of_an_idle_store_before_it_could_look_stale(make_task):
+    now = [1_000_000]
+    task = make_task(store_config("rocksdb"), clock=lambda: now[0])
+    task.open(None)["counts"].put("a", 1)
+    task.tsm.flush()
+    now[0] += 1000
+    task.tsm.flush()  # nothing changed, file recent: left alone
+    assert read_offset_file(task.store_dir()).written_at_ms == 1_000_000
+    now[0] += DAY // 2
+    task.tsm.flush()
+    assert read_offset_file(task.store_dir()).written_at_ms == now[0]
+    task.close()
+
+
 def test_in_memory_logged_store_replays_its_changelog_on_every_open(make_task):
     task = make_task(store_config("memory"))
     stores = task.open(None)
