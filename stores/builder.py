@@ -36,7 +36,9 @@ from .api import KeyValueStore
 from .changelog import ChangelogSink
 from .config import Config
 from .engines._base import BytesEngine
+from .engines.lmdb import LMDBEngine, LMDBOptions
 from .engines.memory import MemoryEngine
+from .engines.rocksdb import RocksDBEngine, RocksDBOptions
 from .layers.cached import CachedLayer
 from .layers.logged import LoggedLayer
 from .layers.serialized import SerializedLayer
@@ -56,11 +58,11 @@ def open_engine(spec: StoreSpec, directory: Path, *, logged: bool) -> BytesEngin
     if spec.engine is EngineKind.MEMORY:
         return MemoryEngine(spec.name)
     if spec.engine is EngineKind.ROCKSDB:
-        from .engines.rocksdb import RocksDBEngine
-        return RocksDBEngine(spec.name, Path(directory), spec.rocksdb, logged=logged)
+        options = spec.rocksdb if spec.rocksdb is not None else RocksDBOptions()
+        return RocksDBEngine(spec.name, Path(directory), options, logged=logged)
     if spec.engine is EngineKind.LMDB:
-        from .engines.lmdb import LMDBEngine
-        return LMDBEngine(spec.name, Path(directory), spec.lmdb)
+        return LMDBEngine(spec.name, Path(directory),
+                          spec.lmdb if spec.lmdb is not None else LMDBOptions())
     raise AssertionError(f"unhandled engine {spec.engine}")
 
 

@@ -26,6 +26,8 @@ from enum import Enum
 from typing import Any
 
 from .config import Config, declare, declared_keys, find_declared
+from .engines.lmdb import LMDBOptions
+from .engines.rocksdb import RocksDBOptions
 from .errors import ConfigError
 from .serdes import serde_from_name
 
@@ -110,7 +112,9 @@ class StoreSpec:
     """One store's settings. Build it with :meth:`from_config`.
 
     ``changelog`` is ``(system, stream)`` or None; ``rocksdb``/``lmdb`` hold the engine options
-    (``RocksDBOptions``/``LMDBOptions``) for that engine and are None for the others.
+    for that engine and are None for the others. Engine option keys of the other engines
+    (``stores.<name>.lmdb.*`` on a RocksDB store) are accepted and ignored, so a store can be
+    switched between engines by changing ``factory`` alone.
     """
 
     name: str
@@ -121,8 +125,8 @@ class StoreSpec:
     write_batch_size: int = 500
     object_cache_size: int = 1000
     staleness_ms: int = 86_400_000
-    rocksdb: Any = None
-    lmdb: Any = None
+    rocksdb: RocksDBOptions | None = None
+    lmdb: LMDBOptions | None = None
 
     @property
     def persistent(self) -> bool:
@@ -168,10 +172,8 @@ class StoreSpec:
         staleness = _positive(config, name, STORE_CHANGELOG_STALENESS_MS)
         rocksdb = lmdb = None
         if engine is EngineKind.ROCKSDB:
-            from .engines.rocksdb import RocksDBOptions
             rocksdb = RocksDBOptions.from_config(config, name)
         elif engine is EngineKind.LMDB:
-            from .engines.lmdb import LMDBOptions
             lmdb = LMDBOptions.from_config(config, name)
         return cls(name=name, engine=engine, key_serde=key_serde, value_serde=value_serde,
                    changelog=_changelog(config, name, changelog_system), write_batch_size=batch,

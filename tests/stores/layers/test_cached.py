@@ -1,0 +1,229 @@
+"""The write-back cache: when entries go down, what the changelog sees, LRU and negative entries."""
+
+from __future__ import annotations
+
+import pytest
+
+from stores.engines.memory import MemoryEngine
+from stores.errors import SerdeError, StoreClosedError
+from stores.layers.cached import CachedLayer
+from stores.layers.logged import LoggedLayer
+from stores.layers.serialized import SerializedLayer
+from stores.serdes import Int64Serde, JsonSerde, StringSerde
+
+
+class RecordingSink:
+    def __init__(self):
+        self.records: list[tuple[bytes, bytes | None]] = []
+        self.flushes = 0
+
+    def append(self, key, value):
+        self.records.append((key, value))
+
+    def flush(self):
+        self.flushes += 1
+
+
+class CountingEngine(MemoryEngine):
+    """A memory engine that counts the calls reaching it."""
+
+    def __init__(self, name="s"):
+        super().__init__(name)
+        self.gets = 0
+        self.get_alls: list[list[bytes]] = []
+        self.batches: list[list[tuple[bytes, bytes | None]]] = []
+
+    def get(self, key):
+        self.gets += 1
+        return super().get(key)
+
+    def get_all(self, keys):
+        self.get_alls.append(list(keys))
+        return super().get_all(keys)
+
+    def write_batch(self, items):
+        items = list(items)
+        self.batches.append(items)
+        super().write_batch(items)
+
+
+def cached(engine=None, capacity=4, batch=2):
+    engine = engine or CountingEngine()
+    return CachedLayer(engine, capacity=capacity, write_batch_size=batch), engine
+
+
+def test_puts_stay_in_the_cache_until_the_batch_fills():
+    store, engine = cached(batch=3)
+    store.put(b"a", b"1")
+    store.put(b"b", b"2")
+    assert engine.batches == [] and store.dirty_count == 2
+    store.put(b"c", b"3")
+    assert engine.batches == [[(b"a", b"1"), (b"b", b"2"), (b"c", b"3")]]
+    assert store.dirty_count == 0
+
+
+def test_a_key_written_many_times_goes_down_once_with_its_latest_value():
+    store, engine = cached(batch=2)
+    for i in range(5):
+        store.put(b"a", str(i).encode())
+    store.delete(b"b")
+    assert engine.batches == [[(b"a", b"4"), (b"b", None)]]
+
+
+def test_write_down_is_in_first_dirtied_order():
+    store, engine = cached(capacity=10, batch=10)
+    store.put(b"z", b"1")
+    store.put(b"a", b"2")
+    store.put(b"z", b"3")
+    store.flush()
+    assert engine.batches == [[(b"z", b"3"), (b"a", b"2")]]
+
+
+def test_hits_do_not_reach_the_inner_store():
+    store, engine = cached()
+    store.put(b"a", b"1")
+    for _ in range(10):
+        assert store.get(b"a") == b"1"
+    assert engine.gets == 0
+
+
+def test_misses_are_cached_as_absent():
+    store, engine = cached()
+    assert store.get(b"nope") is None
+    assert store.get(b"nope") is None
+    assert engine.gets == 1
+
+
+def test_get_all_serves_hits_and_fetches_misses_in_one_call():
+    engine = CountingEngine()
+    engine.put(b"b", b"2")
+    store, _ = cached(engine)
+    store.put(b"a", b"1")
+    assert store.get_all([b"a", b"b", b"c"]) == {b"a": b"1", b"b": b"2"}
+    assert engine.get_alls == [[b"b", b"c"]]
+    assert store.get_all([b"b", b"c"]) == {b"b": b"2"}
+    assert len(engine.get_alls) == 1
+
+
+def test_evicting_a_dirty_entry_writes_all_dirty_entries_first():
+    store, engine = cached(capacity=2, batch=2)
+    store.get(b"x")            # clean negative entry, least recently used
+    store.put(b"a", b"1")      # dirty
+    store.put(b"b", b"2")      # evicts x (clean), then 2 dirty -> write down
+    assert engine.batches == [[(b"a", b"1"), (b"b", b"2")]]
+    store.put(b"c", b"3")      # evicts a (clean now)
+    assert store.cached_count == 2 and engine.get(b"a") == b"1"
+
+
+def test_eviction_of_a_dirty_entry_before_the_batch_is_full():
+    store, engine = cached(capacity=3, batch=3)
+    store.put(b"a", b"1")
+    store.put(b"b", b"2")
+    store.get(b"m1")
+    store.get(b"m2")           # cache full: evicts a, which is dirty -> a and b go down
+    assert engine.batches == [[(b"a", b"1"), (b"b", b"2")]]
+
+
+def test_lru_keeps_recently_read_entries():
+    store, engine = cached(capacity=2, batch=2)
+    engine.write_batch([(b"a", b"1"), (b"b", b"2"), (b"c", b"3")])
+    store.get(b"a")
+    store.get(b"b")
+    store.get(b"a")            # a is now most recent
+    store.get(b"c")            # evicts b
+    gets = engine.gets
+    store.get(b"a")
+    assert engine.gets == gets
+    store.get(b"b")
+    assert engine.gets == gets + 1
+
+
+@pytest.mark.parametrize("op", ["range", "prefix", "all", "snapshot"])
+def test_ordered_reads_write_dirty_entries_down_first(op):
+    store, engine = cached(capacity=10, batch=10)
+    store.put(b"a", b"1")
+    call = {"range": lambda: store.range(b"a", b"b"), "prefix": lambda: store.prefix(b"a"),
+            "all": store.all, "snapshot": lambda: store.snapshot(None, None)}[op]
+    call().close()
+    assert engine.batches == [[(b"a", b"1")]]
+
+
+def test_flush_writes_down_then_flushes_the_inner_store_and_changelog():
+    sink = RecordingSink()
+    store, engine = cached(LoggedLayer(CountingEngine(), sink), capacity=10, batch=10)
+    store.put(b"a", b"1")
+    assert sink.records == []
+    store.flush()
+    assert sink.records == [(b"a", b"1")] and sink.flushes == 1
+
+
+def test_changelog_gets_the_cache_deduplicated_batches():
+    sink = RecordingSink()
+    store = CachedLayer(LoggedLayer(MemoryEngine("s"), sink), capacity=100, write_batch_size=100)
+    for i in range(50):
+        store.put(b"k%d" % (i % 5), b"%d" % i)
+    store.delete(b"k0")
+    store.flush()
+    assert sink.records == [(b"k0", None), (b"k1", b"46"), (b"k2", b"47"), (b"k3", b"48"),
+                            (b"k4", b"49")]
+
+
+def test_close_writes_dirty_entries_and_closes_the_inner_store():
+    store, engine = cached(capacity=10, batch=10)
+    store.put(b"a", b"1")
+    store.close()
+    assert engine.batches == [[(b"a", b"1")]] and engine.closed
+
+
+def test_a_hot_key_is_not_served_after_close():
+    store, _ = cached()
+    store.put(b"a", b"1")
+    store.get(b"a")
+    store.close()
+    with pytest.raises(StoreClosedError):
+        store.get(b"a")
+
+
+def test_object_cache_returns_the_same_object_it_was_given():
+    typed = SerializedLayer(MemoryEngine("s"), StringSerde(), JsonSerde())
+    store = CachedLayer(typed, capacity=10, write_batch_size=5)
+    value = {"n": 1}
+    store.put("k", value)
+    assert store.get("k") is value  # documented: cached objects are shared, not copied
+
+
+def test_object_cache_serializes_only_at_write_down():
+    calls = []
+
+    class SpySerde:
+        name = "spy"
+
+        def to_bytes(self, obj):
+            calls.append(obj)
+            return Int64Serde().to_bytes(obj)
+
+        def from_bytes(self, data):
+            return Int64Serde().from_bytes(data)
+
+    typed = SerializedLayer(MemoryEngine("s"), StringSerde(), SpySerde())
+    store = CachedLayer(typed, capacity=10, write_batch_size=10)
+    for i in range(100):
+        store.put("counter", (store.get("counter") or 0) + 1)
+    assert calls == []
+    store.flush()
+    assert calls == [100]
+
+
+def test_unhashable_keys_are_refused_with_a_hint():
+    typed = SerializedLayer(MemoryEngine("s"), JsonSerde(), JsonSerde())
+    store = CachedLayer(typed, capacity=10, write_batch_size=5)
+    with pytest.raises(SerdeError, match="tuple instead of a list"):
+        store.put(["a", 1], 1)
+    store.put(("a", 1), 1)
+    store.flush()
+    assert store.get(("a", 1)) == 1
+
+
+def test_capacity_below_batch_size_is_refused():
+    with pytest.raises(ValueError, match="cannot be less"):
+        CachedLayer(MemoryEngine("s"), capacity=2, write_batch_size=3)

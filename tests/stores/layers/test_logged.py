@@ -1,0 +1,151 @@
+"""The changelog layer: every change is logged before it is applied, and replay rebuilds the store."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from stores.builder import build_store, open_engine
+from stores.config import Config
+from stores.engines.memory import MemoryEngine
+from stores.errors import StoreClosedError
+from stores.filesink import FileChangelog
+from stores.layers.logged import LoggedLayer
+from stores.layers.serialized import SerializedLayer
+from stores.serdes import Int64Serde, JsonSerde
+from stores.spec import StoreSpec
+
+from ..stacks import ENGINES, engine_param
+
+
+class RecordingSink:
+    def __init__(self):
+        self.records = []
+        self.flushes = 0
+
+    def append(self, key, value):
+        self.records.append((key, value))
+
+    def flush(self):
+        self.flushes += 1
+
+
+def test_every_write_is_appended_in_order():
+    sink = RecordingSink()
+    store = LoggedLayer(MemoryEngine("s"), sink)
+    store.put(b"a", b"1")
+    store.put_all([(b"b", b"2"), (b"c", b"3")])
+    store.delete(b"a")
+    store.delete_all([b"b"])
+    store.write_batch([(b"d", b"4"), (b"c", None)])
+    assert sink.records == [(b"a", b"1"), (b"b", b"2"), (b"c", b"3"), (b"a", None), (b"b", None),
+                            (b"d", b"4"), (b"c", None)]
+
+
+def test_the_change_is_logged_before_the_engine_sees_it():
+    order = []
+
+    class Sink(RecordingSink):
+        def append(self, key, value):
+            order.append("log")
+
+    class Engine(MemoryEngine):
+        def put(self, key, value):
+            order.append("engine")
+            super().put(key, value)
+
+    LoggedLayer(Engine("s"), Sink()).put(b"a", b"1")
+    assert order == ["log", "engine"]
+
+
+def test_reads_are_not_logged():
+    sink = RecordingSink()
+    store = LoggedLayer(MemoryEngine("s"), sink)
+    store.put(b"a", b"1")
+    store.get(b"a")
+    store.get_all([b"a"])
+    store.all().close()
+    assert sink.records == [(b"a", b"1")]
+
+
+def test_flush_flushes_engine_then_sink():
+    sink = RecordingSink()
+    store = LoggedLayer(MemoryEngine("s"), sink)
+    store.flush()
+    assert sink.flushes == 1
+
+
+def test_a_write_to_a_closed_store_is_not_logged():
+    sink = RecordingSink()
+    store = LoggedLayer(MemoryEngine("s"), sink)
+    store.close()
+    with pytest.raises(StoreClosedError):
+        store.put(b"a", b"1")
+    assert sink.records == []
+
+
+def test_batches_use_the_sinks_append_all_when_it_has_one():
+    class BatchSink(RecordingSink):
+        def __init__(self):
+            super().__init__()
+            self.batches = []
+
+        def append_all(self, items):
+            self.batches.append(list(items))
+
+    sink = BatchSink()
+    LoggedLayer(MemoryEngine("s"), sink).write_batch([(b"a", b"1"), (b"b", None)])
+    assert sink.batches == [[(b"a", b"1"), (b"b", None)]] and sink.records == []
+
+
+def replay(log: FileChangelog, engine) -> None:
+    batch = []
+    for _, key, value in log.read(log.oldest_offset(), log.newest_offset()):
+        batch.append((key, value))
+        if len(batch) >= 100:
+            engine.write_batch(batch)
+            batch = []
+    engine.write_batch(batch)
+
+
+def dump(store):
+    with store.all() as it:
+        return list(it)
+
+
+@pytest.mark.parametrize("engine", [engine_param(e) for e in ENGINES])
+@pytest.mark.parametrize("cache_size", [0, 16])
+def test_changelog_replayed_into_an_empty_store_reproduces_it(tmp_path, engine, cache_size):
+    config = Config({"stores.s.factory": engine, "stores.s.key.serde": "int64",
+                     "stores.s.msg.serde": "json", "stores.s.changelog": "filelog.s-log",
+                     "stores.s.object.cache.size": str(cache_size),
+                     "stores.s.write.batch.size": "8"})
+    spec = StoreSpec.from_config(config, "s")
+    log = FileChangelog(tmp_path / "s.changelog")
+    store = build_store(spec, tmp_path / "original", changelog=log, config=config)
+    rng = random.Random(7)
+    for step in range(2000):
+        key = rng.randrange(200)
+        roll = rng.random()
+        if roll < 0.6:
+            store.put(key, {"step": step, "tags": ["x"] * (step % 3)})
+        elif roll < 0.8:
+            store.delete(key)
+        elif roll < 0.9:
+            store.put_all({key + i: {"batch": step} for i in range(3)})
+        else:
+            store.delete_all([key, key + 1])
+        if step % 300 == 0:
+            store.flush()
+    store.flush()
+    expected = dump(store)
+
+    rebuilt = SerializedLayer(open_engine(spec, tmp_path / "rebuilt", logged=False),
+                              Int64Serde(), JsonSerde())
+    replay(log, rebuilt.inner)
+    assert dump(rebuilt) == expected
+    assert len(expected) > 50
+    rebuilt.close()
+    store.close()
+    log.close()

@@ -1,0 +1,133 @@
+"""FileChangelog: offsets, reads, reopen, torn tails and corruption."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from stores.changelog import NO_OFFSET, ChangelogSink, ChangelogSource
+from stores.errors import StoreError
+from stores.filesink import FileChangelog
+
+
+@pytest.fixture
+def path(tmp_path):
+    return tmp_path / "s.changelog"
+
+
+def test_is_a_changelog_sink_and_source(path):
+    with FileChangelog(path) as log:
+        assert isinstance(log, ChangelogSink) and isinstance(log, ChangelogSource)
+
+
+def test_empty_changelog_has_no_newest_offset(path):
+    with FileChangelog(path) as log:
+        assert log.newest_offset() == NO_OFFSET
+        assert log.oldest_offset() == 0
+        assert list(log.read(0, 10)) == []
+
+
+def test_records_get_consecutive_offsets_across_batches(path):
+    with FileChangelog(path) as log:
+        log.append(b"a", b"1")
+        log.flush()
+        log.append_all([(b"b", b"2"), (b"a", None)])
+        log.flush()
+        log.append(b"c", b"")
+        assert log.newest_offset() == 3
+        assert list(log.read(0, 3)) == [(0, b"a", b"1"), (1, b"b", b"2"), (2, b"a", None),
+                                        (3, b"c", b"")]
+
+
+@pytest.mark.parametrize("start, end, expected", [
+    (1, 2, [1, 2]), (2, 2, [2]), (0, 0, [0]), (3, 100, [3, 4]), (5, 9, []), (3, 1, []),
+])
+def test_read_returns_the_inclusive_offset_range(path, start, end, expected):
+    with FileChangelog(path) as log:
+        for i in range(5):
+            log.append(b"k%d" % i, b"v")
+            if i % 2:
+                log.flush()
+        assert [o for o, _, _ in log.read(start, end)] == expected
+
+
+def test_reopen_continues_offsets_and_keeps_records(path):
+    with FileChangelog(path) as log:
+        log.append_all([(b"a", b"1"), (b"b", b"2")])
+    with FileChangelog(path) as log:
+        assert log.newest_offset() == 1
+        log.append(b"c", b"3")
+        log.flush()
+    with FileChangelog(path) as log:
+        assert list(log.read(0, 2)) == [(0, b"a", b"1"), (1, b"b", b"2"), (2, b"c", b"3")]
+
+
+def test_large_appends_are_written_without_waiting_for_flush(path):
+    with FileChangelog(path) as log:
+        log.append_all((b"%d" % i, b"x") for i in range(70_000))
+        assert log.size_bytes > 100_000
+        assert log.newest_offset() == 69_999
+
+
+def test_torn_final_batch_is_truncated_on_open(path):
+    with FileChangelog(path) as log:
+        log.append(b"a", b"1")
+        log.flush()
+        log.append(b"b", b"2")
+        log.flush()
+    size = path.stat().st_size
+    with open(path, "r+b") as f:
+        f.truncate(size - 3)  # a crash in the middle of writing the second batch
+    with FileChangelog(path) as log:
+        assert list(log.read(0, 10)) == [(0, b"a", b"1")]
+        log.append(b"c", b"3")
+        log.flush()
+    with FileChangelog(path) as log:
+        assert list(log.read(0, 10)) == [(0, b"a", b"1"), (1, b"c", b"3")]
+
+
+def test_corrupt_batch_followed_by_valid_data_is_an_error(path):
+    with FileChangelog(path) as log:
+        for key in (b"a", b"b", b"c"):
+            log.append(key, b"value")
+            log.flush()
+    data = bytearray(path.read_bytes())
+    data[8 + 12 + 2] ^= 0xFF  # a payload byte of the first batch
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match=r"corrupt batch at byte 8 .*offset 0"):
+        FileChangelog(path)
+
+
+def test_a_file_that_is_not_a_changelog_is_refused(path):
+    path.write_bytes(b"hello world, not a changelog")
+    with pytest.raises(StoreError, match="not a Weir file changelog"):
+        FileChangelog(path)
+
+
+def test_flushed_records_survive_sigkill(path):
+    script = textwrap.dedent(f"""
+        import os, signal
+        from stores.filesink import FileChangelog
+        log = FileChangelog({str(path)!r})
+        log.append_all([(b"k%d" % i, b"v") for i in range(100)])
+        log.flush()
+        log.append(b"lost", b"never flushed")
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=os.getcwd(), timeout=60)
+    assert proc.returncode == -9
+    with FileChangelog(path) as log:
+        assert log.newest_offset() == 99
+        assert [k for _, k, _ in log.read(98, 99)] == [b"k98", b"k99"]
+
+
+def test_use_after_close_is_an_error(path):
+    log = FileChangelog(path)
+    log.close()
+    log.close()
+    with pytest.raises(StoreError, match="after close"):
+        log.flush()
