@@ -49,7 +49,7 @@ from typing import Any
 
 from stores.api import KeyValueStore
 from stores.builder import build_store
-from stores.changelog import ChangelogSink, ChangelogSource
+from stores.changelog import NO_OFFSET, ChangelogSink, ChangelogSource
 from stores.config import Config
 from stores.engines._base import BytesEngine
 from stores.layers.logged import LoggedLayer
@@ -207,7 +207,7 @@ class TaskStorageManager:
         name = spec.name
         directory = self.store_directory(name)
         sink, source = self.changelogs.get(name, (None, None))
-        oldest = newest = -1
+        oldest = newest = NO_OFFSET
         if source is not None:
             oldest, newest = source.oldest_offset(), source.newest_offset()
         checkpointed: int | CheckpointedOffset = CheckpointedOffset.ABSENT
