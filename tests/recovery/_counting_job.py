@@ -17,8 +17,6 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import stores.engines.lmdb  # noqa: F401  declares stores.<s>.lmdb.* before StoreSpec checks keys
-import stores.engines.rocksdb  # noqa: F401  declares stores.<s>.rocksdb.*
 from recovery.checkpoint import Checkpoint, FileCheckpointManager
 from recovery.storage import ProgressMode, TaskStorageManager
 from stores.config import Config

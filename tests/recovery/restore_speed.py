@@ -15,8 +15,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import stores.engines.lmdb  # noqa: F401  declares stores.<s>.lmdb.*
-import stores.engines.rocksdb  # noqa: F401  declares stores.<s>.rocksdb.*
 from recovery.storage import ProgressMode, TaskStorageManager
 from stores.config import Config
 from stores.filesink import FileChangelog
