@@ -98,7 +98,11 @@ class LMDBEngine:
         self._rtxn: Any = self._env.begin()
         self._rget = self._rtxn.get
         self._closed = False
-        self._grow_ahead()
+        try:
+            self._grow_ahead()
+        except BaseException:
+            self.close()
+            raise
 
     def _open_env(self) -> lmdb.Environment:
         data = self.path / "data.mdb"
@@ -353,8 +357,10 @@ class LMDBEngine:
         pending = self._pending
         if not pending:
             return
-        index = self._index
-        items = [(k, pending[k]) for k in index] if index is not None else sorted(pending.items())
+        # Key order makes LMDB's page walk sequential (~0.14 us/write cheaper, about what sorting
+        # the keys costs, and much cheaper once the tree outgrows the page cache).
+        order = self._index if self._index is not None else sorted(pending)
+        items = [(k, pending[k]) for k in order]
         if not self._write_with_growth(items, append=False, explicit=explicit):
             self._commit_deferred = True
             return
