@@ -57,7 +57,7 @@ from .errors import EngineError
 from .instance import ProducerCollector, TaskInstance
 from .jobmodel import ContainerModel, JobModel
 from .model import SystemStream, SystemStreamPartition, TaskName
-from .offsets import starting_offsets
+from .offsets import offset_policy, starting_offsets
 from .runloop import RunLoop, RunSummary
 from .streams import JOB_DEFAULT_SYSTEM
 from .systems.changelog import ensure_changelog_stream
@@ -194,8 +194,7 @@ class Container:
         closers.callback(checkpoints.stop)
         last = {name: checkpoints.read_last(name) for name in tasks}
         storages = self._restore(specs, last)
-        inputs = sorted({ssp for t in tasks.values() for ssp in t.ssps})
-        metadata = self.registry.metadata(inputs)
+        metadata = self.registry.metadata(self._ssps_without_position(last))
         runner = AsyncioThread(f"weir-asyncio-{self.container_id}")
         closers.callback(runner.stop)
         producers = dict(self._producers)
@@ -226,6 +225,19 @@ class Container:
         self._start_consumers()
         self.loop = RunLoop(self.instances, self.consumers, config,
                             name=f"container-{self.container_id}")
+
+    def _ssps_without_position(self, last: dict[TaskName, Checkpoint | None]
+                               ) -> list[SystemStreamPartition]:
+        """Input SSPs whose starting offset comes from partition metadata: no checkpointed
+        offset, or ``samza.reset.offset``. (Metadata can be costly: the file log counts the
+        records of a partition's active segment.)"""
+        need = set()
+        for name, task in self.model.tasks.items():
+            done = last[name].input_offsets if last[name] is not None else {}
+            for ssp in task.ssps:
+                if ssp not in done or offset_policy(self.config, ssp.system_stream).reset:
+                    need.add(ssp)
+        return sorted(need)
 
     def _create_changelogs(self, specs: list[StoreSpec]) -> None:
         create_changelog_streams(specs, self.registry, self.job_model)
@@ -294,7 +306,8 @@ class Container:
         processed = summary.processed if summary is not None else {}
         reason = summary.reason.value if summary is not None else "stopped"
         return ContainerResult(self.container_id, reason, time.perf_counter() - self._started_at,
-                               dict(processed), inputs, outputs, os.getpid())
+                               dict(processed), inputs, outputs, os.getpid(),
+                               summary.seconds if summary is not None else 0.0)
 
 
 def _describe_starts(positions: dict[SystemStreamPartition, SspPosition]) -> str:

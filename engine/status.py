@@ -71,6 +71,7 @@ JOB_STATUS_LOG_INTERVAL_MS = declare(
     "(milliseconds); 0 or less: never.", component=_C)
 
 _RATE_WINDOW_S = 3.0
+_METADATA_COST_FACTOR = 20
 
 
 class StatusMode(Enum):
@@ -166,6 +167,8 @@ class StatusReporter:
         self._thread: threading.Thread | None = None
         self._live: Live | None = None
         self._samples: collections.deque[tuple[float, int]] = collections.deque()
+        self._heads_cache: dict[SystemStreamPartition, PartitionMetadata] = {}
+        self._heads_due = 0.0
         self.last: StatusSnapshot | None = None
 
     def __enter__(self) -> "StatusReporter":
@@ -200,12 +203,7 @@ class StatusReporter:
     def snapshot(self) -> StatusSnapshot:
         """Read the containers and the partitions' heads now."""
         progress = self._read()
-        ssps = sorted({s for p in progress for s in p.positions})
-        try:
-            metadata = self._metadata(ssps) if ssps else {}
-        except Exception as exc:  # noqa: BLE001 - the status must never stop the job
-            log.debug("status: reading partition metadata failed: %s", exc)
-            metadata = {}
+        metadata = self._heads(sorted({s for p in progress for s in p.positions}))
         now = time.monotonic()
         processed = sum(p.processed for p in progress)
         samples = self._samples
@@ -216,6 +214,21 @@ class StatusReporter:
         rate = (processed - n0) / (now - t0) if now > t0 else 0.0
         self.last = StatusSnapshot.of(self.job, progress, metadata, rate=rate)
         return self.last
+
+    def _heads(self, ssps: list[SystemStreamPartition]
+               ) -> Mapping[SystemStreamPartition, PartitionMetadata]:
+        """Partition metadata for the lag, re-read at most every ``_METADATA_COST_FACTOR``
+        times what the last read took (reading heads can cost: the file log counts records
+        appended since its last look), so the status never takes much from the job."""
+        now = time.monotonic()
+        if ssps and (now >= self._heads_due or set(ssps) - self._heads_cache.keys()):
+            try:
+                self._heads_cache = dict(self._metadata(ssps))
+            except Exception as exc:  # noqa: BLE001 - the status must never stop the job
+                log.debug("status: reading partition metadata failed: %s", exc)
+            took = time.monotonic() - now
+            self._heads_due = now + took * _METADATA_COST_FACTOR
+        return self._heads_cache
 
     def _run(self) -> None:
         interval = (self.settings.interval_ms if self.mode is StatusMode.LINE
