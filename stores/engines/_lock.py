@@ -222,7 +222,8 @@ def _record_may_be_stale(holder: LockHolder | None) -> bool:
     return holder is None or holder.is_alive() is False
 
 
-def _locked_error(directory: Path, store: str | None, holder: LockHolder | None) -> StoreLockedError:
+def _locked_error(directory: Path, store: str | None,
+                  holder: LockHolder | None) -> StoreLockedError:
     if holder is None:
         message = (f"directory {directory} is locked by another process whose identity could not "
                    f"be read from {LOCK_FILE_NAME}; stop the other process using this store, or "
