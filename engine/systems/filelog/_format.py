@@ -77,7 +77,6 @@ class ParseStop(Enum):
 
     COUNT = "count"        # parsed as many records as asked
     PARTIAL = "partial"    # the buffer ends inside a record (or exactly at its end)
-    LIMIT = "limit"        # the next record's offset is at or beyond the segment's limit
     BAD = "bad"            # the record at the stop position failed its length or CRC check
 
 
@@ -101,69 +100,67 @@ def encode_record(key: bytes | None, value: bytes | None, timestamp: int = -1) -
     return prefix + body
 
 
-def parse_records(buf: bytes, pos: int, end: int, offsets: Sequence[int], ordinal: int,
-                  limit: int, max_records: int, make: Callable, ctx: object, out: list
-                  ) -> tuple[int, int, ParseStop]:
-    """Parse whole, CRC-checked records from ``buf[pos:end]`` into ``out``.
+def parse_records(buf: bytes, pos: int, offsets: Sequence[int], ordinal: int, stop: int,
+                  make: Callable, ctx: object, out: list) -> tuple[int, int, ParseStop]:
+    """Parse whole, CRC-checked records from ``buf[pos:]`` into ``out``.
 
     The record with ordinal ``i`` in its segment has offset ``offsets[i]`` (a ``range`` for a
-    plain segment, an array for a compacted one). Each record becomes
-    ``make(ctx, offset, key, value, timestamp, size)`` appended to ``out`` (``size``: the
-    framed size in bytes). Stops after
-    ``max_records``, at a partial record, at the first offset ``>= limit`` or at a bad record.
-    Returns ``(pos, ordinal, why)`` where ``pos``/``ordinal`` point at the first record not
-    consumed. This is the consumers' hot loop: keep it flat.
+    plain segment, an array for a compacted one); records ``ordinal`` up to ``stop``
+    (exclusive) are wanted. Each record becomes ``make(ctx, offset, key, value, timestamp,
+    size)`` appended to ``out`` (``size``: the framed size in bytes). Returns
+    ``(pos, ordinal, why)`` where ``pos``/``ordinal`` point at the first record not consumed
+    and ``why`` is COUNT (reached ``stop``), PARTIAL (the buffer ends inside or right after a
+    record) or BAD (the record at ``pos`` failed its length or CRC check).
+
+    This is the consumers' hot loop: one ``unpack_from``, one CRC and two slices per record.
+    A value's length field is read only when it can be null (the body ends right after it):
+    otherwise the CRC-checked body length fixes where the value ends.
     """
     unpack_hdr = _HDR.unpack_from
-    unpack_u32 = _U32.unpack_from
     mv = memoryview(buf)
     append = out.append
     crc = crc32c
     null = NULL_LEN
-    stop_at = ordinal + max_records
+    end = len(buf)
+    before = len(out)
     why = ParseStop.COUNT
     try:
-        while ordinal < stop_at:
-            p = pos + 20
-            if pos + 24 > end:
-                why = ParseStop.PARTIAL
-                break
+        for offset in offsets[ordinal:stop]:
             length, check, ts, klen = unpack_hdr(buf, pos)
             rend = pos + 8 + length
             if rend > end:
-                why = ParseStop.BAD if length > MAX_BODY else ParseStop.PARTIAL
+                why = ParseStop.PARTIAL if length <= MAX_BODY else ParseStop.BAD
                 break
-            if length < 16 or crc(mv[pos + 8:rend]) != check:
+            if crc(mv[pos + 8:rend]) != check:
                 why = ParseStop.BAD
                 break
-            offset = offsets[ordinal]
-            if offset >= limit:
-                why = ParseStop.LIMIT
-                break
+            p = pos + 24
             if klen == null:
                 key = None
             else:
-                key = buf[p:p + klen]
+                key = buf[p - 4:p - 4 + klen]
                 p += klen
-                if p + 4 > rend:
+            if p < rend:
+                value = buf[p:rend]
+            elif p == rend:
+                vlen = _U32.unpack_from(buf, p - 4)[0]
+                if vlen == 0:
+                    value = b""
+                elif vlen == null:
+                    value = None
+                else:
                     why = ParseStop.BAD
                     break
-            vlen = unpack_u32(buf, p)[0]
-            p += 4
-            if vlen == null:
-                value = None
             else:
-                value = buf[p:p + vlen]
-                p += vlen
-            if p != rend:
                 why = ParseStop.BAD
                 break
             append(make(ctx, offset, key, value, ts, rend - pos))
-            ordinal += 1
             pos = rend
+    except struct.error:  # fewer than 20 bytes left: the header itself is partial
+        why = ParseStop.PARTIAL
     finally:
         mv.release()
-    return pos, ordinal, why
+    return pos, ordinal + len(out) - before, why
 
 
 def skip_records(buf: bytes, pos: int, end: int, count: int, *, verify: bool = False
@@ -210,8 +207,8 @@ def decode_all(buf: bytes) -> list[tuple[bytes | None, bytes | None, int]]:
     """Every record of a buffer holding whole records, as ``(key, value, timestamp)``.
     Raises ValueError at the first bad or partial record (for tools and tests)."""
     out: list = []
-    pos, _, why = parse_records(buf, 0, len(buf), range(len(buf)), 0, len(buf) + 1,
-                                len(buf), lambda c, o, k, v, t, s: (k, v, t), None, out)
+    pos, _, why = parse_records(buf, 0, range(len(buf)), 0, len(buf),
+                                lambda c, o, k, v, t, s: (k, v, t), None, out)
     if pos != len(buf):
         raise ValueError(f"bad or partial record at byte {pos} ({why.value})")
     return out

@@ -74,7 +74,7 @@ def _records(segment: Segment, index: SegmentIndex) -> tuple[bytes, list[tuple]]
     else:
         data = raw
     out: list[tuple] = []
-    pos, ordinal, why = parse_records(data, 0, len(data), index.offsets, 0, 1 << 62, 1 << 62,
+    pos, ordinal, why = parse_records(data, 0, index.offsets, 0, index.record_count,
                                       lambda c, o, k, v, t, s: (o, k, v is None, t, s),
                                       None, out)
     if pos != len(data) or ordinal != index.record_count:

@@ -22,7 +22,7 @@ Example::
 from __future__ import annotations
 
 from engine.errors import SystemError_
-from engine.model import NO_TIMESTAMP, OutgoingMessageEnvelope, partition_for
+from engine.model import NO_TIMESTAMP, OutgoingMessageEnvelope, SystemStream, partition_for
 
 from . import _shared
 from .settings import FileLogSettings
@@ -51,7 +51,7 @@ class FileLogProducer:
         self.settings = settings
         self.system = settings.system
         self._sources: set[str] = set()
-        self._outputs: dict[str, _Output] = {}
+        self._outputs: dict[SystemStream, _Output] = {}
         self._open: list[PartitionWriter] = []
 
     def register(self, source: str) -> None:
@@ -61,35 +61,40 @@ class FileLogProducer:
         """Nothing to start: writers open on first use."""
 
     def send(self, source: str, envelope: OutgoingMessageEnvelope) -> None:
-        stream = envelope.system_stream.stream
-        out = self._outputs.get(stream)
+        out = self._outputs.get(envelope.system_stream)
         if out is None:
-            out = self._output(stream)
+            out = self._output(envelope.system_stream)
         partition = envelope.partition
         if partition is None:
             partition = self._choose(out, envelope)
         try:
             writer = out.writers[partition]
         except (IndexError, TypeError):
-            raise SystemError_(f"stream '{self.system}.{stream}' has partitions "
+            raise SystemError_(f"stream '{self.system}.{out.meta.name}' has partitions "
                                f"0..{out.count - 1}, not {partition!r}") from None
         if writer is None or partition < 0:
             writer = self._writer(out, partition)
         timestamp = envelope.timestamp
+        mutex = writer.mutex
+        mutex.acquire()
         try:
-            with writer.mutex:
-                writer.append(envelope.key, envelope.message,
-                              NO_TIMESTAMP if timestamp is None else timestamp)
+            writer.append(envelope.key, envelope.message,
+                          NO_TIMESTAMP if timestamp is None else timestamp)
         except TypeError:
             raise SystemError_(
-                f"stream '{self.system}.{stream}': the file log takes bytes keys and messages, "
-                f"got key {type(envelope.key).__name__} and message "
-                f"{type(envelope.message).__name__}; configure serdes for this stream "
-                f"(systems.{self.system}.streams.{stream}.samza.key.serde / .msg.serde)"
-            ) from None
+                f"stream '{self.system}.{out.meta.name}': the file log takes bytes keys and "
+                f"messages, got key {type(envelope.key).__name__} and message "
+                f"{type(envelope.message).__name__}; configure serdes for this stream (systems."
+                f"{self.system}.streams.{out.meta.name}.samza.key.serde / .msg.serde)") from None
+        finally:
+            mutex.release()
 
-    def _output(self, stream: str) -> _Output:
-        out = self._outputs[stream] = _Output(load_meta(self.settings.root, stream, self.system))
+    def _output(self, stream: SystemStream) -> _Output:
+        if stream.system != self.system:
+            raise SystemError_(f"{stream} belongs to system '{stream.system}', not to this "
+                               f"'{self.system}' producer")
+        out = self._outputs[stream] = _Output(load_meta(self.settings.root, stream.stream,
+                                                        self.system))
         return out
 
     def _choose(self, out: _Output, envelope: OutgoingMessageEnvelope) -> int:
@@ -124,7 +129,8 @@ class FileLogProducer:
     def end_stream(self, stream: str) -> dict[int, int]:
         """Flush, then end every partition of a bounded stream (see the admin's
         ``end_stream``). Returns the upcoming offset per partition."""
-        out = self._outputs.get(stream) or self._output(stream)
+        key = SystemStream(self.system, stream)
+        out = self._outputs.get(key) or self._output(key)
         if not out.meta.bounded:
             raise SystemError_(f"stream '{self.system}.{stream}' is not bounded, so it cannot "
                                f"end; create bounded streams with StreamSpec(bounded=True)")

@@ -76,13 +76,19 @@ class _Cursor:
     def __init__(self, reader: "PartitionReader", segment: Segment, fd: int,
                  offsets: Sequence[int], limit: int, active: bool):
         self.reader, self.segment, self.fd = reader, segment, fd
-        self.offsets, self.limit, self.active = offsets, limit, active
+        self.offsets, self.active = offsets, active
+        self.set_limit(limit)
         self.ordinal = 0
         self.buf = b""
         self.bpos = 0
         self.fpos = 0              # plain: file position of buf[0]; zstd: frame number
         self.frames: list[tuple[int, int]] = []
         self.data_size = 0
+
+    def set_limit(self, limit: int) -> None:
+        """Records at offsets ``>= limit`` belong to the next segment: stop before them."""
+        self.limit = limit
+        self.limit_ordinal = min(bisect_left(self.offsets, limit), len(self.offsets))
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -101,14 +107,15 @@ class _Cursor:
         while True:
             buf = self.buf
             start = self.ordinal
-            pos, self.ordinal, why = parse_records(buf, self.bpos, len(buf), self.offsets, start,
-                                                   self.limit, max_n - got, make, ctx, out)
+            if start >= self.limit_ordinal:
+                return got, _Step.END
+            pos, self.ordinal, why = parse_records(buf, self.bpos, self.offsets, start,
+                                                   min(start + max_n - got, self.limit_ordinal),
+                                                   make, ctx, out)
             got += self.ordinal - start
             self.bpos = pos
             if why is ParseStop.COUNT:
-                return got, _Step.COUNT
-            if why is ParseStop.LIMIT:
-                return got, _Step.END
+                return got, (_Step.END if self.ordinal >= self.limit_ordinal else _Step.COUNT)
             leftover = len(buf) - pos
             if why is ParseStop.BAD:
                 if refreshed or retried or not self.active:
@@ -168,15 +175,15 @@ class _Cursor:
         got = 0
         while True:
             start = self.ordinal
-            pos, self.ordinal, why = parse_records(self.buf, self.bpos, len(self.buf),
-                                                   self.offsets, start, self.limit, max_n - got,
+            if start >= self.limit_ordinal:
+                return got, _Step.END
+            pos, self.ordinal, why = parse_records(self.buf, self.bpos, self.offsets, start,
+                                                   min(start + max_n - got, self.limit_ordinal),
                                                    make, ctx, out)
             got += self.ordinal - start
             self.bpos = pos
             if why is ParseStop.COUNT:
-                return got, _Step.COUNT
-            if why is ParseStop.LIMIT:
-                return got, _Step.END
+                return got, (_Step.END if self.ordinal >= self.limit_ordinal else _Step.COUNT)
             if why is ParseStop.BAD or pos < len(self.buf):
                 raise self._corrupt(f"record failed its length/CRC check at byte {pos} of "
                                     f"zstd frame {self.fpos - 1}",
@@ -271,7 +278,8 @@ class PartitionReader:
         i = bisect_right([s.base for s in segments], cur.segment.base)
         if i >= len(segments):
             return False
-        cur.active, cur.limit = False, segments[i].base
+        cur.active = False
+        cur.set_limit(segments[i].base)
         return True
 
     def _check_end(self) -> None:

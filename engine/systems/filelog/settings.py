@@ -120,8 +120,9 @@ FSYNC_EVERY_MS = _pair(
     "flush() also fsyncs a partition with unsynced records when its last fsync is at least "
     "this old (0: never by time).")
 FETCH_MAX_RECORDS = _pair(
-    "fetch.max.records", int, 10_000,
-    "Records a consumer returns per partition per poll.")
+    "fetch.max.records", int, 500,
+    "Records a consumer returns per partition per poll (Kafka's max.poll.records default; "
+    "larger batches keep more envelopes alive across garbage collections and read slower).")
 
 STREAM_KEYS: dict[str, tuple[ConfigKey, ConfigKey]] = {
     pair[0].name.removeprefix("systems.<system>."): pair
@@ -144,7 +145,7 @@ class StreamSettings:
     compression_level: int = 3
     fsync_every_records: int = 1
     fsync_every_ms: int = 0
-    fetch_max_records: int = 10_000
+    fetch_max_records: int = 500
 
 
 @dataclass(frozen=True)

@@ -91,8 +91,7 @@ class PartitionWriter:
         self._fd = -1
         self.mutex = threading.Lock()
         self._pending: list[bytes] = []
-        self._pending_bytes = 0
-        self._pending_count = 0
+        self._push = self._pending.append
         self._unsynced = 0
         self._last_sync = time.monotonic()
         self._last_compaction = time.monotonic()
@@ -145,7 +144,7 @@ class PartitionWriter:
             os.fsync(self._fd)
         elif scan.stop is not ParseStop.COUNT:  # pragma: no cover - scan ends at size
             raise AssertionError(scan)
-        self._base, self._count, self._size = segment.base, scan.count, scan.end
+        self._set_position(segment.base, scan.count, scan.end)
         self._sparse = scan.sparse
         self._next_index_at = (scan.sparse[-1][1] + INDEX_INTERVAL) if scan.sparse else 0
         self._max_ts = scan.max_timestamp
@@ -156,14 +155,23 @@ class PartitionWriter:
         self._fd = os.open(self._segment.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL,
                            0o644)
         fsync_dir(self._dir)
-        self._base, self._count, self._size = base, 0, 0
+        self._set_position(base, 0, 0)
         self._sparse, self._next_index_at, self._max_ts = [], 0, -1
 
     # -- state -----------------------------------------------------------------------------
+    def _set_position(self, base: int, count: int, size: int) -> None:
+        """Records in the file: ``count`` of them in ``size`` bytes; nothing buffered.
+        ``_written``/``_written_count`` describe the file, ``_pos``/``_next`` include the
+        buffered records (position and offset of the next record to append)."""
+        self._base = base
+        self._written, self._written_count = size, count
+        self._pos, self._next = size, base + count
+        self._flush_at = size + self._buffer_bytes
+
     @property
     def upcoming(self) -> int:
         """The offset the next appended record gets."""
-        return self._base + self._count + self._pending_count
+        return self._next
 
     @property
     def closed(self) -> bool:
@@ -191,25 +199,26 @@ class PartitionWriter:
             body = b"".join((head, key, _NULL))
         else:
             body = b"".join((head, key, _U32(len(value)), value))
-        pos = self._size + self._pending_bytes
-        size = len(body) + 8
-        if pos + size > self._segment_bytes and pos:
+        pos = self._pos
+        end = pos + len(body) + 8
+        if end > self._segment_bytes and pos:
             self._roll()
             pos = 0
-        ordinal = self._count + self._pending_count
+            end = len(body) + 8
         if pos >= self._next_index_at:
-            self._sparse.append((ordinal, pos))
+            self._sparse.append((self._next - self._base, pos))
             self._next_index_at = pos + INDEX_INTERVAL
         if timestamp > self._max_ts:
             self._max_ts = timestamp
-        pending = self._pending
-        pending.append(_LEN_CRC(len(body), crc32c(body)))
-        pending.append(body)
-        self._pending_count += 1
-        self._pending_bytes += size
-        if self._pending_bytes >= self._buffer_bytes:
+        push = self._push
+        push(_LEN_CRC(len(body), crc32c(body)))
+        push(body)
+        self._pos = end
+        offset = self._next
+        self._next = offset + 1
+        if end >= self._flush_at:
             self._write_pending()
-        return self._base + ordinal
+        return offset
 
     def flush(self) -> None:
         """Write every buffered record to the file, then fsync per the fsync policy.
@@ -239,7 +248,7 @@ class PartitionWriter:
                 view = view[os.write(self._fd, view):]
         except OSError as exc:
             try:  # leave no partial record behind; the records stay buffered for a retry
-                os.ftruncate(self._fd, self._size)
+                os.ftruncate(self._fd, self._written)
             except OSError:
                 pass
             raise SystemError_(f"stream '{self.stream}' partition {self.partition}: writing "
@@ -247,21 +256,21 @@ class PartitionWriter:
                                f"free disk space and flush again") from exc
         finally:
             view.release()
-        self._size += len(data)
-        self._count += self._pending_count
-        self._unsynced += self._pending_count
+        written = self._next - self._base - self._written_count
+        self._written += len(data)
+        self._written_count += written
+        self._unsynced += written
+        self._flush_at = self._written + self._buffer_bytes
         self._pending.clear()
-        self._pending_bytes = 0
-        self._pending_count = 0
 
     # -- rolling ---------------------------------------------------------------------------
     def _roll(self) -> None:
         """Seal the active segment (write, fsync, index) and start the next one."""
         self._write_pending()
         self._sync()
-        base, count = self._base, self._count
+        base, count = self._base, self._written_count
         SegmentIndex(base, 0, count, base + count, time.time_ns() // 1_000_000, self._max_ts,
-                     self._size, range(base, base + count), self._sparse
+                     self._written, range(base, base + count), self._sparse
                      ).write(self._segment.index_path)
         self._close_fd()
         self._create_active(base + count)
@@ -286,7 +295,7 @@ class PartitionWriter:
             return self._ended
         self._write_pending()
         self._sync()
-        upcoming = self._base + self._count
+        upcoming = self._next
         write_atomic(os.path.join(self._dir, END_MARKER),
                      json.dumps({"upcoming": upcoming,
                                  "ended_ms": time.time_ns() // 1_000_000}).encode())

@@ -47,8 +47,8 @@ def test_length_counts_the_body_and_crc_covers_exactly_the_body():
 def test_parse_stops_at_a_partial_record_and_reports_where():
     a, b = encode_record(b"a", b"1"), encode_record(b"b", b"2")
     out: list = []
-    pos, ordinal, why = parse_records(a + b[:-1], 0, len(a) + len(b) - 1, range(10), 0, 10,
-                                      10, lambda c, o, k, v, t, s: (o, k), None, out)
+    pos, ordinal, why = parse_records(a + b[:-1], 0, range(10), 0, 10,
+                                      lambda c, o, k, v, t, s: (o, k), None, out)
     assert (pos, ordinal, why, out) == (len(a), 1, ParseStop.PARTIAL, [(0, b"a")])
 
 
@@ -56,23 +56,39 @@ def test_parse_flags_a_flipped_byte_as_bad():
     frame = bytearray(encode_record(b"key", b"value"))
     frame[-1] ^= 0x01
     out: list = []
-    _, _, why = parse_records(bytes(frame), 0, len(frame), range(1), 0, 1, 1,
-                              lambda *a: a, None, out)
+    _, _, why = parse_records(bytes(frame), 0, range(1), 0, 1, lambda *a: a, None, out)
     assert why is ParseStop.BAD and out == []
 
 
-def test_parse_stops_at_the_limit_offset_of_a_segment():
+def test_parse_stops_at_the_requested_ordinal():
     buf = b"".join(encode_record(None, b"%d" % i) for i in range(5))
     out: list = []
-    _, ordinal, why = parse_records(buf, 0, len(buf), range(100, 105), 0, 103, 10,
-                                    lambda c, o, *r: o, None, out)
-    assert (out, ordinal, why) == ([100, 101, 102], 3, ParseStop.LIMIT)
+    pos, ordinal, why = parse_records(buf, 0, range(100, 105), 0, 3, lambda c, o, *r: o, None,
+                                      out)
+    assert (out, ordinal, why) == ([100, 101, 102], 3, ParseStop.COUNT)
+    pos, ordinal, why = parse_records(buf, pos, range(100, 105), 3, 10, lambda c, o, *r: o,
+                                      None, out)
+    assert (out[3:], ordinal, why, pos) == ([103, 104], 5, ParseStop.COUNT, len(buf))
+
+
+def test_parse_reports_partial_at_the_exact_end_of_the_buffer():
+    buf = encode_record(b"a", b"1")
+    out: list = []
+    assert parse_records(buf, 0, range(9), 0, 9, lambda *a: a, None, out)[1:] == \
+        (1, ParseStop.PARTIAL)
+
+
+def test_inconsistent_inner_lengths_are_bad_even_with_a_good_crc():
+    body = struct.pack("<qI", -1, 3) + b"key" + struct.pack("<I", 7)   # value says 7, has 0
+    frame = struct.pack("<II", len(body), crc32c(body)) + body
+    out: list = []
+    assert parse_records(frame, 0, range(1), 0, 1, lambda *a: a, None, out)[2] is ParseStop.BAD
 
 
 def test_parse_uses_the_offsets_of_a_gapped_segment():
     buf = encode_record(b"a", b"1") + encode_record(b"b", b"2")
     out: list = []
-    parse_records(buf, 0, len(buf), [7, 19], 0, 100, 10, lambda c, o, k, *r: (o, k), None, out)
+    parse_records(buf, 0, [7, 19], 0, 2, lambda c, o, k, *r: (o, k), None, out)
     assert out == [(7, b"a"), (19, b"b")]
 
 
