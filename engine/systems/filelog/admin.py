@@ -129,18 +129,20 @@ class FileLogAdmin:
 
     close_stream = end_stream
 
-    def compact(self, stream: str, partition: int | None = None) -> list[MaintenanceReport]:
-        """Compact a ``compact`` stream now (cleanup, compression and retention also run)."""
+    def compact(self, stream: str, partition: int | None = None, *, progress: bool = False
+                ) -> list[MaintenanceReport]:
+        """Compact a ``compact`` stream now (cleanup and compression run first). With
+        ``progress`` a progress bar and a one-line summary go to stderr."""
         meta = self.stream_meta(stream)
         if meta.cleanup_policy is not CleanupPolicy.COMPACT:
             raise SystemError_(f"stream '{self.system}.{stream}' has cleanup policy "
                                f"{meta.cleanup_policy.value}; only compact streams are compacted")
-        return self._retention(meta).compact(partition)
+        return self._retention(meta).compact(partition, progress=progress)
 
-    def apply_retention(self, stream: str, partition: int | None = None
-                        ) -> list[MaintenanceReport]:
+    def apply_retention(self, stream: str, partition: int | None = None, *,
+                        progress: bool = False) -> list[MaintenanceReport]:
         """Clean up, compress and delete expired sealed segments now."""
-        return self._retention(self.stream_meta(stream)).apply(partition)
+        return self._retention(self.stream_meta(stream)).apply(partition, progress=progress)
 
     def _retention(self, meta: StreamMeta) -> Retention:
         return Retention(self.root, meta, self.settings.for_stream(meta.name, meta.config),

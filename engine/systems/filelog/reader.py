@@ -29,15 +29,13 @@ from __future__ import annotations
 import logging
 import os
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Sequence
-from enum import Enum
+from collections.abc import Callable
 from typing import NamedTuple
-
-import zstandard
 
 from engine.errors import CorruptRecordError
 
-from ._format import MAX_BODY, ParseStop, TailState, classify_tail, parse_records, skip_records
+from ._cursor import Cursor, Step, skip_in_file
+from ._format import skip_records
 from .errors import OffsetOutOfRangeError
 from .segment import Segment, build_index, index_for, list_segments
 from .settings import OffsetReset
@@ -47,7 +45,6 @@ __all__ = ["LogRecord", "PartitionReader", "partition_bounds"]
 
 _log = logging.getLogger(__name__)
 _NO_LIMIT = 1 << 62
-_SKIP_CHUNK = 4 << 20
 
 
 class LogRecord(NamedTuple):
@@ -64,150 +61,6 @@ def _make_record(ctx: object, offset: int, key, value, ts: int, size: int) -> Lo
     return LogRecord(offset, key, value, ts, size)
 
 
-class _Step(Enum):
-    COUNT = "count"    # delivered what was asked
-    END = "end"        # the (sealed) segment has nothing more
-    TAIL = "tail"      # the active segment has nothing more yet
-
-
-class _Cursor:
-    """Position inside one open segment file."""
-
-    def __init__(self, reader: "PartitionReader", segment: Segment, fd: int,
-                 offsets: Sequence[int], limit: int, active: bool):
-        self.reader, self.segment, self.fd = reader, segment, fd
-        self.offsets, self.active = offsets, active
-        self.set_limit(limit)
-        self.ordinal = 0
-        self.buf = b""
-        self.bpos = 0
-        self.fpos = 0              # plain: file position of buf[0]; zstd: frame number
-        self.frames: list[tuple[int, int]] = []
-        self.data_size = 0
-
-    def set_limit(self, limit: int) -> None:
-        """Records at offsets ``>= limit`` belong to the next segment: stop before them."""
-        self.limit = limit
-        self.limit_ordinal = min(bisect_left(self.offsets, limit), len(self.offsets))
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-    @property
-    def next_offset(self) -> int:
-        """The offset after the last record delivered from this segment (or its first)."""
-        return self.offsets[self.ordinal - 1] + 1 if self.ordinal else self.segment.base
-
-    # -- plain segments --------------------------------------------------------------------
-    def read_plain(self, max_n: int, make: Callable, ctx: object, out: list) -> tuple[int, _Step]:
-        got = 0
-        refreshed = retried = False
-        while True:
-            buf = self.buf
-            start = self.ordinal
-            if start >= self.limit_ordinal:
-                return got, _Step.END
-            pos, self.ordinal, why = parse_records(buf, self.bpos, self.offsets, start,
-                                                   min(start + max_n - got, self.limit_ordinal),
-                                                   make, ctx, out)
-            got += self.ordinal - start
-            self.bpos = pos
-            if why is ParseStop.COUNT:
-                return got, (_Step.END if self.ordinal >= self.limit_ordinal else _Step.COUNT)
-            leftover = len(buf) - pos
-            if why is ParseStop.BAD:
-                if refreshed or retried or not self.active:
-                    return got, self._bad_plain()
-                retried = True
-                leftover = 0  # a torn tail may have been cut off and rewritten: read afresh
-            elif refreshed:  # PARTIAL after reading up to the end of the file
-                return got, self._eof_plain(leftover)
-            want = self.reader.read_bytes
-            if leftover >= 4:
-                length = int.from_bytes(buf[pos:pos + 4], "little")
-                if length <= MAX_BODY:
-                    want = max(want, 8 + length)
-            fpos = self._file_pos()
-            fresh = os.pread(self.fd, want, fpos)
-            self.fpos, self.buf, self.bpos = fpos, fresh, 0
-            refreshed = len(fresh) < want
-            if leftover and len(fresh) <= leftover:
-                return got, self._eof_plain(len(fresh))
-
-    def _file_pos(self) -> int:
-        return self.fpos + self.bpos
-
-    def _eof_plain(self, leftover: int) -> _Step:
-        if self.active:
-            return _Step.TAIL
-        if leftover:
-            raise self._corrupt("the sealed segment ends inside a record", self._file_pos())
-        return _Step.END
-
-    def _bad_plain(self) -> _Step:
-        position = self._file_pos()
-        if self.active:
-            size = os.fstat(self.fd).st_size
-            rest = os.pread(self.fd, size - position, position)
-            if classify_tail(rest, 0) is not TailState.CORRUPT:
-                self.fpos, self.buf, self.bpos = position, b"", 0  # read afresh next time
-                return _Step.TAIL
-        raise self._corrupt("record failed its length/CRC check", position)
-
-    def _corrupt(self, message: str, position: int) -> CorruptRecordError:
-        offset = (self.offsets[self.ordinal] if self.ordinal < len(self.offsets)
-                  else self.segment.base + self.ordinal)
-        return CorruptRecordError(message, stream=self.reader.stream,
-                                  partition=self.reader.partition, offset=offset,
-                                  path=self.segment.path, position=position)
-
-    def seek_plain(self, ordinal: int, hint: tuple[int, int], *, verify: bool = False) -> int:
-        """Position at ``ordinal`` starting from ``hint = (ordinal, position)``; returns the
-        ordinal reached (smaller if the file ends first)."""
-        self.ordinal, self.fpos = _skip_in_file(self.fd, ordinal, hint, verify)
-        self.buf, self.bpos = b"", 0
-        return self.ordinal
-
-    # -- compressed segments ---------------------------------------------------------------
-    def read_zst(self, max_n: int, make: Callable, ctx: object, out: list) -> tuple[int, _Step]:
-        got = 0
-        while True:
-            start = self.ordinal
-            if start >= self.limit_ordinal:
-                return got, _Step.END
-            pos, self.ordinal, why = parse_records(self.buf, self.bpos, self.offsets, start,
-                                                   min(start + max_n - got, self.limit_ordinal),
-                                                   make, ctx, out)
-            got += self.ordinal - start
-            self.bpos = pos
-            if why is ParseStop.COUNT:
-                return got, (_Step.END if self.ordinal >= self.limit_ordinal else _Step.COUNT)
-            if why is ParseStop.BAD or pos < len(self.buf):
-                raise self._corrupt(f"record failed its length/CRC check at byte {pos} of "
-                                    f"zstd frame {self.fpos - 1}",
-                                    self.frames[self.fpos - 1][1] if self.fpos else 0)
-            if self.fpos >= len(self.frames):
-                return got, _Step.END
-            self.load_frame(self.fpos)
-
-    def load_frame(self, number: int) -> None:
-        cpos = self.frames[number][1]
-        cend = self.frames[number + 1][1] if number + 1 < len(self.frames) else self.data_size
-        try:
-            self.buf = zstandard.ZstdDecompressor().decompress(os.pread(self.fd, cend - cpos, cpos))
-        except zstandard.ZstdError as exc:
-            self.ordinal = self.frames[number][0]
-            raise self._corrupt(f"zstd frame {number} does not decompress ({exc})", cpos) from None
-        self.ordinal, self.bpos, self.fpos = self.frames[number][0], 0, number + 1
-
-    def read(self, max_n: int, make: Callable, ctx: object, out: list) -> tuple[int, _Step]:
-        if self.segment.compressed:
-            return self.read_zst(max_n, make, ctx, out)
-        return self.read_plain(max_n, make, ctx, out)
-
-
 class PartitionReader:
     """Reads one partition from ``offset`` on (see the module docstring)."""
 
@@ -219,7 +72,7 @@ class PartitionReader:
         self._dir = partition_dir(root, stream, partition)
         self._next = offset
         self._reset, self._reset_key = reset, reset_key
-        self._cur: _Cursor | None = None
+        self._cur: Cursor | None = None
         self._positioned = False
         self._end: int | None = None
         self.ended = False
@@ -258,9 +111,9 @@ class PartitionReader:
             got += n
             if n:
                 self._next = cur.next_offset
-            if step is _Step.COUNT:
+            if step is Step.COUNT:
                 break
-            if step is _Step.END:
+            if step is Step.END:
                 self._next = max(self._next, cur.limit)
                 cur.close()
                 self._cur = None
@@ -271,7 +124,7 @@ class PartitionReader:
                 break
         return got
 
-    def _sealed_since(self, cur: _Cursor) -> bool:
+    def _sealed_since(self, cur: Cursor) -> bool:
         """Whether the writer rolled past ``cur``'s segment; if so it becomes sealed with the
         next base as its limit (the caller reads it to its end once more)."""
         segments = list_segments(self._dir)
@@ -289,7 +142,7 @@ class PartitionReader:
             self.ended = True
 
     # -- positioning -----------------------------------------------------------------------
-    def _open(self, offset: int, attempts: int = 5) -> _Cursor | None:
+    def _open(self, offset: int, attempts: int = 5) -> Cursor | None:
         for _ in range(attempts):
             try:
                 return self._open_once(offset)
@@ -297,7 +150,7 @@ class PartitionReader:
                 continue
         return self._open_once(offset)
 
-    def _open_once(self, offset: int) -> _Cursor | None:
+    def _open_once(self, offset: int) -> Cursor | None:
         segments = list_segments(self._dir) if os.path.isdir(self._dir) else []
         if not segments:
             if offset != 0 and not self._positioned:
@@ -326,9 +179,9 @@ class PartitionReader:
         return cur
 
     def _position(self, segment: Segment, fd: int, limit: int, active: bool,
-                  offset: int) -> _Cursor | None:
+                  offset: int) -> Cursor | None:
         if active:
-            cur = _Cursor(self, segment, fd, range(segment.base, _NO_LIMIT), limit, True)
+            cur = Cursor(self, segment, fd, range(segment.base, _NO_LIMIT), limit, True)
             target = offset - segment.base
             if cur.seek_plain(target, (0, 0), verify=True) < target:
                 return None if not self._positioned else cur
@@ -346,7 +199,7 @@ class PartitionReader:
             except ValueError as exc:
                 raise CorruptRecordError(str(exc), stream=self.stream, partition=self.partition,
                                          offset=None, path=segment.path, position=0) from None
-        cur = _Cursor(self, segment, fd, index.offsets, limit, False)
+        cur = Cursor(self, segment, fd, index.offsets, limit, False)
         cur.data_size = size
         target = bisect_left(index.offsets, offset)
         sparse = index.sparse
@@ -378,34 +231,11 @@ class PartitionReader:
         return target
 
 
-def _skip_in_file(fd: int, ordinal: int, hint: tuple[int, int], verify: bool
-                  ) -> tuple[int, int]:
-    """Step over whole records of a plain segment file from ``hint = (ordinal, position)``
-    until ``ordinal``; returns the ``(ordinal, position)`` reached."""
-    at_ordinal, pos = hint
-    while at_ordinal < ordinal:
-        chunk = os.pread(fd, _SKIP_CHUNK, pos)
-        new_pos, skipped, why = skip_records(chunk, 0, len(chunk), ordinal - at_ordinal,
-                                             verify=verify)
-        at_ordinal += skipped
-        pos += new_pos
-        if skipped == 0:
-            if why is ParseStop.PARTIAL and len(chunk) == _SKIP_CHUNK:  # one huge record
-                big = os.pread(fd, 8 + int.from_bytes(chunk[:4], "little"), pos)
-                new_pos, skipped, why = skip_records(big, 0, len(big), 1, verify=verify)
-                if skipped:
-                    at_ordinal += 1
-                    pos += new_pos
-                    continue
-            break
-    return at_ordinal, pos
-
-
 def _active_upcoming(segment: Segment) -> int:
     """base + the number of whole, intact records of an active segment."""
     fd = os.open(segment.path, os.O_RDONLY)
     try:
-        return segment.base + _skip_in_file(fd, _NO_LIMIT, (0, 0), True)[0]
+        return segment.base + skip_in_file(fd, _NO_LIMIT, (0, 0), True)[0]
     finally:
         os.close(fd)
 

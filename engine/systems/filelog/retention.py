@@ -27,6 +27,9 @@ import re
 import time
 from dataclasses import dataclass, field
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
 from engine.errors import PartitionLockedError, SystemError_
 
 from ..api import CleanupPolicy
@@ -243,23 +246,68 @@ class Retention:
     """On-demand maintenance of one stream (all partitions, or one).
 
     ``apply()`` cleans up, compresses and applies retention; ``compact()`` also compacts a
-    ``compact`` stream. Both wait (up to 30 s) for a maintenance run in progress."""
+    ``compact`` stream. Both wait (up to 30 s) for a maintenance run in progress, show a
+    progress bar on stderr with ``progress=True``, and end with :meth:`summary` (logged, and
+    printed with ``progress``)."""
 
     root: str
     meta: object
     settings: StreamSettings
     system: str = "filelog"
     reports: list[MaintenanceReport] = field(default_factory=list)
+    seconds: float = 0.0
 
-    def _run(self, compact: bool, partition: int | None) -> list[MaintenanceReport]:
+    def _run(self, compact: bool, partition: int | None, progress: bool
+             ) -> list[MaintenanceReport]:
         parts = range(self.meta.partitions) if partition is None else [partition]
-        self.reports = [maintain(partition_dir(self.root, self.meta.name, p), self.meta,
-                                 self.settings, partition=p, system=self.system,
-                                 compact=compact, wait=True) for p in parts]
+        started = time.monotonic()
+        self.reports = []
+
+        def one(p: int) -> None:
+            self.reports.append(maintain(partition_dir(self.root, self.meta.name, p), self.meta,
+                                         self.settings, partition=p, system=self.system,
+                                         compact=compact, wait=True))
+        if progress:
+            console = Console(stderr=True)
+            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), console=console, transient=True) as bar:
+                task = bar.add_task(f"{'compacting' if compact else 'maintaining'} "
+                                    f"{self.meta.name}", total=len(parts))
+                for p in parts:
+                    one(p)
+                    bar.advance(task)
+        else:
+            for p in parts:
+                one(p)
+        self.seconds = time.monotonic() - started
+        _log.info("%s", self.summary())
+        if progress:
+            console.print(self.summary(), highlight=False, soft_wrap=True)
         return self.reports
 
-    def apply(self, partition: int | None = None) -> list[MaintenanceReport]:
-        return self._run(False, partition)
+    def apply(self, partition: int | None = None, *, progress: bool = False
+              ) -> list[MaintenanceReport]:
+        return self._run(False, partition, progress)
 
-    def compact(self, partition: int | None = None) -> list[MaintenanceReport]:
-        return self._run(self.meta.cleanup_policy is CleanupPolicy.COMPACT, partition)
+    def compact(self, partition: int | None = None, *, progress: bool = False
+                ) -> list[MaintenanceReport]:
+        return self._run(self.meta.cleanup_policy is CleanupPolicy.COMPACT, partition, progress)
+
+    def summary(self) -> str:
+        """One line: what the last run did to the stream."""
+        reports = self.reports
+        line = [f"stream '{self.meta.name}': {len(reports)} partition(s)"]
+        runs = [r.compaction for r in reports if r.compaction is not None]
+        if runs:
+            line.append(f"compacted {sum(c.segments_before for c in runs)} -> "
+                        f"{sum(c.segments_after for c in runs)} segments, "
+                        f"{sum(c.records_before for c in runs):,} -> "
+                        f"{sum(c.records_after for c in runs):,} records "
+                        f"({sum(c.tombstones_dropped for c in runs):,} tombstones dropped), "
+                        f"{sum(c.bytes_before for c in runs):,} -> "
+                        f"{sum(c.bytes_after for c in runs):,} bytes")
+        line.append(f"deleted {sum(r.deleted_segments for r in reports)} segment(s) "
+                    f"({sum(r.deleted_bytes for r in reports):,} bytes)")
+        line.append(f"compressed {sum(r.compressed for r in reports)}, cleaned "
+                    f"{sum(r.cleaned_files for r in reports)} file(s) in {self.seconds:.2f} s")
+        return "; ".join(line)

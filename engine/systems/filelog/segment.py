@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import zstandard
+from crc32c import crc32c
 
 from ._files import SegmentName, fsync_dir, parse_segment_name
 from ._format import MAX_BODY, MIN_BODY, ParseStop, body_ok, skip_records
@@ -107,38 +108,54 @@ def scan_plain(fd: int, size: int, *, start: int = 0, ordinal: int = 0,
     """Walk the records of a plain segment from byte ``start`` (record ``ordinal``) to
     ``size``, checking framing and CRC, collecting one sparse entry per
     :data:`INDEX_INTERVAL` bytes. Stops at the first bad or partial record
-    (``stop`` is BAD or PARTIAL) or at ``size`` (``stop`` is COUNT)."""
+    (``stop`` is BAD or PARTIAL) or at ``size`` (``stop`` is COUNT). The inner key/value
+    lengths are not checked here (readers check them)."""
     sparse = [] if sparse is None else sparse
-    last_indexed = sparse[-1][1] if sparse else -INDEX_INTERVAL
+    next_indexed = (sparse[-1][1] + INDEX_INTERVAL) if sparse else 0
     unpack = _LEN_CRC_TS.unpack_from
     pos = start
-    chunk, cstart = b"", start
     while pos < size:
-        at = pos - cstart
-        if at + 24 > len(chunk):
-            chunk, cstart, at = os.pread(fd, min(_SCAN_CHUNK, size - pos), pos), pos, 0
-            if len(chunk) < 24:
-                return ScanResult(pos, ordinal, sparse, max_timestamp, ParseStop.PARTIAL)
-        length, check, ts = unpack(chunk, at)
-        if length < MIN_BODY or length > MAX_BODY:
-            return ScanResult(pos, ordinal, sparse, max_timestamp, ParseStop.BAD)
-        rend = at + 8 + length
-        if rend > len(chunk):
-            if pos + 8 + length > size:
-                return ScanResult(pos, ordinal, sparse, max_timestamp, ParseStop.PARTIAL)
-            chunk, cstart, at = os.pread(fd, min(max(_SCAN_CHUNK, 8 + length), size - pos), pos), pos, 0
-            rend = 8 + length
-            if len(chunk) < rend:
-                return ScanResult(pos, ordinal, sparse, max_timestamp, ParseStop.PARTIAL)
-        if not body_ok(chunk, at + 8, rend, check):
-            return ScanResult(pos, ordinal, sparse, max_timestamp, ParseStop.BAD)
-        if pos - last_indexed >= INDEX_INTERVAL:
-            sparse.append((ordinal, pos))
-            last_indexed = pos
-        if ts > max_timestamp:
-            max_timestamp = ts
-        ordinal += 1
-        pos = cstart + rend
+        chunk = os.pread(fd, min(_SCAN_CHUNK, size - pos), pos)
+        end = len(chunk)
+        at = 0
+        stop = None
+        with memoryview(chunk) as mv:
+            while at + 24 <= end:
+                length, check, ts = unpack(chunk, at)
+                rend = at + 8 + length
+                if rend > end:
+                    break
+                if length < MIN_BODY or crc32c(mv[at + 8:rend]) != check:
+                    stop = ParseStop.BAD
+                    break
+                if pos + at >= next_indexed:
+                    sparse.append((ordinal, pos + at))
+                    next_indexed = pos + at + INDEX_INTERVAL
+                if ts > max_timestamp:
+                    max_timestamp = ts
+                ordinal += 1
+                at = rend
+        if stop is None and at + 24 <= end:  # a record longer than the chunk
+            length = unpack(chunk, at)[0]
+            if length > MAX_BODY:
+                stop = ParseStop.BAD
+            elif pos + at + 8 + length <= size and at == 0:
+                record = os.pread(fd, 8 + length, pos)
+                if len(record) < 8 + length:
+                    return ScanResult(pos, ordinal, sparse, max_timestamp, ParseStop.PARTIAL)
+                if not body_ok(record, 8, 8 + length, unpack(record, 0)[1]):
+                    return ScanResult(pos, ordinal, sparse, max_timestamp, ParseStop.BAD)
+                if pos >= next_indexed:
+                    sparse.append((ordinal, pos))
+                    next_indexed = pos + INDEX_INTERVAL
+                max_timestamp = max(max_timestamp, unpack(record, 0)[2])
+                ordinal += 1
+                at = len(record)
+        pos += at
+        if stop is not None:
+            return ScanResult(pos, ordinal, sparse, max_timestamp, stop)
+        if at == 0:  # not even one whole record before the end of the file
+            return ScanResult(pos, ordinal, sparse, max_timestamp, ParseStop.PARTIAL)
     return ScanResult(pos, ordinal, sparse, max_timestamp, ParseStop.COUNT)
 
 

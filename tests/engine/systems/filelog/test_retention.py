@@ -159,3 +159,14 @@ def test_an_interrupted_compaction_leaves_a_readable_partition_and_is_cleaned_up
     assert report.cleaned_files > 0
     assert {r.key: r.value for r in log.read()} == expected
     assert all(s.generation for s in list_segments(log.pdir())[:-1])
+
+
+def test_on_demand_compaction_shows_progress_and_ends_with_a_summary_line(make_log, capsys):
+    log = _compacted_stream(make_log)
+    log.create("two", partitions=2, compact=True)
+    for p in (0, 1):
+        log.write([(b"k", b"v%d" % i) for i in range(40)], "two", p)
+    log.admin.compact("two", progress=True)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[-1].startswith("stream 'two': 2 partition(s); compacted ")
+    assert "tombstones dropped" in lines[-1] and lines[-1].endswith(" s")
