@@ -107,7 +107,8 @@ def parse_records(buf: bytes, pos: int, offsets: Sequence[int], ordinal: int, st
     The record with ordinal ``i`` in its segment has offset ``offsets[i]`` (a ``range`` for a
     plain segment, an array for a compacted one); records ``ordinal`` up to ``stop``
     (exclusive) are wanted. Each record becomes ``make(ctx, offset, key, value, timestamp,
-    size)`` appended to ``out`` (``size``: the framed size in bytes). Returns
+    size)`` appended to ``out``; ``size`` is the key's plus the value's bytes (Samza's
+    envelope size; the record takes ``size + 24`` bytes in the file). Returns
     ``(pos, ordinal, why)`` where ``pos``/``ordinal`` point at the first record not consumed
     and ``why`` is COUNT (reached ``stop``), PARTIAL (the buffer ends inside or right after a
     record) or BAD (the record at ``pos`` failed its length or CRC check).
@@ -154,7 +155,7 @@ def parse_records(buf: bytes, pos: int, offsets: Sequence[int], ordinal: int, st
             else:
                 why = ParseStop.BAD
                 break
-            append(make(ctx, offset, key, value, ts, rend - pos))
+            append(make(ctx, offset, key, value, ts, length - 16))
             pos = rend
     except struct.error:  # fewer than 20 bytes left: the header itself is partial
         why = ParseStop.PARTIAL

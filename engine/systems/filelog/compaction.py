@@ -75,7 +75,7 @@ def _records(segment: Segment, index: SegmentIndex) -> tuple[bytes, list[tuple]]
         data = raw
     out: list[tuple] = []
     pos, ordinal, why = parse_records(data, 0, index.offsets, 0, index.record_count,
-                                      lambda c, o, k, v, t, s: (o, k, v is None, t, s),
+                                      lambda c, o, k, v, t, s: (o, k, v is None, t, s + 24),
                                       None, out)
     if pos != len(data) or ordinal != index.record_count:
         raise ValueError(f"{segment.path}: record {ordinal} at byte {pos} is damaged "

@@ -48,7 +48,8 @@ _NO_LIMIT = 1 << 62
 
 
 class LogRecord(NamedTuple):
-    """One record read by tools: offset, key, value (None = tombstone), timestamp, framed size."""
+    """One record read by tools: offset, key, value (None = tombstone), timestamp, and size
+    (key plus value bytes)."""
 
     offset: int
     key: bytes | None
