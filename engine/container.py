@@ -175,6 +175,11 @@ class Container:
         return ContainerProgress(self.container_id, self.state.value, processed, positions,
                                  ended, last_commit, sent)
 
+    def result_so_far(self) -> ContainerResult:
+        """Messages processed and sent until now (or until the container stopped or failed);
+        ``reason`` is the container's state."""
+        return self._result(None, self.state.value)
+
     def metrics_snapshot(self) -> dict[str, Any]:
         """The run loop's metrics (tasks, run loop, consumers) as plain data."""
         return self.loop.metrics_snapshot() if self.loop is not None else {}
@@ -290,11 +295,11 @@ class Container:
         return self.registry.partition_counts([ss])[ss]
 
     # -- results --------------------------------------------------------------------------
-    def _result(self, summary: RunSummary | None) -> ContainerResult:
+    def _result(self, summary: RunSummary | None, reason: str = "stopped") -> ContainerResult:
         inputs: dict[SystemStream, int] = {}
-        for inst in self.instances:
+        for inst in list(self.instances):
             done = inst.last_processed
-            for ssp, pos in self.positions[inst.task_name].items():
+            for ssp, pos in self.positions.get(inst.task_name, {}).items():
                 n = done.get(ssp, -1) + 1 - pos.start
                 if n > 0:
                     ss = ssp.system_stream
@@ -303,8 +308,9 @@ class Container:
         for producer in self._producers.values():
             for ss, n in producer.counts.items():
                 outputs[ss] = outputs.get(ss, 0) + n
-        processed = summary.processed if summary is not None else {}
-        reason = summary.reason.value if summary is not None else "stopped"
+        processed = summary.processed if summary is not None else {
+            inst.task_name: inst.metrics.processed.count for inst in list(self.instances)}
+        reason = summary.reason.value if summary is not None else reason
         return ContainerResult(self.container_id, reason, time.perf_counter() - self._started_at,
                                dict(processed), inputs, outputs, os.getpid(),
                                summary.seconds if summary is not None else 0.0)

@@ -40,7 +40,6 @@ from typing import Any
 
 from recovery.storage import ProgressMode
 from stores.config import Config
-from stores.errors import WeirError
 
 from ._container_parts import ContainerProgress, ContainerResult
 from ._runner_process import ChildEvent, EventKind, container_process_main
@@ -122,10 +121,7 @@ class JobResult:
     def summary_lines(self) -> list[str]:
         """The final summary ``weir run`` prints: why it stopped, messages in and out per
         stream, time and rate; then each failure with its full message."""
-        lines = [f"job '{self.job}' {self.reason} after {self.seconds:.2f} s "
-                 f"({len(self.containers)} of {len(self.containers) + len(self.failures)} "
-                 f"containers finished)" if self.failures else
-                 f"job '{self.job}' {self.reason} after {self.seconds:.2f} s"]
+        lines = [f"job '{self.job}' {self.reason} after {self.seconds:.2f} s"]
         width = max([len(str(s)) for s in (*self.inputs, *self.outputs)] + [10])
         for label, counts in (("in ", self.inputs), ("out", self.outputs)):
             for i, (ss, n) in enumerate(sorted(counts.items())):
@@ -240,11 +236,11 @@ def _run_in_process(config: Config, job: JobConfig, registry: SystemRegistry, mo
     with _Signals(lambda signum: container.shutdown()) as signals, reporter:
         try:
             result = container.run()
-        except (WeirError, Exception) as exc:
+        except Exception as exc:  # noqa: BLE001 - reported in the result, with its message
             failure = ContainerFailure(cid, type(exc).__name__, str(exc))
             log.debug("container %s failed", cid, exc_info=True)
-            return JobResult(job.name, ExitCode.FAILED, failure.headline(),
-                             time.perf_counter() - started, (), (failure,))
+            return JobResult(job.name, ExitCode.FAILED, "failed", time.perf_counter() - started,
+                             (container.result_so_far(),), (failure,))
     return JobResult(job.name, signals.exit_code(), signals.reason(f"ended ({result.reason})"),
                      time.perf_counter() - started, (result,))
 
@@ -290,8 +286,7 @@ def _run_processes(config: Config, job: JobConfig, model: JobModel, status: Stat
     results = tuple(c.result for c in children.values() if c.result is not None)
     seconds = time.perf_counter() - started
     if failures:
-        return JobResult(job.name, ExitCode.FAILED, failures[0].headline(), seconds, results,
-                         failures)
+        return JobResult(job.name, ExitCode.FAILED, "failed", seconds, results, failures)
     reasons = sorted({r.reason for r in results})
     return JobResult(job.name, signals.exit_code(),
                      signals.reason(f"ended ({', '.join(reasons)})"), seconds, results)

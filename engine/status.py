@@ -169,6 +169,7 @@ class StatusReporter:
         self._samples: collections.deque[tuple[float, int]] = collections.deque()
         self._heads_cache: dict[SystemStreamPartition, PartitionMetadata] = {}
         self._heads_due = 0.0
+        self._running = False
         self.last: StatusSnapshot | None = None
 
     def __enter__(self) -> "StatusReporter":
@@ -183,11 +184,6 @@ class StatusReporter:
             return
         if self.mode is StatusMode.LOG and self.settings.log_interval_ms <= 0:
             return
-        if self.mode is StatusMode.LINE:
-            self._live = Live(Text(f"{self.job}  starting..."), console=self.console,
-                              transient=True, auto_refresh=False, redirect_stdout=False,
-                              redirect_stderr=False)
-            self._live.start()
         self._thread = threading.Thread(target=self._run, name="weir-status", daemon=True)
         self._thread.start()
 
@@ -212,6 +208,7 @@ class StatusReporter:
             samples.popleft()
         t0, n0 = samples[0]
         rate = (processed - n0) / (now - t0) if now > t0 else 0.0
+        self._running = any(p.state == "running" for p in progress)
         self.last = StatusSnapshot.of(self.job, progress, metadata, rate=rate)
         return self.last
 
@@ -230,6 +227,14 @@ class StatusReporter:
             self._heads_due = now + took * _METADATA_COST_FACTOR
         return self._heads_cache
 
+    def _show(self, snap: StatusSnapshot) -> None:
+        # The line appears once a container runs: restores draw their own progress bars.
+        if self._live is None:
+            self._live = Live(Text(snap.line()), console=self.console, transient=True,
+                              auto_refresh=False, redirect_stdout=False, redirect_stderr=False)
+            self._live.start()
+        self._live.update(Text(snap.line()), refresh=True)
+
     def _run(self) -> None:
         interval = (self.settings.interval_ms if self.mode is StatusMode.LINE
                     else self.settings.log_interval_ms) / 1000
@@ -239,10 +244,10 @@ class StatusReporter:
             except Exception as exc:  # noqa: BLE001
                 log.debug("status: %s", exc)
                 continue
-            if self._live is not None:
-                self._live.update(Text(snap.line()), refresh=True)
-            else:
+            if self.mode is StatusMode.LOG:
                 log.info("%s", snap.line())
+            elif self._running:
+                self._show(snap)
 
 
 def configure_logging(mode: StatusMode, console: Console | None = None,
