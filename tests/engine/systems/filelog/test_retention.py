@@ -170,3 +170,42 @@ def test_on_demand_compaction_shows_progress_and_ends_with_a_summary_line(make_l
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines[-1].startswith("stream 'two': 2 partition(s); compacted ")
     assert "tombstones dropped" in lines[-1] and lines[-1].endswith(" s")
+
+
+def test_an_interrupted_compression_leaves_both_copies_readable_then_the_plain_one_goes(
+        make_log, tmp_path):
+    plain = make_log(segment_bytes="1000")
+    plain.create()
+    plain.write([(None, b"%d" % i + b"." * 60) for i in range(60)])
+    first = list_segments(plain.pdir())[0]
+    shutil.copy(first.path, tmp_path / "plain.log")
+    shutil.copy(first.index_path, tmp_path / "plain.log.idx")
+    zstd = make_log(segment_bytes="1000", compression="zstd")
+    zstd.admin.apply_retention("s")
+    assert list_segments(zstd.pdir())[0].compressed
+    shutil.copy(tmp_path / "plain.log", first.path)             # as if the crash came before
+    shutil.copy(tmp_path / "plain.log.idx", first.index_path)   # the plain file was removed
+    assert [r.offset for r in zstd.read()] == list(range(60))
+    assert zstd.admin.apply_retention("s")[0].cleaned_files == 2
+    assert not os.path.exists(first.path)
+    assert [r.offset for r in zstd.read()] == list(range(60))
+
+
+def test_cleanup_removes_temp_files_of_dead_processes_only(log):
+    log.create()
+    log.write([(None, b"x")])
+    dead = subprocess_pid_that_exited()
+    for pid in (dead, os.getppid()):
+        with open(os.path.join(log.pdir(), f"00000000000000000000.log.idx.{pid}.7.tmp"), "wb"):
+            pass
+    log.admin.apply_retention("s")
+    left = [n for n in os.listdir(log.pdir()) if n.endswith(".tmp")]
+    assert left == [f"00000000000000000000.log.idx.{os.getppid()}.7.tmp"]
+
+
+def subprocess_pid_that_exited() -> int:
+    import subprocess
+    import sys
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
