@@ -166,28 +166,33 @@ def parse_records(buf: bytes, pos: int, offsets: Sequence[int], ordinal: int, st
 
 def skip_records(buf: bytes, pos: int, end: int, count: int, *, verify: bool = False
                  ) -> tuple[int, int, ParseStop]:
-    """Step over up to ``count`` whole records from ``pos`` checking only their framing
+    """Step over up to ``count`` whole records in ``buf[pos:end]`` checking their framing
     (and their CRC when ``verify``). Returns ``(pos, skipped, why)``."""
     unpack_lc = _LEN_CRC.unpack_from
     skipped = 0
     why = ParseStop.COUNT
-    while skipped < count:
-        if pos + 24 > end:
-            why = ParseStop.PARTIAL
-            break
-        length, check = unpack_lc(buf, pos)
-        rend = pos + 8 + length
-        if length < 16 or length > MAX_BODY:
-            why = ParseStop.BAD
-            break
-        if rend > end:
-            why = ParseStop.PARTIAL
-            break
-        if verify and not body_ok(buf, pos + 8, rend, check):
-            why = ParseStop.BAD
-            break
-        pos = rend
-        skipped += 1
+    mv = memoryview(buf) if verify else None
+    try:
+        while skipped < count:
+            if pos + 24 > end:
+                why = ParseStop.PARTIAL
+                break
+            length, check = unpack_lc(buf, pos)
+            rend = pos + 8 + length
+            if length < MIN_BODY or length > MAX_BODY:
+                why = ParseStop.BAD
+                break
+            if rend > end:
+                why = ParseStop.PARTIAL
+                break
+            if mv is not None and crc32c(mv[pos + 8:rend]) != check:
+                why = ParseStop.BAD
+                break
+            pos = rend
+            skipped += 1
+    finally:
+        if mv is not None:
+            mv.release()
     return pos, skipped, why
 
 

@@ -42,7 +42,7 @@ from engine.errors import CorruptRecordError, PartitionLockedError, SystemError_
 
 from ._files import (END_MARKER, WRITER_LOCK, FileLock, LockBusy, SegmentName, fsync_dir,
                      write_atomic)
-from ._format import NULL_LEN, ParseStop, TailState, classify_tail
+from ._format import NULL_LEN, TailState, classify_tail
 from ._index import INDEX_INTERVAL, SegmentIndex, load_index
 from .errors import StreamEndedError
 from .retention import maintain
@@ -142,8 +142,6 @@ class PartitionWriter:
                          size - scan.end, scan.end, segment.path)
             os.ftruncate(self._fd, scan.end)
             os.fsync(self._fd)
-        elif scan.stop is not ParseStop.COUNT:  # pragma: no cover - scan ends at size
-            raise AssertionError(scan)
         self._set_position(segment.base, scan.count, scan.end)
         self._sparse = scan.sparse
         self._next_index_at = (scan.sparse[-1][1] + INDEX_INTERVAL) if scan.sparse else 0
