@@ -101,12 +101,17 @@ def maintain(partition_dir: str, meta, settings: StreamSettings, *, partition: i
 def _maintain_locked(partition_dir: str, meta, settings: StreamSettings, partition: int,
                      compact: bool, now_ms: int, report: MaintenanceReport) -> None:
     _cleanup(partition_dir, report)
+    zstd = settings.compression is Compression.ZSTD
+    delete = meta.cleanup_policy is CleanupPolicy.DELETE
+    if not (zstd or compact or (delete and (settings.retention_bytes >= 0
+                                            or settings.retention_ms >= 0))):
+        return  # nothing that needs the sealed segments' indexes
     segments = list_segments(partition_dir)
     sealed = _indexed(segments[:-1], report)
-    if settings.compression is Compression.ZSTD:
+    if zstd:
         sealed = [_compress(seg, idx, settings.compression_level, report)
                   for seg, idx in sealed]
-    if meta.cleanup_policy is CleanupPolicy.DELETE:
+    if delete:
         _apply_retention(sealed, segments[-1] if segments else None, settings, now_ms,
                          report)
     elif compact and sealed:
