@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from typing import NamedTuple
@@ -45,6 +46,7 @@ __all__ = ["LogRecord", "PartitionReader", "partition_bounds"]
 
 _log = logging.getLogger(__name__)
 _NO_LIMIT = 1 << 62
+_RACY_NS = 100_000_000
 
 
 class LogRecord(NamedTuple):
@@ -76,6 +78,7 @@ class PartitionReader:
         self._cur: Cursor | None = None
         self._positioned = False
         self._end: int | None = None
+        self._dir_mtime = -1
         self.ended = False
 
     @property
@@ -120,10 +123,25 @@ class PartitionReader:
                 self._cur = None
                 continue
             # TAIL: nothing more in the active segment right now
-            if not self._sealed_since(cur):
-                self._check_end()
-                break
+            if self._directory_changed():
+                if self._sealed_since(cur):
+                    continue
+                if self._end is None:
+                    self._end = read_end_marker(self._dir)
+            if self._end is not None and self._next >= self._end:
+                self.ended = True
+            break
         return got
+
+    def _directory_changed(self) -> bool:
+        """Whether files may have been added to the partition directory since the last look
+        (a roll, an end marker). Directory mtimes are coarse (a few ms), so an mtime younger
+        than :data:`_RACY_NS` is never trusted to mean "unchanged"."""
+        mtime = os.stat(self._dir).st_mtime_ns
+        if mtime == self._dir_mtime and time.time_ns() - mtime > _RACY_NS:
+            return False
+        self._dir_mtime = mtime
+        return True
 
     def _sealed_since(self, cur: Cursor) -> bool:
         """Whether the writer rolled past ``cur``'s segment; if so it becomes sealed with the
