@@ -31,6 +31,7 @@ from engine.model import SystemStream, SystemStreamPartition  # noqa: E402
 from engine.runner import ExitCode, JobResult, run_job  # noqa: E402
 from engine.status import StatusMode, configure_logging  # noqa: E402
 from engine.systems.registry import SystemRegistry  # noqa: E402
+from recovery.storage import ProgressMode  # noqa: E402
 from stores.config import Config  # noqa: E402
 
 from generate import CURRENCIES, PARTITIONS, Truth, generate  # noqa: E402
@@ -146,7 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         truth = generate(config, transactions=args.transactions, replay=args.replay)
         generated = time.perf_counter() - started
         print(f"generated {sum(truth.records.values()):,} input records in {generated:.2f} s")
-        result: JobResult = run_job(config, status=mode, console=console)
+        result: JobResult = run_job(config, status=mode, console=console,
+                                    progress=None if args.verbose else ProgressMode.QUIET)
         for line in result.summary_lines():
             print(line)
         if result.exit_code is not ExitCode.OK:
