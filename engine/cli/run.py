@@ -15,11 +15,10 @@ import os
 import sys
 from pathlib import Path
 
-from ..config import load_config
-from ..runner import run_job
-from ..status import StatusMode, configure_logging
-
 __all__ = ["register", "add_config_dir_to_path"]
+
+
+_STATUS_MODES = ("auto", "line", "log", "off")  # engine.status.StatusMode, imported late
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,8 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("path", help="job config (.properties, .yaml or .yml)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="override a config key (repeatable)")
-    parser.add_argument("--status", choices=[m.value for m in StatusMode],
-                        default=StatusMode.AUTO.value,
+    parser.add_argument("--status", choices=_STATUS_MODES, default="auto",
                         help="progress display: a status line on a terminal, log lines "
                              "otherwise (auto, the default), or force line/log/off")
     parser.set_defaults(func=_run)
@@ -47,6 +45,11 @@ def add_config_dir_to_path(path: str | os.PathLike) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
+    # Imported here so that `weir --help` and the other subcommands start fast.
+    from ..config import load_config
+    from ..runner import run_job
+    from ..status import StatusMode, configure_logging
+
     config = load_config(args.path, args.overrides)
     add_config_dir_to_path(args.path)
     mode = StatusMode(args.status)

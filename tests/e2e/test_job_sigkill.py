@@ -76,7 +76,6 @@ def truth_per_partition(items: list[str]) -> dict[int, Counter]:
 
 def setup_job(tmp_path: Path, engine: str, items: list[str]):
     (tmp_path / "job.properties").write_text(JOB.format(engine=engine))
-    os.chdir(tmp_path)  # relative paths in the config, as `weir run` sees them
     config = load_config(tmp_path / "job.properties")
     registry = SystemRegistry(config)
     admin = registry.admin("filelog")
@@ -176,7 +175,7 @@ def store_contents(config, registry: SystemRegistry, tmp_path: Path) -> dict[int
 ])
 def test_killed_and_restarted_job_processes_everything_and_ends_with_exact_state(
         tmp_path, engine, kill_points, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)  # relative paths in the config, as `weir run` sees them
     items = make_input()
     config, registry = setup_job(tmp_path, engine, items)
     rng = random.Random(engine)
