@@ -1,16 +1,19 @@
 """A small file-backed changelog: a ChangelogSink and ChangelogSource in one object.
 
 For tests, tools and benchmarks; the real changelog is a stream written through a system
-producer. Records get offsets 0, 1, 2, ... in append order. ``append`` only buffers; records
-reach the file in *batches* (at ``flush()``, when 65,536 records are pending, or before any
-read), and ``flush()`` also fsyncs, so after ``flush()`` returns every appended record is
-durable.
+producer. Records get offsets 0, 1, 2, ... in append order. Records reach the file in
+*batches*: ``append_columns(keys, values)`` (what the logged layer calls for every write-down)
+and ``append_all(pairs)`` frame their records as one batch at once; single ``append`` calls are
+collected and framed at ``flush()``, every 1,024 records, or before any read. Framed batches sit in the OS page cache until
+``flush()``, which also fsyncs: after ``flush()`` returns every appended record is durable.
+Nothing per record stays on the Python heap, so a long interval between flushes costs no
+memory and no garbage-collector time.
 
 File format (``WCLG`` magic, version 1)::
 
     file   = b"WCLG\\x00\\x00\\x00\\x01" batch*
     batch  = u32 payload_len | u32 crc32c(payload) | u32 record_count | payload
-    payload = msgpack array of [key: bin, value: bin | nil]     (nil = tombstone)
+    payload = msgpack [keys: array of bin, values: array of (bin | nil)]   (nil = tombstone)
 
 A batch is all-or-nothing: a crash mid-write leaves a torn final batch, which the next open
 detects (short read or CRC mismatch at the end of the file) and truncates. A bad batch whose
@@ -45,7 +48,7 @@ __all__ = ["FileChangelog"]
 
 _MAGIC = b"WCLG\x00\x00\x00\x01"
 _HEADER = struct.Struct(">III")
-_AUTO_WRITE_RECORDS = 65_536
+_PENDING_LIMIT = 1_024
 
 
 class FileChangelog:
@@ -54,7 +57,8 @@ class FileChangelog:
     def __init__(self, path: str | os.PathLike[str], *, name: str | None = None):
         self.path = Path(path)
         self.name = name or self.path.name
-        self._pending: list[tuple[bytes, bytes | None]] = []
+        self._pending_keys: list[bytes] = []
+        self._pending_values: list[bytes | None] = []
         # One entry per batch in the file: its first offset, byte position and record count.
         self._batch_offsets: list[int] = []
         self._batch_positions: list[int] = []
@@ -122,17 +126,26 @@ class FileChangelog:
     # -- ChangelogSink -----------------------------------------------------------------------
     def append(self, key: bytes, value: bytes | None) -> None:
         """Buffer one record (``value`` None = tombstone). Durable after ``flush()``."""
-        pending = self._pending
-        pending.append((key, value))
-        if len(pending) >= _AUTO_WRITE_RECORDS:
+        keys = self._pending_keys
+        keys.append(key)
+        self._pending_values.append(value)
+        if len(keys) >= _PENDING_LIMIT:
             self._write_pending()
 
-    def append_all(self, items: Iterable[tuple[bytes, bytes | None]]) -> None:
-        """Buffer many records at once (what :class:`LoggedLayer` uses for batches)."""
-        pending = self._pending
-        pending.extend(items)
-        if len(pending) >= _AUTO_WRITE_RECORDS:
+    def append_columns(self, keys: list[bytes], values: list[bytes | None]) -> None:
+        """Append ``keys[i] -> values[i]`` for every i as one batch (the logged layer's call)."""
+        self._check_open()
+        if len(keys) != len(values):
+            raise ValueError(f"{len(keys)} keys but {len(values)} values")
+        if self._pending_keys:
             self._write_pending()
+        if keys:
+            self._write_batch(keys, values)
+
+    def append_all(self, items: Iterable[tuple[bytes, bytes | None]]) -> None:
+        """Append ``(key, value)`` pairs as one batch."""
+        items = items if isinstance(items, list) else list(items)
+        self.append_columns([k for k, _ in items], [v for _, v in items])
 
     def flush(self) -> None:
         """Write pending records as one batch and fsync the file."""
@@ -142,16 +155,19 @@ class FileChangelog:
         os.fsync(self._file.fileno())
 
     def _write_pending(self) -> None:
-        pending = self._pending
-        if not pending:
-            return
-        self._check_open()
-        payload = msgpack.packb(pending)
-        frame = _HEADER.pack(len(payload), crc32c.crc32c(payload), len(pending))
-        self._file.write(frame + payload)
-        self._index(self._end, len(pending))
+        if self._pending_keys:
+            self._check_open()
+            keys, values = self._pending_keys, self._pending_values
+            self._pending_keys, self._pending_values = [], []
+            self._write_batch(keys, values)
+
+    def _write_batch(self, keys: list[bytes], values: list[bytes | None]) -> None:
+        payload = msgpack.packb((keys, values))
+        frame = _HEADER.pack(len(payload), crc32c.crc32c(payload), len(keys))
+        self._file.write(frame)
+        self._file.write(payload)
+        self._index(self._end, len(keys))
         self._end += len(frame) + len(payload)
-        self._pending = []
 
     # -- ChangelogSource ---------------------------------------------------------------------
     def oldest_offset(self) -> int:
@@ -160,8 +176,8 @@ class FileChangelog:
 
     def newest_offset(self) -> int:
         """Offset of the last record appended, or ``NO_OFFSET`` when there is none."""
-        return self._next_offset + len(self._pending) - 1 if (
-            self._next_offset or self._pending) else NO_OFFSET
+        total = self._next_offset + len(self._pending_keys)
+        return total - 1 if total else NO_OFFSET
 
     def read(self, start: int, end: int) -> Iterator[ChangelogRecord]:
         """Records with ``start <= offset <= end``, in offset order."""
@@ -186,17 +202,16 @@ class FileChangelog:
                     raise StoreError(f"corrupt batch at byte {self._batch_positions[i]} of "
                                      f"{self.path} (offsets {base}..{base + count - 1}); the "
                                      f"file changed under us", store=self.name)
-                records = msgpack.unpackb(payload, use_list=False)
+                keys, values = msgpack.unpackb(payload, use_list=False)
                 lo = max(start - base, 0)
                 hi = min(end - base + 1, count)
                 for j in range(lo, hi):
-                    key, value = records[j]
-                    yield base + j, key, value
+                    yield base + j, keys[j], values[j]
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
     def size_bytes(self) -> int:
-        """Bytes in the file, pending records excluded."""
+        """Bytes of the framed batches (records still collected by ``append`` excluded)."""
         return self._end
 
     def close(self) -> None:

@@ -8,10 +8,10 @@
 They are composed in one place, :func:`stores.builder.build_store`.
 """
 
-from .cached import CachedLayer, Marker
+from .cached import CachedLayer
 from .logged import LoggedLayer
 from .readonly import ReadOnlyView
 from .serialized import SerializedLayer, SerializedSnapshot
 
-__all__ = ["CachedLayer", "Marker", "LoggedLayer", "ReadOnlyView", "SerializedLayer",
+__all__ = ["CachedLayer", "LoggedLayer", "ReadOnlyView", "SerializedLayer",
            "SerializedSnapshot"]

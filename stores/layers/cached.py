@@ -6,19 +6,27 @@ Python objects (what :func:`stores.builder.build_store` does, see docs/STORES.md
 a bytes engine it caches bytes. Semantics, from Samza:
 
 - ``get`` serves hits from the cache; a miss reads the inner store and caches the result, also
-  when the key is absent (a negative entry, :data:`Marker.ABSENT`).
+  when the key is absent (a *negative entry*: the cache maps the key to ``None``, exactly what
+  ``get`` returns for an absent key; ``None`` can never be a stored value).
+- Eviction is least-recently-used, where *use* is a read (``get``/``get_all``) or the insert of
+  a key; overwriting a cached key does not refresh it (that costs a linked-list move on the
+  hottest path, and a read-modify-write has just refreshed the key with its read). Recency is
+  tracked from the moment the cache first fills: until then nothing can be evicted, and a
+  hit is a single C call (``get`` is the cache dict's own ``__getitem__``). Evicting a dirty
+  key only writes it down early: nothing is lost.
 - ``put``/``delete`` only touch the cache and mark the key dirty. Dirty entries are written
   down, each key once with its latest value (``None`` = delete), oldest-dirtied first, in one
-  ``write_batch`` when: the number of dirty keys reaches ``write_batch_size``; the least
-  recently used entry must be evicted and is dirty (then *all* dirty entries go down first);
-  before ``range``/``prefix``/``all``/``snapshot`` (so iterators see every write); and on
+  batch when: the number of dirty keys reaches ``write_batch_size``; the least recently used
+  entry must be evicted and is dirty (then *all* dirty entries go down first); before
+  ``range``/``prefix``/``all``/``snapshot`` (so iterators see every write); and on
   ``flush``/``close``, which then flush/close the inner store.
 - A key written many times between two write-downs reaches the inner store, and so the
   changelog, once: the cache deduplicates the changelog.
 
 Because the cache holds objects, a value returned by ``get`` or passed to ``put`` is shared
 with the cache: mutate a copy, or ``put`` the object again after changing it. Keys must be
-hashable and keys equal in Python (``1 == 1.0 == True``) share one cache entry. Not
+hashable (``put`` of a list key raises ``SerdeError`` with a hint, ``get`` a plain
+``TypeError``), and keys equal in Python (``1 == 1.0 == True``) share one cache entry. Not
 thread-safe: one task's thread at a time.
 
 Example::
@@ -35,30 +43,33 @@ Example::
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
-from enum import Enum
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..api import (checked_keys, checked_pairs, closed_store_error, null_key_error,
                    null_value_error)
 from ..errors import SerdeError, StoreError
+from ._columns import columns_writer
 
-__all__ = ["CachedLayer", "Marker"]
+__all__ = ["CachedLayer"]
 
-
-class Marker(Enum):
-    """Sentinels stored in the cache in place of a value."""
-
-    ABSENT = "absent"
-    """The key is known not to exist in the inner store (clean), or is deleted and the delete
-    is not written down yet (dirty)."""
+_UNCACHED: Any = object()
+"""``dict.get`` default meaning "no cache entry" (distinct from a negative entry, ``None``)."""
 
 
-_ABSENT = Marker.ABSENT
+class _Cache(OrderedDict):
+    """The LRU map (least recent first). A lookup of an uncached key reads through ``miss``."""
+
+    __slots__ = ("miss",)
+
+    def __missing__(self, key: Any) -> Any:
+        return self.miss(key)
 
 
 class CachedLayer:
     """An LRU object cache with dirty write-back over an inner store (see module docs)."""
+
+    get: Callable[[Any], Any]
 
     def __init__(self, inner: Any, *, capacity: int, write_batch_size: int):
         if write_batch_size < 1:
@@ -70,9 +81,18 @@ class CachedLayer:
         self._inner = inner
         self._capacity = capacity
         self._batch_size = write_batch_size
-        self._cache: OrderedDict[Any, Any] = OrderedDict()   # LRU first, MRU last
-        self._dirty: dict[Any, None] = {}                    # insertion order = oldest first
+        self._cache = _Cache()
+        self._cache.miss = self._get_miss
+        self._dirty: dict[Any, Any] = {}   # key -> latest value or None (delete); oldest first
+        self._dirty_deletes = False         # whether _dirty holds a delete
         self._closed = False
+        self._full = False
+        self._write_inner = columns_writer(inner)
+        # Until the cache first fills nothing is evicted, so recency need not be tracked and
+        # ``get`` is the dict's own lookup: a hit costs one C call, a miss reads through
+        # ``_Cache.__missing__``. ``_insert`` switches ``get`` to ``_get_lru`` on the first
+        # eviction.
+        self.get = self._cache.__getitem__
 
     @property
     def inner(self) -> Any:
@@ -99,16 +119,12 @@ class CachedLayer:
     # -- point reads -----------------------------------------------------------------------
     # A closed store has an empty cache, so every access on it takes a miss path, and the
     # miss paths check for close: the hit path needs no check of its own.
-    def get(self, key: Any) -> Any:
+    def _get_lru(self, key: Any) -> Any:
+        """``get`` once the cache has filled: a hit also becomes the most recent entry."""
         cache = self._cache
-        try:
-            value = cache[key]
-        except KeyError:
-            return self._get_miss(key)
-        except TypeError:
-            raise self._unhashable(key) from None
+        value = cache[key]
         cache.move_to_end(key)
-        return None if value is _ABSENT else value
+        return value
 
     def _get_miss(self, key: Any) -> Any:
         if self._closed:
@@ -116,7 +132,7 @@ class CachedLayer:
         if key is None:
             raise null_key_error(self.name)
         value = self._inner.get(key)
-        self._insert(key, _ABSENT if value is None else value)
+        self._insert(key, value)
         return value
 
     def get_all(self, keys: Iterable[Any]) -> dict[Any, Any]:
@@ -127,21 +143,22 @@ class CachedLayer:
         misses = []
         for key in keys:
             try:
-                value = cache[key]
-            except KeyError:
-                misses.append(key)
-                continue
+                value = cache.get(key, _UNCACHED)
             except TypeError:
                 raise self._unhashable(key) from None
-            cache.move_to_end(key)
-            if value is not _ABSENT:
+            if value is _UNCACHED:
+                misses.append(key)
+                continue
+            if self._full:
+                cache.move_to_end(key)
+            if value is not None:
                 result[key] = value
         if misses:
             found = self._inner.get_all(misses)
             for key in misses:
                 value = found.get(key)
                 if key not in cache:
-                    self._insert(key, _ABSENT if value is None else value)
+                    self._insert(key, value)
                 if value is not None:
                     result[key] = value
         return result
@@ -156,15 +173,13 @@ class CachedLayer:
         except TypeError:
             raise self._unhashable(key) from None
         if hit:
-            cache[key] = value
-            cache.move_to_end(key)
+            cache[key] = value  # recency is refreshed by reads and inserts, see module docs
         else:
             self._insert_written(key, value)
         dirty = self._dirty
-        if key not in dirty:
-            dirty[key] = None
-            if len(dirty) >= self._batch_size:
-                self._write_dirty()
+        dirty[key] = value  # an existing dirty key keeps its place: first-dirtied order
+        if len(dirty) >= self._batch_size:
+            self._write_dirty()
 
     def delete(self, key: Any) -> None:
         cache = self._cache
@@ -173,15 +188,14 @@ class CachedLayer:
         except TypeError:
             raise self._unhashable(key) from None
         if hit:
-            cache[key] = _ABSENT
-            cache.move_to_end(key)
+            cache[key] = None
         else:
-            self._insert_written(key, _ABSENT)
+            self._insert_written(key, None)
         dirty = self._dirty
-        if key not in dirty:
-            dirty[key] = None
-            if len(dirty) >= self._batch_size:
-                self._write_dirty()
+        dirty[key] = None
+        self._dirty_deletes = True
+        if len(dirty) >= self._batch_size:
+            self._write_dirty()
 
     def put_all(self, items: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> None:
         pairs = checked_pairs(items, self.name)
@@ -215,6 +229,9 @@ class CachedLayer:
     def _insert(self, key: Any, value: Any) -> None:
         cache = self._cache
         if len(cache) >= self._capacity:
+            if not self._full:
+                self._full = True
+                self.get = self._get_lru
             victim = next(iter(cache))
             if victim in self._dirty:
                 self._write_dirty()
@@ -226,15 +243,10 @@ class CachedLayer:
         dirty = self._dirty
         if not dirty:
             return
-        cache = self._cache
-        batch = []
-        append = batch.append
-        for key in dirty:
-            value = cache[key]
-            append((key, None if value is _ABSENT else value))
-        self._inner.write_batch(batch)
+        self._write_inner(list(dirty), list(dirty.values()), deletes=self._dirty_deletes)
         # Cleared only after the write succeeded: on failure nothing is lost from the cache.
         self._dirty = {}
+        self._dirty_deletes = False
 
     # -- ordered reads: write dirty entries down, then read the inner store ------------------
     def range(self, lo: Any, hi: Any) -> Any:
@@ -276,6 +288,7 @@ class CachedLayer:
             self._closed = True
             self._cache.clear()
             self._dirty = {}
+            self._dirty_deletes = False
             self._inner.close()
 
     @property

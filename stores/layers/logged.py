@@ -4,8 +4,8 @@ Puts append ``(key, value)``, deletes append ``(key, None)`` (a tombstone), in t
 are applied, and always **before** the write reaches the engine (as Samza's ``LoggedStore``), so
 the changelog never misses a change the engine has. Reads pass straight through.
 
-When the sink offers ``append_all(pairs)`` (as :class:`stores.filesink.FileChangelog` does),
-batches are handed over in one call instead of one ``append`` per change.
+When the sink offers ``append_columns(keys, values)`` (as :class:`stores.filesink.FileChangelog`
+does), batches are handed over in one call instead of one ``append`` per change.
 
 ``flush()`` flushes the engine, then the sink: when it returns, the changelog holds every change
 durably, which is what a commit needs before it writes a checkpoint. ``close()`` flushes the
@@ -30,6 +30,7 @@ from collections.abc import Iterable, Sequence
 from ..api import closed_store_error
 from ..changelog import ChangelogSink
 from ..engines._base import BytesEngine, BytesIterator, BytesSnapshot
+from ._columns import columns_writer
 
 __all__ = ["LoggedLayer"]
 
@@ -42,8 +43,9 @@ class LoggedLayer:
         self._inner = inner
         self._sink = sink
         self._append = sink.append
-        append_all = getattr(sink, "append_all", None)
-        self._append_all = append_all if callable(append_all) else self._append_each
+        append_columns = getattr(sink, "append_columns", None)
+        self._append_columns = append_columns if callable(append_columns) else self._append_each
+        self._write_inner = columns_writer(inner)
 
     @property
     def inner(self) -> BytesEngine:
@@ -53,9 +55,9 @@ class LoggedLayer:
     def sink(self) -> ChangelogSink:
         return self._sink
 
-    def _append_each(self, items: Iterable[tuple[bytes, bytes | None]]) -> None:
+    def _append_each(self, keys: list[bytes], values: list[bytes | None]) -> None:
         append = self._append
-        for key, value in items:
+        for key, value in zip(keys, values):
             append(key, value)
 
     # -- reads pass through ----------------------------------------------------------------
@@ -87,7 +89,7 @@ class LoggedLayer:
     def put_all(self, items: Iterable[tuple[bytes, bytes]]) -> None:
         self._check_open()
         items = list(items)
-        self._append_all(items)
+        self._append_columns([k for k, _ in items], [v for _, v in items])
         self._inner.put_all(items)
 
     def delete(self, key: bytes) -> None:
@@ -98,14 +100,19 @@ class LoggedLayer:
     def delete_all(self, keys: Iterable[bytes]) -> None:
         self._check_open()
         keys = list(keys)
-        self._append_all([(k, None) for k in keys])
+        self._append_columns(keys, [None] * len(keys))
         self._inner.delete_all(keys)
 
     def write_batch(self, items: Iterable[tuple[bytes, bytes | None]]) -> None:
-        self._check_open()
         items = items if isinstance(items, list) else list(items)
-        self._append_all(items)
-        self._inner.write_batch(items)
+        self.write_columns([k for k, _ in items], [v for _, v in items])
+
+    def write_columns(self, keys: list[bytes], values: list[bytes | None], *,
+                      deletes: bool = True) -> None:
+        """``write_batch`` in columns (see :mod:`stores.layers._columns`)."""
+        self._check_open()
+        self._append_columns(keys, values)
+        self._write_inner(keys, values, deletes=deletes)
 
     # -- lifecycle -------------------------------------------------------------------------
     def flush(self) -> None:

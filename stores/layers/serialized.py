@@ -21,7 +21,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .._iterators import MappedIterator
@@ -29,8 +29,18 @@ from ..api import checked_keys, checked_pairs, null_key_error, null_value_error
 from ..engines._base import BytesEngine, BytesSnapshot
 from ..errors import SerdeError
 from ..serdes import Serde
+from ._columns import columns_writer, has_none
 
 __all__ = ["SerializedLayer", "SerializedSnapshot"]
+
+
+def _many(serde: Serde) -> Callable[[list[Any]], list[bytes]]:
+    """The serde's batch ``to_bytes_many``, or a C-level map over its ``to_bytes``."""
+    many = getattr(serde, "to_bytes_many", None)
+    if callable(many):
+        return many
+    to_bytes = serde.to_bytes
+    return lambda objs: list(map(to_bytes, objs))
 
 
 def _serde_name(serde: Serde) -> str:
@@ -71,6 +81,9 @@ class SerializedLayer:
         self._kde = key_serde.from_bytes
         self._vser = value_serde.to_bytes
         self._vde = value_serde.from_bytes
+        self._kser_many = _many(key_serde)
+        self._vser_many = _many(value_serde)
+        self._write_inner = columns_writer(inner)
 
     @property
     def inner(self) -> BytesEngine:
@@ -172,17 +185,24 @@ class SerializedLayer:
 
     def write_batch(self, items: Iterable[tuple[Any, Any]]) -> None:
         """Serialize every pair first (a serde failure writes nothing), then one batch down."""
-        kser, vser = self._kser, self._vser
-        encoded = []
-        append = encoded.append
-        for key, value in items:
-            try:
-                append((kser(key), None if value is None else vser(value)))
-            except Exception:
-                # Redo the pair through the checked path for a precise, typed error.
-                kb = self._key(key)
-                append((kb, None if value is None else self._value(key, value)))
-        self._inner.write_batch(encoded)
+        items = items if isinstance(items, list) else list(items)
+        self.write_columns([k for k, _ in items], [v for _, v in items])
+
+    def write_columns(self, keys: list[Any], values: list[Any], *, deletes: bool = True) -> None:
+        """``write_batch`` in columns (see :mod:`stores.layers._columns`); ``None`` deletes."""
+        try:
+            encoded_keys = self._kser_many(keys)
+            if deletes and has_none(values):
+                vser = self._vser
+                encoded_values = [None if v is None else vser(v) for v in values]
+            else:
+                encoded_values = self._vser_many(values)
+        except Exception:
+            # Redo the batch through the checked path for a precise, typed error.
+            encoded_keys = [self._key(k) for k in keys]
+            encoded_values = [None if v is None else self._value(k, v)
+                              for k, v in zip(keys, values)]
+        self._write_inner(encoded_keys, encoded_values, deletes=deletes)
 
     # -- lifecycle -------------------------------------------------------------------------
     def flush(self) -> None:

@@ -66,11 +66,14 @@ def test_reopen_continues_offsets_and_keeps_records(path):
         assert list(log.read(0, 2)) == [(0, b"a", b"1"), (1, b"b", b"2"), (2, b"c", b"3")]
 
 
-def test_large_appends_are_written_without_waiting_for_flush(path):
+def test_appends_are_framed_without_waiting_for_flush(path):
     with FileChangelog(path) as log:
         log.append_all((b"%d" % i, b"x") for i in range(70_000))
-        assert log.size_bytes > 100_000
-        assert log.newest_offset() == 69_999
+        for i in range(5000):
+            log.append(b"single", b"%d" % i)
+        assert log.size_bytes > 100_000 + 5000 * 6
+        assert log.newest_offset() == 74_999
+        assert list(log.read(74_999, 74_999)) == [(74_999, b"single", b"4999")]
 
 
 def test_torn_final_batch_is_truncated_on_open(path):

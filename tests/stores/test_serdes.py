@@ -39,6 +39,18 @@ def test_int64_flips_the_sign_bit():
     assert s.to_bytes(-(2**63)) == b"\x00" * 8
 
 
+@given(numbers=st.lists(INT64, max_size=40))
+def test_int64_batch_encoding_equals_one_by_one(numbers):
+    s = Int64Serde()
+    assert s.to_bytes_many(numbers) == [s.to_bytes(n) for n in numbers]
+
+
+@pytest.mark.parametrize("bad", [[1, 2.5], [1, "2"], [2**63], [None]])
+def test_int64_batch_encoding_rejects_the_whole_batch(bad):
+    with pytest.raises(Exception):
+        Int64Serde().to_bytes_many(bad)
+
+
 @pytest.mark.parametrize("bad", [2**63, -(2**63) - 1])
 def test_int64_rejects_numbers_outside_its_range(bad):
     with pytest.raises(OverflowError, match="int64 range"):

@@ -126,15 +126,30 @@ def test_eviction_of_a_dirty_entry_before_the_batch_is_full():
 
 def test_lru_keeps_recently_read_entries():
     store, engine = cached(capacity=2, batch=2)
+    engine.write_batch([(b"a", b"1"), (b"b", b"2"), (b"c", b"3"), (b"d", b"4")])
+    store.get(b"a")
+    store.get(b"b")
+    store.get(b"c")            # the cache is full from here on: evicts a (oldest)
+    store.get(b"b")            # b is now the most recent
+    store.get(b"d")            # evicts c, not b
+    gets = engine.gets
+    store.get(b"b")
+    assert engine.gets == gets
+    store.get(b"c")
+    assert engine.gets == gets + 1
+
+
+def test_before_the_cache_first_fills_hits_do_not_reorder_it():
+    store, engine = cached(capacity=2, batch=2)
     engine.write_batch([(b"a", b"1"), (b"b", b"2"), (b"c", b"3")])
     store.get(b"a")
     store.get(b"b")
-    store.get(b"a")            # a is now most recent
-    store.get(b"c")            # evicts b
+    store.get(b"a")            # not full yet: no recency bookkeeping
+    store.get(b"c")            # first eviction takes the oldest insert, a
     gets = engine.gets
-    store.get(b"a")
-    assert engine.gets == gets
     store.get(b"b")
+    assert engine.gets == gets
+    store.get(b"a")
     assert engine.gets == gets + 1
 
 

@@ -85,18 +85,18 @@ def test_a_write_to_a_closed_store_is_not_logged():
     assert sink.records == []
 
 
-def test_batches_use_the_sinks_append_all_when_it_has_one():
+def test_batches_use_the_sinks_append_columns_when_it_has_one():
     class BatchSink(RecordingSink):
         def __init__(self):
             super().__init__()
             self.batches = []
 
-        def append_all(self, items):
-            self.batches.append(list(items))
+        def append_columns(self, keys, values):
+            self.batches.append((list(keys), list(values)))
 
     sink = BatchSink()
     LoggedLayer(MemoryEngine("s"), sink).write_batch([(b"a", b"1"), (b"b", None)])
-    assert sink.batches == [[(b"a", b"1"), (b"b", None)]] and sink.records == []
+    assert sink.batches == [([b"a", b"b"], [b"1", None])] and sink.records == []
 
 
 def replay(log: FileChangelog, engine) -> None:
