@@ -6,8 +6,15 @@ must not be what makes an older value disposable).
 
 Rules:
 
-* a record survives when it is the latest one of its key among the sealed segments; records
-  with a null key are kept (they cannot be superseded);
+* only the *cleanable* prefix of the sealed segments is compacted: those sealed at least
+  ``compaction.min.lag.ms`` ago (Kafka's min compaction lag). Younger segments are neither
+  rewritten nor allowed to supersede anything. A store changelog relies on this: after a
+  crash, restore rebuilds the state *at the last checkpoint* and reverts the records written
+  after it, so a committed value must not be removed because a write that was never
+  committed replaced it. With commits more frequent than the lag, records written since the
+  last commit are always in young segments;
+* a record survives when it is the latest one of its key among the cleanable segments;
+  records with a null key are kept (they cannot be superseded);
 * a surviving tombstone (null value) is dropped once its segment was sealed at least
   ``compaction.tombstone.retention.ms`` ago, so readers that were behind still see the delete;
 * surviving records keep their offsets: a compacted segment has gaps, and its index lists the
@@ -84,12 +91,19 @@ def _records(segment: Segment, index: SegmentIndex) -> tuple[bytes, list[tuple]]
 
 
 def compact_sealed(sealed: list[tuple[Segment, SegmentIndex]], next_base: int, *,
-                   segment_bytes: int, tombstone_retention_ms: int, level: int | None,
-                   now_ms: int | None = None) -> CompactionReport:
-    """Compact the sealed segments (in base order; ``next_base`` is the base of the segment
-    after the last, i.e. the active one). The caller holds the maintenance lock."""
+                   segment_bytes: int, tombstone_retention_ms: int, min_lag_ms: int,
+                   level: int | None, now_ms: int | None = None) -> CompactionReport:
+    """Compact the cleanable prefix of the sealed segments (in base order; ``next_base`` is
+    the base of the segment after the last, i.e. the active one): those sealed at least
+    ``min_lag_ms`` before ``now_ms``. The caller holds the maintenance lock."""
     started = time.monotonic()
     now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    cleanable = 0
+    while cleanable < len(sealed) and sealed[cleanable][1].sealed_ms + min_lag_ms <= now_ms:
+        cleanable += 1
+    if cleanable < len(sealed):
+        next_base = sealed[cleanable][0].base
+        sealed = sealed[:cleanable]
     report = CompactionReport(segments_before=len(sealed))
     latest: dict[bytes, int] = {}
     for segment, index in sealed:

@@ -119,8 +119,8 @@ def _maintain_locked(partition_dir: str, meta, settings: StreamSettings, partiti
                  else None)
         report.compaction = compact_sealed(
             sealed, segments[-1].base, segment_bytes=settings.segment_bytes,
-            tombstone_retention_ms=settings.tombstone_retention_ms, level=level,
-            now_ms=now_ms)
+            tombstone_retention_ms=settings.tombstone_retention_ms,
+            min_lag_ms=settings.compaction_min_lag_ms, level=level, now_ms=now_ms)
         _log.info("stream '%s' partition %d: %s", meta.name, partition,
                   report.compaction.summary())
 

@@ -102,6 +102,12 @@ TOMBSTONE_RETENTION_MS = _pair(
     "compaction.tombstone.retention.ms", int, 86_400_000,
     "Compaction keeps a tombstone (null value) at least this long after its segment was "
     "sealed, so that slow readers see the delete.")
+COMPACTION_MIN_LAG_MS = _pair(
+    "compaction.min.lag.ms", int, 14_400_000,
+    "Compaction only rewrites sealed segments sealed at least this long ago, and only their "
+    "records can supersede older values (Kafka's min.compaction.lag.ms). A committed store "
+    "value superseded by writes a crashed run never committed must stay in the changelog "
+    "until restore has reverted those writes: keep this well above task.commit.ms.")
 COMPACTION_INTERVAL_MS = _pair(
     "compaction.interval.ms", int, 600_000,
     "A writer of a compacted stream compacts its partition at a segment roll when this long "
@@ -127,8 +133,8 @@ FETCH_MAX_RECORDS = _pair(
 STREAM_KEYS: dict[str, tuple[ConfigKey, ConfigKey]] = {
     pair[0].name.removeprefix("systems.<system>."): pair
     for pair in (SEGMENT_BYTES, RETENTION_BYTES, RETENTION_MS, TOMBSTONE_RETENTION_MS,
-                 COMPACTION_INTERVAL_MS, COMPRESSION, COMPRESSION_LEVEL, FSYNC_EVERY_RECORDS,
-                 FSYNC_EVERY_MS, FETCH_MAX_RECORDS)}
+                 COMPACTION_MIN_LAG_MS, COMPACTION_INTERVAL_MS, COMPRESSION, COMPRESSION_LEVEL,
+                 FSYNC_EVERY_RECORDS, FSYNC_EVERY_MS, FETCH_MAX_RECORDS)}
 """Keys that may be set per stream, by their short name (``segment.bytes``)."""
 
 
@@ -140,6 +146,7 @@ class StreamSettings:
     retention_bytes: int = -1
     retention_ms: int = -1
     tombstone_retention_ms: int = 86_400_000
+    compaction_min_lag_ms: int = 14_400_000
     compaction_interval_ms: int = 600_000
     compression: Compression = Compression.NONE
     compression_level: int = 3
@@ -181,6 +188,7 @@ class FileLogSettings:
             segment_bytes=values["segment.bytes"], retention_bytes=values["retention.bytes"],
             retention_ms=values["retention.ms"],
             tombstone_retention_ms=values["compaction.tombstone.retention.ms"],
+            compaction_min_lag_ms=values["compaction.min.lag.ms"],
             compaction_interval_ms=values["compaction.interval.ms"],
             compression=Compression(values["compression"]),
             compression_level=values["compression.level"],

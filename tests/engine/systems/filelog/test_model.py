@@ -24,7 +24,7 @@ records_st = st.lists(
 def test_readers_get_exactly_the_surviving_records_from_any_offset(
         tmp_path_factory, records, segment_bytes, zstd, compact, start):
     root = tmp_path_factory.mktemp("model") / uuid.uuid4().hex
-    config = {"segment_bytes": str(segment_bytes)}
+    config = {"segment_bytes": str(segment_bytes), "compaction_min_lag_ms": "0"}
     if zstd:
         config["compression"] = "zstd"
     log = Log(str(root), **config)
@@ -52,7 +52,7 @@ def _ssp():
 
 
 def test_a_reader_inside_a_segment_that_compaction_replaces_reads_on_consistently(make_log):
-    log = make_log(segment_bytes="400")
+    log = make_log(segment_bytes="400", compaction_min_lag_ms="0")
     log.create(compact=True)
     records = [(b"k%d" % (i % 4), b"v%d" % i) for i in range(150)]
     log.write(records)

@@ -63,6 +63,7 @@ def test_the_writer_applies_retention_when_it_rolls(make_log):
 
 
 def _compacted_stream(make_log, **config):
+    config.setdefault("compaction_min_lag_ms", "0")
     log = make_log(segment_bytes="600", **config)
     log.create(compact=True)
     return log
@@ -125,6 +126,29 @@ def test_compaction_of_zstd_segments_stays_compressed_and_readable(make_log):
     values = {r.key: r.value for r in log.read()}
     assert values == {b"k%d" % k: b"v%d" % max(i for i in range(100) if i % 5 == k)
                       for k in range(5)}
+
+
+def test_compaction_leaves_segments_younger_than_the_min_lag_alone(make_log):
+    log = _compacted_stream(make_log, compaction_min_lag_ms=str(DAY_MS))
+    log.write([(b"k", b"old")] + [(b"pad", b"p" * 50)] * 20)
+    first_young = len(list_segments(log.pdir())) - 1
+    log.write([(b"k", b"new")] + [(b"pad2", b"p" * 50)] * 20)
+    segments = list_segments(log.pdir())
+    meta, settings = log.admin.stream_meta("s"), log.admin.stream_settings("s")
+    sealed_ms = [load_index(s.index_path, os.path.getsize(s.path)).sealed_ms
+                 for s in segments[:-1]]
+    # only the first segments are old enough: k=old must stay, superseded by a young record
+    now = sealed_ms[first_young - 1] + DAY_MS
+    assert now < sealed_ms[first_young] + DAY_MS
+    report = maintain(log.pdir(), meta, settings, partition=0, compact=True, now_ms=now)
+    assert 0 < report.compaction.segments_before < len(segments) - 1
+    values = [r.value for r in log.read() if r.key == b"k"]
+    assert values == [b"old", b"new"]
+    assert segments[first_young:] == list_segments(log.pdir())[-len(segments[first_young:]):]
+    # once every segment is old enough, the young record supersedes the old one
+    report = maintain(log.pdir(), meta, settings, partition=0, compact=True,
+                      now_ms=max(sealed_ms) + DAY_MS)
+    assert [r.value for r in log.read() if r.key == b"k"] == [b"new"]
 
 
 def test_the_writer_compacts_periodically_when_it_rolls(make_log):
