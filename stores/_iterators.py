@@ -108,6 +108,28 @@ class MappedIterator(_ClosableIterator):
         except Exception as exc:
             raise self._on_error(exc, key) from exc
 
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
+        # A ``for`` loop gets a generator: one resumed frame per pair instead of a __next__
+        # call (and the inner iterator's own fast path, when it has one).
+        if self._closed:
+            raise closed_iterator_error(self._store)
+        return self._generate(iter(self._inner))
+
+    def _generate(self, inner: Iterator[tuple[bytes, bytes]]) -> Iterator[tuple[Any, Any]]:
+        key_fn, value_fn = self._key_fn, self._value_fn
+        for key, value in inner:
+            if self._closed:
+                break
+            try:
+                pair = key_fn(key), value_fn(value)
+            except Exception as exc:
+                raise self._on_error(exc, key) from exc
+            yield pair
+        # Closed under a running loop (this iterator, or the inner one by its store's close):
+        # say so rather than end quietly with a partial result.
+        if self._closed or getattr(self._inner, "closed", False):
+            raise closed_iterator_error(self._store)
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True

@@ -129,7 +129,13 @@ class SerializedLayer:
 
     # -- reads -----------------------------------------------------------------------------
     def get(self, key: Any) -> Any:
-        raw = self._inner.get(self._key(key))
+        if key is None:
+            raise null_key_error(self.name)
+        try:
+            encoded = self._kser(key)
+        except Exception as exc:
+            raise self._error("serialize key", self.key_serde, key, exc) from exc
+        raw = self._inner.get(encoded)
         if raw is None:
             return None
         try:

@@ -449,3 +449,12 @@ def test_undeserializable_value_raises_serde_error_naming_store_and_key(tmp_path
             items(store.all())
     finally:
         typed.close_all()
+
+
+def test_closing_the_store_under_a_running_loop_raises_store_closed(store):
+    fill(store, [b"a", b"b", b"c"])
+    it = store.all()
+    with pytest.raises(StoreClosedError):
+        for key, _ in it:
+            if key == b"a":
+                store.close()
