@@ -135,12 +135,13 @@ class PartitionReader:
 
     def _directory_changed(self) -> bool:
         """Whether files may have been added to the partition directory since the last look
-        (a roll, an end marker). Directory mtimes are coarse (a few ms), so an mtime younger
-        than :data:`_RACY_NS` is never trusted to mean "unchanged"."""
+        (a roll, an end marker). Directory mtimes are coarse (a few ms): a change in the same
+        tick as a look leaves the mtime as it was. So an mtime is remembered only when it was
+        already older than :data:`_RACY_NS` at the look; a younger one means "look again"."""
         mtime = os.stat(self._dir).st_mtime_ns
-        if mtime == self._dir_mtime and time.time_ns() - mtime > _RACY_NS:
+        if mtime == self._dir_mtime:
             return False
-        self._dir_mtime = mtime
+        self._dir_mtime = mtime if time.time_ns() - mtime > _RACY_NS else -1
         return True
 
     def _sealed_since(self, cur: Cursor) -> bool:

@@ -227,3 +227,27 @@ def test_an_offset_beyond_the_end_is_out_of_range(make_log):
     assert log.read(offset=5) == []
     with pytest.raises(OffsetOutOfRangeError):
         log.read(offset=6)
+
+
+def test_a_roll_in_the_same_mtime_tick_as_the_last_look_is_not_missed(make_log, monkeypatch):
+    """Directory mtimes are coarse: a roll can leave the mtime equal to the one the reader saw
+    while it was still young. The reader must not later trust that value as "unchanged"."""
+    import engine.systems.filelog.reader as reader_module
+
+    log = make_log(segment_bytes="300")
+    log.create()
+    reader = log.admin.reader("s", 0, 0)
+    with log.writer() as w:
+        w.append(b"a", b"1")
+        w.flush()
+        assert [r.offset for r in reader.read_records(10)] == [0]   # at the tail, looked
+        seen = os.stat(log.pdir()).st_mtime_ns                     # (a young mtime)
+        for i in range(12):                                         # rolls
+            w.append(b"b", b"x" * 40)
+        w.flush()
+    assert len(list_segments(log.pdir())) > 1
+    os.utime(log.pdir(), ns=(seen, seen))            # the roll fell in the same tick
+    real = reader_module.time.time_ns
+    monkeypatch.setattr(reader_module.time, "time_ns", lambda: real() + 10**9)
+    assert [r.offset for r in reader.read_records(100)] == list(range(1, 13))
+    reader.close()
