@@ -209,6 +209,10 @@ class PartitionReader:
         size = os.fstat(fd).st_size
         index = index_for(segment, size)
         if index is None:
+            if segment.generation and not os.path.exists(segment.path):
+                # compaction replaced the file after it was listed (its index goes last):
+                # list again (``_open`` retries) and read the replacement
+                raise FileNotFoundError(segment.path)
             if segment.generation:
                 raise CorruptRecordError(
                     "the index of this compacted segment is missing or damaged, so its "

@@ -251,3 +251,31 @@ def test_a_roll_in_the_same_mtime_tick_as_the_last_look_is_not_missed(make_log, 
     monkeypatch.setattr(reader_module.time, "time_ns", lambda: real() + 10**9)
     assert [r.offset for r in reader.read_records(100)] == list(range(1, 13))
     reader.close()
+
+
+def test_a_compacted_segment_replaced_while_the_reader_opens_it_is_read_from_its_replacement(
+        make_log, monkeypatch):
+    import engine.systems.filelog.reader as reader_module
+
+    log = make_log(segment_bytes="400", compaction_min_lag_ms="0")
+    log.create(compact=True)
+    log.write([(b"k%d" % (i % 4), b"v%d" % i) for i in range(60)])
+    log.admin.compact("s")
+    assert list_segments(log.pdir())[0].generation == 1
+    log.write([(b"k%d" % (i % 4), b"w%d" % i) for i in range(60)])   # supersedes all of it
+    real = reader_module.index_for
+    calls = []
+
+    def compaction_in_between(segment, size):
+        if not calls:  # the reader has the generation-1 file open: compaction replaces it now
+            calls.append(segment)
+            log.admin.compact("s")
+            assert not os.path.exists(segment.path)
+        return real(segment, size)
+
+    monkeypatch.setattr(reader_module, "index_for", compaction_in_between)
+    records = log.read()
+    assert calls and calls[0].generation == 1
+    assert {r.key: r.value for r in records} == {b"k%d" % k: b"w%d" % (56 + k) for k in range(4)}
+    offsets = [r.offset for r in records]
+    assert offsets == sorted(set(offsets))
