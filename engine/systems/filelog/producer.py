@@ -144,12 +144,20 @@ class FileLogProducer:
     close_stream = end_stream
 
     def stop(self) -> None:
-        """Flush and fsync everything, release every partition."""
+        """Flush everything sent (fsync per the stream's policy) and release every partition;
+        the last producer of a partition in this process also fsyncs and unlocks it. Another
+        producer sharing a writer does not keep this one's records in the buffer."""
         errors = []
         for writer in self._open:
             try:
+                with writer.mutex:
+                    if not writer.closed:
+                        writer.flush()
+            except Exception as exc:  # release and close the others, then report
+                errors.append(exc)
+            try:
                 _shared.release(writer)
-            except Exception as exc:  # close the others, then report
+            except Exception as exc:
                 errors.append(exc)
         self._open.clear()
         self._outputs.clear()

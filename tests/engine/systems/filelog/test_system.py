@@ -180,6 +180,16 @@ def test_producers_of_one_process_share_the_partition_writer(log):
     log.writer().close()   # everything released
 
 
+def test_stopping_a_producer_writes_its_records_even_while_another_shares_the_writer(log):
+    log.create()
+    a, b = _producer(log), _producer(log)
+    _send(b, "s", b"from b", partition=0)
+    _send(a, "s", b"from a", partition=0)
+    a.stop()                       # b keeps the shared writer open and never flushes
+    assert [r.value for r in log.read()] == [b"from b", b"from a"]
+    b.stop()
+
+
 def test_ending_an_unbounded_stream_is_refused(log):
     log.create()
     with pytest.raises(SystemError_, match="not bounded"):
