@@ -150,8 +150,12 @@ class FileLock:
         info = {"pid": os.getpid(), "host": socket.gethostname(), "role": role,
                 "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "command": " ".join(sys.argv)[:200]}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(info).encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(info).encode(), 0)
+        except BaseException:
+            os.close(fd)  # drops the flock: a failed acquire must not hold the lock
+            raise
         self._fd = fd
 
     def release(self) -> None:

@@ -176,3 +176,20 @@ def test_end_stream_writes_the_marker_and_refuses_more_records(log):
     with pytest.raises(StreamEndedError):
         log.write([(None, b"c")])
     assert [r.value for r in log.read()] == [b"a"]
+
+
+def test_a_failure_while_recording_the_holder_releases_the_writer_lock(log, monkeypatch):
+    import engine.systems.filelog._files as files
+
+    log.create()
+    real = files.os.pwrite
+
+    def full_disk(fd, data, offset):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(files.os, "pwrite", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        log.writer()
+    monkeypatch.setattr(files.os, "pwrite", real)
+    with log.writer() as w:           # not locked out by a leaked descriptor of this process
+        assert w.append(None, b"x") == 0
