@@ -45,7 +45,6 @@ import logging
 import queue
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -53,6 +52,7 @@ from stores.config import Config, ConfigError, declare
 
 from ._runloop_ops import Operations, StopReason
 from ._runloop_paths import DispatchPaths
+from ._runloop_pool import TaskPool
 from ._runloop_timers import Ticker
 from ._runloop_worker import WAKE, Op, Worker, op_outcome
 from .errors import EngineError
@@ -176,7 +176,7 @@ class RunLoop(DispatchPaths, Operations):
         self._dirty: list[Worker] = []
         self._busy = 0          # messages and operations in flight, all tasks
         self._backlogged = 0    # workers whose pending queue is full
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: TaskPool | None = None
         self._ran = False
         self._warned: set = set()
         self.metrics = MetricsRegistry("run-loop")
@@ -231,7 +231,7 @@ class RunLoop(DispatchPaths, Operations):
         finally:
             ticker.stop()
             if self._pool is not None:
-                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool.shutdown()
             if self._reporter is not None:
                 self._report()
         if self._error is not None:
@@ -255,7 +255,7 @@ class RunLoop(DispatchPaths, Operations):
             ticker.every(max(1, min(1000, s.callback_timeout_ms // 10)),
                          lambda: self._tick("_timeout_due"))
         if s.thread_pool_size > 0:
-            self._pool = ThreadPoolExecutor(s.thread_pool_size, thread_name_prefix=f"weir-task-{self.name}")
+            self._pool = TaskPool(s.thread_pool_size, f"weir-task-{self.name}")
         ticker.start()
         return ticker
 

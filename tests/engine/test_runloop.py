@@ -11,10 +11,14 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 
 import orjson
 import pytest
@@ -726,3 +730,58 @@ def test_bad_concurrency_is_a_config_error_naming_the_key():
     with pytest.raises(ConfigError, match="task.max.concurrency"):
         RunLoopConfig.from_config({"task.max.concurrency": "0"})
     assert RunLoopConfig.from_config({}) == RunLoopConfig()
+
+
+# ----------------------------------------------------------------------------------------
+# the process exits after a timed-out or abandoned thread-pool call
+# ----------------------------------------------------------------------------------------
+
+_STUCK_SCRIPT = """
+import sys, threading
+from engine.errors import CallbackTimeoutError
+from engine.instance import TaskInstance
+from engine.model import IncomingMessageEnvelope, SystemStreamPartition
+from engine.runloop import RunLoop
+
+A = SystemStreamPartition("test", "clicks", 0)
+
+class Stuck:
+    def process(self, envelope, collector, coordinator):
+        threading.Event().wait()          # never returns
+
+class OneMessage:
+    def __init__(self):
+        self.items = [IncomingMessageEnvelope(A, 0, None, b"x")]
+    def choose(self, timeout):
+        if self.items:
+            return self.items.pop()
+        threading.Event().wait(timeout)
+        return None
+
+cfg = {"job.container.thread.pool.size": "1", "task.callback.timeout.ms": "50"}
+inst = TaskInstance("Partition 0", Stuck(), [A], cfg)
+loop = RunLoop([inst], OneMessage(), cfg)
+inst.init()
+try:
+    loop.run()
+except CallbackTimeoutError:
+    print("timed out")
+inst.close()
+"""
+
+
+def test_a_process_call_stuck_on_the_thread_pool_does_not_keep_the_process_alive():
+    # A timed-out call still runs on its pool thread; the process must still exit once the
+    # loop has reported the timeout (a non-daemon pool thread would block interpreter exit).
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-c", _STUCK_SCRIPT], cwd=root,
+                            env=dict(os.environ, PYTHONPATH=str(root)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail("the process did not exit: a pool thread stuck in process() blocks exit")
+    assert proc.returncode == 0, err
+    assert out.strip() == "timed out"
