@@ -291,6 +291,8 @@ class SystemConsumers:
                         raise DeserializationError(f"{type(exc).__name__}: {exc}", ssp=ssp,
                                                    offset=envelope.offset) from exc
                     self._counters.deserialization_errors += 1
+                    if self._gating:
+                        self._dropped_at_head(envelope)
                     continue
             self._chooser_update(envelope)
             if self._gating:
@@ -299,6 +301,13 @@ class SystemConsumers:
         if ssp not in self._ended:
             self._empty[ssp.system][ssp] = None
         return False
+
+    def _dropped_at_head(self, envelope: IncomingMessageEnvelope) -> None:
+        """A dropped envelope at its lagging bootstrap SSP's head catches that SSP up."""
+        lag, head = self._lag, self._lag.head_of(envelope.ssp)
+        if lag.is_lagging(envelope.ssp) and head is not None and envelope.offset >= head.newest:
+            lag.mark_caught_up(envelope.ssp)
+            self._gating = lag.active
 
     # -- polling ---------------------------------------------------------------------------
     def _refresh(self, timeout: float) -> None:

@@ -413,6 +413,25 @@ def test_bootstrap_stream_reaching_end_of_stream_is_caught_up(mem):
     assert got == [("codes", False), ("codes", False), ("codes", True), ("tx", False)]
 
 
+def test_a_dropped_bootstrap_head_record_still_catches_its_partition_up(mem):
+    # The last code present at start cannot be deserialized and is dropped: the partition
+    # has been read to its head, so the job must go on instead of waiting for it forever.
+    mem.create("codes", 1)
+    mem.create("tx", 1)
+    mem.send("codes", 0, b'"c0"', b"not json")
+    mem.send("tx", 0, b'"t"')
+    cfg = mem.config(**{"task.inputs": "SYS.tx,SYS.codes",
+                        "systems.SYS.streams.codes.samza.bootstrap": "true",
+                        "systems.SYS.samza.msg.serde": "json",
+                        "task.drop.deserialization.errors": "true"})
+    sc = mem.consumers(cfg, serdes=SerdeManager(cfg), fetch_max=1,
+                       registrations=[(mem.ssp("codes"), 0), (mem.ssp("tx"), 0)])
+    sc.start()
+    got = [(e.ssp.stream, e.message) for e in choose_all(sc)]
+    assert got == [("codes", "c0"), ("tx", "t")]
+    assert not sc.bootstrap.active and sc.counters.deserialization_errors == 1
+
+
 def test_choose_before_start_is_refused(mem):
     mem.create("s", 1)
     sc = mem.consumers(mem.config(), registrations=[(mem.ssp("s"), 0)])
