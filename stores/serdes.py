@@ -106,6 +106,9 @@ class _BuiltinSerde:
         return f"<serde {self.name}>"
 
 
+_ONLY_BYTES = frozenset((bytes,))
+
+
 def _bytes_to_bytes(obj: Any) -> bytes:
     if type(obj) is bytes:
         return obj
@@ -124,6 +127,12 @@ class BytesSerde(_BuiltinSerde):
         self.to_bytes = _bytes_to_bytes
         # bytes(b) returns b itself for bytes and copies a buffer (memoryview): one C call.
         self.from_bytes = bytes
+
+    def to_bytes_many(self, objs: Iterable[Any]) -> list[bytes]:
+        objs = list(objs)
+        if set(map(type, objs)) <= _ONLY_BYTES:  # the common case, checked in C
+            return objs
+        return list(map(_bytes_to_bytes, objs))
 
 
 class StringSerde(_BuiltinSerde):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from stores.api import KeyValueStore
 from stores.errors import NullKeyOrValueError, SerdeError, StoreClosedError
 
 from .stacks import ENGINES, STACKS, StoreFactory, engine_param
@@ -41,6 +42,11 @@ def fill(store, keys):
 
 
 # -- point operations ---------------------------------------------------------------------------
+
+def test_built_store_satisfies_the_store_protocol(store):
+    assert isinstance(store, KeyValueStore)
+    assert store.name == "s" and not store.closed
+
 
 def test_get_missing_key_returns_none(store):
     assert store.get(b"nope") is None

@@ -45,6 +45,14 @@ def test_int64_batch_encoding_equals_one_by_one(numbers):
     assert s.to_bytes_many(numbers) == [s.to_bytes(n) for n in numbers]
 
 
+def test_bytes_batch_encoding_copies_buffers_and_rejects_other_types():
+    s = BytesSerde()
+    assert s.to_bytes_many([b"a", bytearray(b"b"), memoryview(b"c")]) == [b"a", b"b", b"c"]
+    assert s.to_bytes_many([]) == []
+    with pytest.raises(TypeError):
+        s.to_bytes_many([b"a", "text"])
+
+
 @pytest.mark.parametrize("bad", [[1, 2.5], [1, "2"], [2**63], [None]])
 def test_int64_batch_encoding_rejects_the_whole_batch(bad):
     with pytest.raises(Exception):
