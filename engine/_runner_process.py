@@ -8,15 +8,21 @@ over a ``multiprocessing`` queue:
 * ``PROGRESS`` every ``interval_ms``: a :class:`~engine.container.ContainerProgress`;
 * ``DONE``: the :class:`~engine.container.ContainerResult` (exit code 0);
 * ``FAILED``: a :class:`~engine.runner.ContainerFailure` with the error (exit code 1).
+
+When the runner process dies without stopping it (SIGKILL, a crash), the child notices (its
+parent's sentinel becomes ready) and stops as on SIGTERM: work in flight finishes, every task
+commits, the process exits. No container outlives its runner.
 """
 
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import signal
 import sys
 import threading
 from dataclasses import dataclass
+from multiprocessing.connection import wait
 from enum import Enum
 from typing import Any
 
@@ -52,6 +58,22 @@ def _configure_child_logging(container_id: str) -> None:
     root.setLevel(logging.INFO)
 
 
+def _stop_when_parent_dies(container: Any, events: Any) -> None:
+    """Stop ``container`` gracefully once the runner process is gone."""
+    parent = multiprocessing.parent_process()
+    if parent is None or parent.sentinel is None:
+        return
+
+    def watch() -> None:
+        wait([parent.sentinel])
+        log.error("container %s: the runner process (pid %s) is gone; stopping with a final "
+                  "commit", container.container_id, parent.pid)
+        events.cancel_join_thread()  # nobody reads the queue now: never block exit on it
+        container.shutdown()
+
+    threading.Thread(target=watch, name="weir-parent-watch", daemon=True).start()
+
+
 def container_process_main(config: Config, model_json: str, container_id: str, events: Any,
                            interval_ms: int) -> None:
     """The target of a container process; exits with 0 (done) or 1 (failed)."""
@@ -72,6 +94,7 @@ def container_process_main(config: Config, model_json: str, container_id: str, e
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    _stop_when_parent_dies(container, events)
     done = threading.Event()
 
     def report_progress() -> None:

@@ -210,3 +210,54 @@ def test_a_missing_input_stream_is_a_config_error_with_exit_code_2(tmp_path):
 
     assert proc.returncode == 2
     assert "filelog.words" in err and "weir log create words" in err
+
+
+def _container_processes(parent_pid: int) -> list[int]:
+    """The container processes (multiprocessing spawn children) of ``parent_pid``."""
+    pids = []
+    for children in Path(f"/proc/{parent_pid}/task").glob("*/children"):
+        for pid in children.read_text().split():
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if b"spawn_main" in cmdline:
+                pids.append(int(pid))
+    return pids
+
+
+def _exited(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+def test_container_processes_stop_with_a_final_commit_when_the_runner_is_killed(tmp_path):
+    write_job(tmp_path, **{"job.container.count": "2", "task.commit.ms": "-1",
+                           "job.status.log.interval.ms": "100"})
+    items = words(1000)
+    produce(tmp_path, items, end=False)  # unbounded: the containers never end by themselves
+
+    proc = weir_run(tmp_path, "--status", "log")
+    deadline = time.monotonic() + 60
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if "1,000 msgs" in line or time.monotonic() > deadline:
+            break
+    children = _container_processes(proc.pid)
+    assert len(children) == 2, "".join(seen)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)  # not communicate(): orphans would hold its pipes open
+
+    deadline = time.monotonic() + 30
+    while not all(_exited(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    orphans = [pid for pid in children if not _exited(pid)]
+    for pid in orphans:
+        os.kill(pid, signal.SIGKILL)
+    proc.stdout.close()
+    proc.stderr.close()
+    assert orphans == [], "container processes outlived the killed runner"
+    # They stopped gracefully: the final commit covers everything they processed.
+    assert checkpoints(tmp_path) == {0: 499, 1: 499}
