@@ -4,8 +4,9 @@ Puts append ``(key, value)``, deletes append ``(key, None)`` (a tombstone), in t
 are applied, and always **before** the write reaches the engine (as Samza's ``LoggedStore``), so
 the changelog never misses a change the engine has. Reads pass straight through.
 
-When the sink offers ``append_columns(keys, values)`` (as :class:`stores.filesink.FileChangelog`
-does), batches are handed over in one call instead of one ``append`` per change.
+Batches (write-downs, ``put_all``, ``delete_all``) go to the sink in one call when it offers
+one: ``append_columns(keys, values)`` (as :class:`stores.filesink.FileChangelog` does), else
+``append_all(pairs)``, else one ``append`` per change.
 
 ``flush()`` flushes the engine, then the sink: when it returns, the changelog holds every change
 durably, which is what a commit needs before it writes a checkpoint. ``close()`` flushes the
@@ -25,7 +26,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from ..api import closed_store_error
 from ..changelog import ChangelogSink
@@ -33,6 +34,23 @@ from ..engines._base import BytesEngine, BytesIterator, BytesSnapshot
 from ._columns import columns_writer
 
 __all__ = ["LoggedLayer"]
+
+
+def _batch_appender(sink: ChangelogSink) -> Callable[[list[bytes], list[bytes | None]], None]:
+    """The sink's cheapest way to take a batch given as two parallel lists."""
+    append_columns = getattr(sink, "append_columns", None)
+    if callable(append_columns):
+        return append_columns
+    append_all = getattr(sink, "append_all", None)
+    if callable(append_all):
+        return lambda keys, values: append_all(list(zip(keys, values)))
+    append = sink.append
+
+    def append_each(keys: list[bytes], values: list[bytes | None]) -> None:
+        for key, value in zip(keys, values):
+            append(key, value)
+
+    return append_each
 
 
 class LoggedLayer:
@@ -43,8 +61,7 @@ class LoggedLayer:
         self._inner = inner
         self._sink = sink
         self._append = sink.append
-        append_columns = getattr(sink, "append_columns", None)
-        self._append_columns = append_columns if callable(append_columns) else self._append_each
+        self._append_columns = _batch_appender(sink)
         self._write_inner = columns_writer(inner)
 
     @property
@@ -54,11 +71,6 @@ class LoggedLayer:
     @property
     def sink(self) -> ChangelogSink:
         return self._sink
-
-    def _append_each(self, keys: list[bytes], values: list[bytes | None]) -> None:
-        append = self._append
-        for key, value in zip(keys, values):
-            append(key, value)
 
     # -- reads pass through ----------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:

@@ -99,6 +99,26 @@ def test_batches_use_the_sinks_append_columns_when_it_has_one():
     assert sink.batches == [([b"a", b"b"], [b"1", None])] and sink.records == []
 
 
+def test_batches_use_the_sinks_append_all_when_it_has_no_append_columns():
+    class PairSink(RecordingSink):
+        def __init__(self):
+            super().__init__()
+            self.batches = []
+
+        def append_all(self, items):
+            self.batches.append(list(items))
+
+    sink = PairSink()
+    LoggedLayer(MemoryEngine("s"), sink).write_batch([(b"a", b"1"), (b"b", None)])
+    assert sink.batches == [[(b"a", b"1"), (b"b", None)]] and sink.records == []
+
+
+def test_a_sink_with_only_append_gets_one_call_per_change():
+    sink = RecordingSink()
+    LoggedLayer(MemoryEngine("s"), sink).write_batch([(b"a", b"1"), (b"b", None)])
+    assert sink.records == [(b"a", b"1"), (b"b", None)]
+
+
 def replay(log: FileChangelog, engine) -> None:
     batch = []
     for _, key, value in log.read(log.oldest_offset(), log.newest_offset()):
