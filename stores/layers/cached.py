@@ -137,7 +137,11 @@ class CachedLayer:
         if key is None:
             raise null_key_error(self.name)
         value = self._inner.get(key)
-        self._insert(key, value)
+        cache = self._cache
+        if len(cache) < self._capacity:
+            cache[key] = value
+        else:
+            self._insert(key, value)
         return value
 
     def get_all(self, keys: Iterable[Any]) -> dict[Any, Any]:

@@ -63,6 +63,12 @@ class LoggedLayer:
         self._append = sink.append
         self._append_columns = _batch_appender(sink)
         self._write_inner = columns_writer(inner)
+        self.get = inner.get
+        self.get_all = inner.get_all
+        self.range = inner.range
+        self.prefix = inner.prefix
+        self.all = inner.all
+        self.snapshot = inner.snapshot
 
     @property
     def inner(self) -> BytesEngine:
@@ -73,23 +79,14 @@ class LoggedLayer:
         return self._sink
 
     # -- reads pass through ----------------------------------------------------------------
-    def get(self, key: bytes) -> bytes | None:
-        return self._inner.get(key)
-
-    def get_all(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
-        return self._inner.get_all(keys)
-
-    def range(self, lo: bytes | None, hi: bytes | None) -> BytesIterator:
-        return self._inner.range(lo, hi)
-
-    def prefix(self, prefix: bytes) -> BytesIterator:
-        return self._inner.prefix(prefix)
-
-    def all(self) -> BytesIterator:
-        return self._inner.all()
-
-    def snapshot(self, lo: bytes | None, hi: bytes | None) -> BytesSnapshot:
-        return self._inner.snapshot(lo, hi)
+    # Bound in __init__ to the engine's own methods, so a read costs no frame of this layer:
+    # get, get_all, range, prefix, all, snapshot.
+    get: Callable[[bytes], bytes | None]
+    get_all: Callable[[Sequence[bytes]], dict[bytes, bytes]]
+    range: Callable[[bytes | None, bytes | None], BytesIterator]
+    prefix: Callable[[bytes], BytesIterator]
+    all: Callable[[], BytesIterator]
+    snapshot: Callable[[bytes | None, bytes | None], BytesSnapshot]
 
     # -- writes: changelog first, then the engine --------------------------------------------
     # The closed check comes first so a write to a closed store does not reach the changelog.
