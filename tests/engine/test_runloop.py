@@ -12,6 +12,7 @@ import asyncio
 import io
 import logging
 import os
+import random
 import subprocess
 import sys
 import threading
@@ -421,6 +422,65 @@ def test_a_callback_that_never_fires_fails_the_task_with_callback_timeout_error(
     err = info.value
     assert (err.task_name, err.ssp, err.offset) == ("Partition 0", A, 1)
     assert "task.callback.timeout.ms=50" in str(err) and "offset 1" in str(err)
+    assert checkpoints.writes == 0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_every_checkpoint_covers_only_finished_messages_on_a_pool_with_concurrency(seed):
+    # Sync tasks on a 4-thread pool, 4 in flight, random durations, a commit every
+    # millisecond: each checkpoint is written while no process() of the task runs and
+    # covers finished messages only.
+    rng = random.Random(seed)
+    delays = [rng.choice([0, 0, 0.0002, 0.001]) for _ in range(300)]
+    finished: set[int] = set()
+    running = [0]
+    lock = threading.Lock()
+    uncovered: list = []
+
+    class Sleepy:
+        def process(self, envelope, collector, coordinator):
+            with lock:
+                running[0] += 1
+            time.sleep(delays[envelope.offset])
+            with lock:
+                running[0] -= 1
+                finished.add(envelope.offset)
+
+    def check(name, checkpoint):
+        committed = checkpoint.input_offsets.get(A, -1)
+        with lock:
+            missing = [o for o in range(committed + 1) if o not in finished]
+            if missing or running[0]:
+                uncovered.append((committed, missing[:5], running[0]))
+
+    checkpoints = RecordingCheckpoints(on_write=check)
+    cfg = {"job.container.thread.pool.size": "4", "task.max.concurrency": "4",
+           "task.commit.ms": "1"}
+    inst = instance(Sleepy(), [A], config=cfg, checkpoints=checkpoints)
+    run([inst], ScriptedSource(*msgs(A, *range(300)), eos(A, 300)), cfg)
+    assert uncovered == []
+    assert offsets_of(checkpoints, "Partition 0") == {A: 299}
+
+
+def test_a_coroutine_that_never_finishes_times_out_and_is_cancelled(asyncio_thread):
+    cancelled = threading.Event()
+
+    class Hangs:
+        async def process(self, envelope, collector, coordinator):
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+
+    cfg = {"task.callback.timeout.ms": "50"}
+    checkpoints = MemoryCheckpointManager()
+    with pytest.raises(CallbackTimeoutError) as info:
+        run([instance(Hangs(), [A], config=cfg, checkpoints=checkpoints,
+                      async_runner=asyncio_thread)],
+            ScriptedSource(*msgs(A, 0), eos(A, 1)), cfg)
+    assert (info.value.ssp, info.value.offset) == (A, 0)
+    assert cancelled.wait(10)
     assert checkpoints.writes == 0
 
 
