@@ -185,6 +185,7 @@ class RunLoop(DispatchPaths, Operations):
         self._m_skipped = self.metrics.counter("skipped-envelopes")
         self.metrics.gauge("in-flight", lambda: self._busy)
         self._reporter = reporter if reporter is not None else MetricsReporter.from_config(job_config, name)
+        self._owns_reporter = reporter is None  # made here from config: closed by run()
         self._extra = dict(extra_metrics or {})
         for attr in ("metrics", "counters"):  # SystemConsumers keeps ``counters``
             source_metrics = getattr(getattr(source, attr, None), "snapshot", None)
@@ -234,6 +235,8 @@ class RunLoop(DispatchPaths, Operations):
                 self._pool.shutdown()
             if self._reporter is not None:
                 self._report()
+                if self._owns_reporter:
+                    self._reporter.close()
         if self._error is not None:
             raise self._error
         summary = RunSummary(self._reason or StopReason.EXTERNAL_SHUTDOWN,

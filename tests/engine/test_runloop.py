@@ -763,6 +763,16 @@ def test_metrics_snapshot_and_the_json_lines_reporter(tmp_path):
     assert last["metrics"]["tasks"]["Partition 0"]["messages-processed"] == 130
 
 
+def test_the_reporter_file_opened_from_config_is_closed_when_the_loop_stops(tmp_path):
+    path = tmp_path / "m.jsonl"
+    cfg = {"metrics.reporter.interval.ms": "60000", "metrics.reporter.file": str(path)}
+    run([instance(Recording(), [A], config=cfg)], ScriptedSource(*msgs(A, 0), eos(A, 1)), cfg)
+    assert len(path.read_bytes().splitlines()) == 1          # the final report
+    open_files = [os.readlink(fd) for fd in Path("/proc/self/fd").iterdir()
+                  if fd.is_symlink() and os.path.exists(fd)]
+    assert str(path) not in open_files
+
+
 def test_reporter_given_directly_gets_a_final_report():
     out = io.BytesIO()
     reporter = MetricsReporter("c1", interval_ms=60_000, stream=out)
