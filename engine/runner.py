@@ -40,6 +40,7 @@ from typing import Any
 
 from recovery.storage import ProgressMode
 from stores.config import Config
+from stores.errors import ConfigError
 
 from ._container_parts import ContainerProgress, ContainerResult
 from ._runner_process import ChildEvent, EventKind, container_process_main
@@ -51,6 +52,7 @@ from .model import SystemStream
 from .status import StatusMode, StatusReporter, StatusSettings
 from .streams import all_input_streams
 from .systems.registry import SystemRegistry
+from .task import load_task_factory
 
 __all__ = ["ExitCode", "JobResult", "ContainerFailure", "prepare_job", "run_job"]
 
@@ -68,7 +70,7 @@ class ExitCode(IntEnum):
     FAILED = 1
     """A container failed (a task error, a store or system error); see the message."""
     CONFIG = 2
-    """The config or the streams are wrong; nothing ran."""
+    """The config or the streams are wrong; no message was processed."""
     INTERRUPTED = 130
     """Stopped by SIGINT (Ctrl-C) after the final commit."""
 
@@ -148,8 +150,8 @@ def prepare_job(config: Config, *, registry: SystemRegistry | None = None
                 ) -> tuple[JobConfig, SystemRegistry, JobModel]:
     """Check ``config`` and build the job model from the input streams' partition counts.
 
-    Raises ConfigError for bad values (unknown keys are only logged) and StreamNotFoundError
-    for an input stream that does not exist."""
+    Raises ConfigError for bad values (unknown keys are only logged; ``task.class`` is
+    imported) and StreamNotFoundError for an input stream that does not exist."""
     try:
         load_all_declarations()
     except EngineError as exc:
@@ -157,6 +159,7 @@ def prepare_job(config: Config, *, registry: SystemRegistry | None = None
                     "import: %s", exc)
     warn_unknown_keys(config, log, load_declarations=False)
     job = JobConfig.from_config(config)
+    load_task_factory(config)  # a bad task.class / task.wrapper.class fails before any setup
     registry = registry if registry is not None else SystemRegistry(config)
     counts = registry.partition_counts(all_input_streams(config))
     model = build_job_model(config, counts)
@@ -239,10 +242,18 @@ def _run_in_process(config: Config, job: JobConfig, registry: SystemRegistry, mo
         except Exception as exc:  # noqa: BLE001 - reported in the result, with its message
             failure = ContainerFailure(cid, type(exc).__name__, str(exc))
             log.debug("container %s failed", cid, exc_info=True)
-            return JobResult(job.name, ExitCode.FAILED, "failed", time.perf_counter() - started,
-                             (container.result_so_far(),), (failure,))
+            return JobResult(job.name, _failure_exit_code((failure,)), "failed",
+                             time.perf_counter() - started, (container.result_so_far(),),
+                             (failure,))
     return JobResult(job.name, signals.exit_code(), signals.reason(f"ended ({result.reason})"),
                      time.perf_counter() - started, (result,))
+
+
+def _failure_exit_code(failures: Iterable[ContainerFailure]) -> ExitCode:
+    """CONFIG when every failure is a config error (the job cannot run as configured),
+    FAILED otherwise."""
+    kinds = {f.error_type for f in failures}
+    return ExitCode.CONFIG if kinds == {ConfigError.__name__} else ExitCode.FAILED
 
 
 @dataclass
@@ -286,7 +297,8 @@ def _run_processes(config: Config, job: JobConfig, model: JobModel, status: Stat
     results = tuple(c.result for c in children.values() if c.result is not None)
     seconds = time.perf_counter() - started
     if failures:
-        return JobResult(job.name, ExitCode.FAILED, "failed", seconds, results, failures)
+        return JobResult(job.name, _failure_exit_code(failures), "failed", seconds, results,
+                         failures)
     reasons = sorted({r.reason for r in results})
     return JobResult(job.name, signals.exit_code(),
                      signals.reason(f"ended ({', '.join(reasons)})"), seconds, results)

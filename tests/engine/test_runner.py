@@ -261,3 +261,16 @@ def test_container_processes_stop_with_a_final_commit_when_the_runner_is_killed(
     assert orphans == [], "container processes outlived the killed runner"
     # They stopped gracefully: the final commit covers everything they processed.
     assert checkpoints(tmp_path) == {0: 499, 1: 499}
+
+
+def test_an_unimportable_task_class_is_a_config_error_with_exit_code_2(tmp_path):
+    write_job(tmp_path, task="NoSuchTask", **{"job.container.count": "2"})
+    produce(tmp_path, words(10))
+
+    proc = weir_run(tmp_path, "--status", "off")
+    out, err = proc.communicate(timeout=60)
+
+    assert proc.returncode == 2, out + err
+    assert "task.class" in err and "NoSuchTask" in err
+    assert not (tmp_path / "log" / "counts-changelog").exists()  # nothing was set up
+
