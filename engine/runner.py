@@ -265,6 +265,8 @@ class _Child:
     progress: ContainerProgress | None = None
     stop_sent: bool = False
     exited_at: float | None = field(default=None)
+    unreported: bool = False
+    """Exited without a result; ``failure`` says why (None: stopped while starting)."""
 
 
 def _run_processes(config: Config, job: JobConfig, model: JobModel, status: StatusMode,
@@ -282,10 +284,7 @@ def _run_processes(config: Config, job: JobConfig, model: JobModel, status: Stat
              ", ".join(f"{c.container_id}:{c.process.pid}" for c in children.values()))
 
     def stop_all(signum: int = signal.SIGTERM) -> None:
-        for child in children.values():
-            if not child.stop_sent and child.process.is_alive():
-                child.stop_sent = True
-                os.kill(child.process.pid, signal.SIGTERM)
+        _stop_children(children)
 
     reporter = StatusReporter(
         job.name, lambda: [c.progress for c in children.values() if c.progress is not None],
@@ -304,6 +303,24 @@ def _run_processes(config: Config, job: JobConfig, model: JobModel, status: Stat
                      signals.reason(f"ended ({', '.join(reasons)})"), seconds, results)
 
 
+def _stop_children(children: dict[str, _Child]) -> None:
+    """SIGTERM every live child once: each stops after its work in flight and commits."""
+    for child in children.values():
+        if not child.stop_sent and child.process.is_alive():
+            child.stop_sent = True
+            os.kill(child.process.pid, signal.SIGTERM)
+
+
+def _unreported_exit(child: _Child) -> ContainerFailure | None:
+    """Why ``child`` exited without a result: a failure, or None when the runner stopped it
+    before it could install its SIGTERM handler (it processed nothing: not a failure)."""
+    code = child.process.exitcode
+    if child.stop_sent and code == -signal.SIGTERM:
+        log.info("container %s was stopped while it started", child.container_id)
+        return None
+    return ContainerFailure(child.container_id, "ProcessDied", _death(code))
+
+
 def _supervise(children: dict[str, _Child], events: Any, stop_all: Callable[[], None]) -> None:
     """Collect events until every child has exited; stop the others when one fails."""
     while True:
@@ -317,18 +334,19 @@ def _supervise(children: dict[str, _Child], events: Any, stop_all: Callable[[], 
             if child.exited_at is None:
                 child.exited_at = time.monotonic()
                 proc.join()
-            if child.result is None and child.failure is None \
+            if child.result is None and child.failure is None and not child.unreported \
                     and time.monotonic() - child.exited_at > 1.0:
-                child.failure = ContainerFailure(child.container_id, "ProcessDied",
-                                                 _death(proc.exitcode))
-                log.error("%s", child.failure.headline())
-                stop_all()
+                child.unreported = True
+                child.failure = _unreported_exit(child)
+                if child.failure is not None:
+                    log.error("%s", child.failure.headline())
+                    stop_all()
         if not alive:
             _drain(children, events, stop_all, timeout=0.0)
             for child in children.values():
-                if child.result is None and child.failure is None:
-                    child.failure = ContainerFailure(child.container_id, "ProcessDied",
-                                                     _death(child.process.exitcode))
+                if child.result is None and child.failure is None and not child.unreported:
+                    child.unreported = True
+                    child.failure = _unreported_exit(child)
             return
 
 

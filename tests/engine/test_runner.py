@@ -8,6 +8,7 @@ non-zero exit naming the container, task, SSP and offset, and stops the other co
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -21,7 +22,9 @@ import pytest
 pytest.importorskip("engine.systems.filelog", reason="the file log system is not built yet")
 
 from engine.model import OutgoingMessageEnvelope, SystemStream  # noqa: E402
-from engine.runner import ExitCode, run_job  # noqa: E402
+from engine._runner_process import ChildEvent, EventKind  # noqa: E402
+from engine.runner import (ContainerFailure, ExitCode, _Child, _stop_children,  # noqa: E402
+                           _supervise, run_job)
 from engine.status import StatusMode  # noqa: E402
 from engine.systems.api import StreamSpec  # noqa: E402
 from engine.systems.registry import SystemRegistry  # noqa: E402
@@ -274,3 +277,22 @@ def test_an_unimportable_task_class_is_a_config_error_with_exit_code_2(tmp_path)
     assert "task.class" in err and "NoSuchTask" in err
     assert not (tmp_path / "log" / "counts-changelog").exists()  # nothing was set up
 
+
+def test_a_container_the_runner_stops_while_it_starts_is_not_reported_as_failed():
+    # Container 1 fails; the runner SIGTERMs container 0, which has not installed its
+    # handler yet (here: a process that never does) and dies of the signal. Only container
+    # 1's failure is reported: container 0 did not fail, it was stopped.
+    ctx = multiprocessing.get_context("spawn")
+    events = ctx.Queue()
+    children = {"0": _Child("0", ctx.Process(target=time.sleep, args=(60,))),
+                "1": _Child("1", ctx.Process(target=time.sleep, args=(0,)))}
+    for child in children.values():
+        child.process.start()
+    events.put(ChildEvent(EventKind.FAILED, "1", ContainerFailure("1", "TaskError", "boom")))
+
+    _supervise(children, events, lambda: _stop_children(children))
+    events.close()
+
+    assert children["0"].process.exitcode == -signal.SIGTERM
+    assert children["0"].failure is None
+    assert children["1"].failure == ContainerFailure("1", "TaskError", "boom")
