@@ -73,8 +73,7 @@ class Operations:
     def _op_done(self, w: Worker, op: Op, coord: Coordinator, failure) -> None:
         w.op = None
         if failure is not None:
-            exc, during = failure
-            self._fail(task_error(w.inst.task_name, exc, during=during))
+            self._fail_task(w, *failure)
             return
         self._merge(w, coord)
         if op is Op.WINDOW:
@@ -125,6 +124,17 @@ class Operations:
             self._reason = reason
         self._shutdown_now = True
         self._attention = True
+
+    def _fail_task(self, w: Worker, exc: BaseException, during: str, env=None) -> None:
+        """Stop the loop for ``exc`` raised by ``w``'s task ``during`` an operation or a
+        message: a TaskError naming task, SSP and offset -- except an interrupt (a second
+        Ctrl-C landing in user code), which stops the loop as it is."""
+        if isinstance(exc, KeyboardInterrupt):
+            self._fail(exc)
+            return
+        self._fail(task_error(w.inst.task_name, exc, during=during,
+                              ssp=env.ssp if env is not None else None,
+                              offset=env.offset if env is not None else None))
 
     def _fail(self, exc: BaseException) -> None:
         if self._error is None:

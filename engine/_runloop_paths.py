@@ -20,7 +20,7 @@ import time
 from ._runloop_worker import (DUPLICATE, FAILED, OP_DONE, Op, TaskCallback, Worker,
                               duplicate_completion_error, log_ignored, run_callback, run_sync)
 from .errors import CallbackTimeoutError
-from .instance import Coordinator, task_error
+from .instance import Coordinator
 from .model import EnvelopeKind, IncomingMessageEnvelope
 from .task import TaskKind
 
@@ -81,8 +81,7 @@ class DispatchPaths:
             log_ignored(w.inst, exc, "process", env)
             w.offsets[env.ssp] = env.offset
         else:
-            self._fail(task_error(w.inst.task_name, exc, during="process", ssp=env.ssp,
-                                  offset=env.offset))
+            self._fail_task(w, exc, "process", env)
 
     def _route_inline(self, env: IncomingMessageEnvelope) -> None:
         for w in self._owners(env):
@@ -228,8 +227,7 @@ class DispatchPaths:
         if code == FAILED:
             inst = w.inst
             if not (isinstance(payload, Exception) and inst.ignores(payload)):
-                self._fail(task_error(inst.task_name, payload, during="process",
-                                      ssp=cb.envelope.ssp, offset=cb.envelope.offset))
+                self._fail_task(w, payload, "process", cb.envelope)
                 return
             log_ignored(inst, payload, "process", cb.envelope)
             cb.skipped = True

@@ -221,8 +221,13 @@ def run_callback(inst: TaskInstance, env: IncomingMessageEnvelope, coord: Coordi
 def run_op(post, worker: Worker, op: Op, coord: Coordinator) -> None:
     """Run ``op`` of ``worker`` and post ``(OP_DONE, (worker, op, coord), failure)`` where
     failure is None or ``(exc, during)``. Ignorable exceptions of user hooks are counted
-    and logged here (the task's operations never overlap, so its metrics are ours)."""
-    post((OP_DONE, (worker, op, coord), op_outcome(worker, op, coord)))
+    and logged here (the task's operations never overlap, so its metrics are ours). Always
+    posts: the loop counts the operation in flight until it does."""
+    try:
+        failure = op_outcome(worker, op, coord)
+    except BaseException as exc:  # noqa: BLE001 - e.g. an interrupt the hook raised itself
+        failure = (exc, op.value)
+    post((OP_DONE, (worker, op, coord), failure))
 
 
 def op_outcome(worker: Worker, op: Op, coord: Coordinator) -> tuple[BaseException, str] | None:

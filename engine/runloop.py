@@ -56,7 +56,7 @@ from ._runloop_pool import TaskPool
 from ._runloop_timers import Ticker
 from ._runloop_worker import WAKE, Op, Worker, op_outcome
 from .errors import EngineError
-from .instance import Coordinator, InstanceState, TaskInstance, task_error
+from .instance import Coordinator, InstanceState, TaskInstance
 from .metrics import MetricsRegistry, MetricsReporter
 from .model import IncomingMessageEnvelope
 from .task import TaskKind
@@ -305,5 +305,5 @@ class RunLoop(DispatchPaths, Operations):
                 self._apply(w, released)
             failure = op_outcome(w, Op.COMMIT, Coordinator())
             if failure is not None:
-                self._fail(task_error(w.inst.task_name, failure[0], during=failure[1]))
+                self._fail_task(w, *failure)
                 return

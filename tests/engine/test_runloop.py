@@ -675,6 +675,22 @@ def test_window_failure_stops_the_loop_unless_ignored():
                                Gate(lambda: inst.metrics.ignored.count >= 2), eos(A, 1)), cfg_ignored)
 
 
+@pytest.mark.parametrize("pool", ["0", "2"])
+def test_an_interrupt_during_window_stops_the_loop_as_an_interrupt_not_a_task_error(pool):
+    # A second Ctrl-C lands wherever the loop thread is, here in a window: `weir run` must
+    # stop at once with exit code 130, not report a failed task.
+    class Interrupted(Recording):
+        def window(self, collector, coordinator):
+            raise KeyboardInterrupt
+
+    cfg = {"task.window.ms": "1", "job.container.thread.pool.size": pool}
+    checkpoints = MemoryCheckpointManager()
+    with pytest.raises(KeyboardInterrupt):
+        run([instance(Interrupted(), [A], config=cfg, checkpoints=checkpoints)],
+            ScriptedSource(*msgs(A, 0), Gate(lambda: False)), cfg)
+    assert checkpoints.writes == 0
+
+
 # ----------------------------------------------------------------------------------------
 # end of stream, broadcast inputs, wrappers, metrics
 # ----------------------------------------------------------------------------------------
