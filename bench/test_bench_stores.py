@@ -24,6 +24,7 @@ grouped table.
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import statistics
@@ -48,11 +49,12 @@ from stores.spec import StoreSpec
 HOT_KEYS = 10_000
 EVENTS = int(os.environ.get("WEIR_BENCH_EVENTS", "50000"))
 COMMIT_EVERY = int(os.environ.get("WEIR_BENCH_COMMIT_EVERY", "25000"))
+SIDE_BY_SIDE_COMMITS = (1_000, 25_000, EVENTS)  # the last: one commit per round
 BATCH = 1_000
 COLD_KEYS = 100_000
 VALUE = b"x" * 100
 ROUNDS = int(os.environ.get("WEIR_BENCH_ROUNDS", "5"))
-SIDE_BY_SIDE_ROUNDS = int(os.environ.get("WEIR_BENCH_SIDE_ROUNDS", "15"))
+SIDE_BY_SIDE_ROUNDS = int(os.environ.get("WEIR_BENCH_SIDE_ROUNDS", "25"))
 
 _rng = random.Random(12345)
 RMW_KEYS = ["key%05d" % _rng.randrange(HOT_KEYS) for _ in range(EVENTS)]
@@ -109,19 +111,19 @@ def open_lmdb_reference(root: Path):
 
 # -- read-modify-write counter -----------------------------------------------------------------
 
-def rmw_stack(store, keys=RMW_KEYS) -> None:
+def rmw_stack(store, keys=RMW_KEYS, commit_every=COMMIT_EVERY) -> None:
     get, put = store.get, store.put
     n = 0
     for key in keys:
         count = get(key)
         put(key, 1 if count is None else count + 1)
         n += 1
-        if n % COMMIT_EVERY == 0:
+        if n % commit_every == 0:
             store.flush()
     store.flush()
 
 
-def rmw_rocks_reference(ref, cache: dict, keys=RMW_KEYS) -> None:
+def rmw_rocks_reference(ref, cache: dict, keys=RMW_KEYS, commit_every=COMMIT_EVERY) -> None:
     db, wopts = ref
     pack, unpack, bias = _U64.pack, _U64.unpack, _BIAS
     batch = rocksdict.WriteBatch(raw_mode=True)
@@ -138,13 +140,13 @@ def rmw_rocks_reference(ref, cache: dict, keys=RMW_KEYS) -> None:
         if n % BATCH == 0:
             db.write(batch, wopts)
             batch = rocksdict.WriteBatch(raw_mode=True)
-        if n % COMMIT_EVERY == 0:
+        if n % commit_every == 0:
             db.flush(True)
     db.write(batch, wopts)
     db.flush(True)
 
 
-def rmw_lmdb_reference(env, keys=RMW_KEYS) -> None:
+def rmw_lmdb_reference(env, keys=RMW_KEYS, commit_every=COMMIT_EVERY) -> None:
     pack, unpack, bias = _U64.pack, _U64.unpack, _BIAS
     txn = env.begin(write=True)
     get, put = txn.get, txn.put
@@ -394,13 +396,16 @@ def _rocksdb_handles(pairs: dict) -> list:
     return handles
 
 
+_BACKGROUND_WORK = ("rocksdb.num-running-compactions", "rocksdb.num-running-flushes",
+                    "rocksdb.compaction-pending", "rocksdb.mem-table-flush-pending")
+
+
 def _settle(handles: list, timeout: float = 10.0) -> None:
     """Wait until no RocksDB flush or compaction runs in the background: those threads count
     in this process's CPU time and would be charged to whichever loop runs next."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        busy = sum(h.property_int_value("rocksdb.num-running-compactions")
-                   + h.property_int_value("rocksdb.num-running-flushes") for h in handles)
+        busy = sum(h.property_int_value(prop) for h in handles for prop in _BACKGROUND_WORK)
         if not busy:
             return
         time.sleep(0.01)
@@ -430,23 +435,25 @@ def _ratio(times: dict, stack: str, reference: str, which: int) -> float:
     return statistics.median(ratios)
 
 
-def test_side_by_side(root, capsys):
-    sub = root / "side-by-side"
+@pytest.mark.parametrize("commit_every", SIDE_BY_SIDE_COMMITS)
+def test_side_by_side(root, capsys, commit_every):
+    sub = root / f"side-by-side-{commit_every}"
     sub.mkdir()
     rocks_stack, rocks_log = open_stack(sub, "rocksdb")
     bytes_stack, bytes_log = open_bytes_cache_stack(sub, "rocksdb")
     lmdb_stack, lmdb_log = open_stack(sub, "lmdb")
     rocks_ref, lmdb_ref = open_rocks_reference(sub), open_lmdb_reference(sub)
+    c = {"commit_every": commit_every}
     pairs = {
-        "rocksdb stack (object cache)": (rmw_stack, (rocks_stack,)),
-        "rocksdb stack (bytes cache)": (rmw_stack, (bytes_stack,)),
-        "rocksdb reference": (rmw_rocks_reference, (rocks_ref, {})),
-        "lmdb stack": (rmw_stack, (lmdb_stack,)),
-        "lmdb reference": (rmw_lmdb_reference, (lmdb_ref,)),
+        "rocksdb stack (object cache)": (functools.partial(rmw_stack, **c), (rocks_stack,)),
+        "rocksdb stack (bytes cache)": (functools.partial(rmw_stack, **c), (bytes_stack,)),
+        "rocksdb reference": (functools.partial(rmw_rocks_reference, **c), (rocks_ref, {})),
+        "lmdb stack": (functools.partial(rmw_stack, **c), (lmdb_stack,)),
+        "lmdb reference": (functools.partial(rmw_lmdb_reference, **c), (lmdb_ref,)),
     }
     times = _side_by_side(pairs, SIDE_BY_SIDE_ROUNDS)
     lines = [f"read-modify-write counter, {HOT_KEYS:,} hot keys, {EVENTS:,} events/round, "
-             f"commit every {COMMIT_EVERY:,}, {SIDE_BY_SIDE_ROUNDS} interleaved rounds",
+             f"commit every {commit_every:,}, {SIDE_BY_SIDE_ROUNDS} interleaved rounds",
              f"{'loop':32s} {'best wall ev/s':>15s} {'best cpu ev/s':>15s}"]
     for name, runs in times.items():
         wall = min(w for w, _ in runs)
