@@ -1,5 +1,7 @@
 """Iterator plumbing shared by the engines and layers (internal).
 
+- :class:`GeneratorIterator`: a closable iterator over a generator of pairs (the RocksDB and
+  LMDB engines' iterators subclass it to release their read transaction or native cursor).
 - :class:`ListIterator`: a closable iterator over an already materialized list of pairs (the
   memory engine's ranges and snapshots).
 - :class:`MappedIterator`: a closable iterator that maps each ``(key, value)`` pair of an inner
@@ -7,6 +9,8 @@
 - :class:`IteratorRegistry`: the open iterators of a store or snapshot, so closing the owner
   closes them all and a later ``next()`` raises :class:`~stores.errors.StoreClosedError`
   instead of reading freed engine state.
+- :class:`ClosingSnapshot`: every engine's snapshot: hands out iterators, closes them with
+  itself, then frees its view (``_release``).
 
 Every iterator is a context manager; closing twice is harmless; ``next()`` on a closed
 iterator raises ``StoreClosedError`` naming the store.
@@ -16,11 +20,14 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Self
 
 from .errors import StoreClosedError
 
-__all__ = ["ListIterator", "MappedIterator", "IteratorRegistry", "closed_iterator_error"]
+__all__ = ["GeneratorIterator", "ListIterator", "MappedIterator", "IteratorRegistry",
+           "ClosingSnapshot", "closed_iterator_error", "EMPTY"]
+
+EMPTY: tuple = ()
 
 
 def closed_iterator_error(store: str) -> StoreClosedError:
@@ -38,10 +45,10 @@ class _ClosableIterator:
         self._store = store
         self._closed = False
 
-    def __iter__(self) -> "_ClosableIterator":
+    def __iter__(self) -> Any:
         return self
 
-    def __enter__(self) -> "_ClosableIterator":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -53,6 +60,47 @@ class _ClosableIterator:
 
     def close(self) -> None:
         self._closed = True
+
+
+class GeneratorIterator(_ClosableIterator):
+    """Iterates ``gen``; ``for`` loops run directly on it.
+
+    :meth:`close` closes the generator (a loop running over it stops) and then calls
+    ``_release``, where a subclass frees what its engine holds beyond the generator.
+    """
+
+    __slots__ = ("_gen",)
+
+    def __init__(self, store: str, gen: Iterator[tuple[bytes, bytes]] | None):
+        super().__init__(store)
+        self._gen = gen if gen is not None else iter(EMPTY)
+
+    def __iter__(self) -> Iterator[tuple[bytes, bytes]]:
+        if self._closed:
+            raise closed_iterator_error(self._store)
+        return self._gen
+
+    def __next__(self) -> tuple[bytes, bytes]:
+        if self._closed:
+            raise closed_iterator_error(self._store)
+        return next(self._gen)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        gen, self._gen = self._gen, iter(EMPTY)
+        close = getattr(gen, "close", None)
+        if close is not None:
+            try:
+                close()
+            except ValueError:
+                pass  # running right now in another thread; _release (or that step's end) stops it
+        self._release()
+
+    def _release(self) -> None:
+        """Free what the engine holds for this iterator beyond the generator: by default
+        nothing (closing the generator dropped it)."""
 
 
 class ListIterator(_ClosableIterator):
@@ -155,3 +203,49 @@ class IteratorRegistry:
 
     def __iter__(self) -> Iterator[Any]:
         return iter(list(self._open))
+
+
+class ClosingSnapshot:
+    """A stable view that hands out iterators (:meth:`iterator`) and closes them with itself.
+
+    Subclasses build each iterator in ``_new_iterator`` and free the view in ``_release``;
+    closing twice is harmless, :meth:`iterator` on a closed snapshot raises
+    :class:`~stores.errors.StoreClosedError`.
+    """
+
+    __slots__ = ("_store", "_iterators", "_closed", "__weakref__")
+
+    def __init__(self, store: str):
+        self._store = store
+        self._iterators = IteratorRegistry()
+        self._closed = False
+
+    def iterator(self) -> Any:
+        """A new iterator over the whole snapshot, from its first key."""
+        if self._closed:
+            raise StoreClosedError("snapshot is closed; take a new one with snapshot()",
+                                   store=self._store)
+        return self._iterators.track(self._new_iterator())
+
+    def _new_iterator(self) -> Any:
+        raise NotImplementedError
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._iterators.close_all()
+        self._release()
+
+    def _release(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -19,12 +19,12 @@ from typing import Any
 import lmdb
 
 from ..errors import StoreClosedError, StoreError
+from .._iterators import EMPTY, ClosingSnapshot, GeneratorIterator
 
 __all__ = ["ReadHandle", "LMDBIterator", "LMDBSnapshot", "walk"]
 
 Pending = Sequence[tuple[bytes, "bytes | None"]]
 _END: tuple[None, None] = (None, None)
-_EMPTY: tuple = ()
 
 
 class ReadHandle:
@@ -58,7 +58,7 @@ def walk(store: str, handle: ReadHandle, lo: bytes | None, hi: bytes | None, pen
         cur = handle.txn.cursor()
         positioned = cur.set_range(lo) if lo else cur.first()
         # An unpositioned cursor's iternext() would restart from the first key.
-        committed = cur.iternext() if positioned else iter(_EMPTY)
+        committed = cur.iternext() if positioned else iter(EMPTY)
         if pending:
             yield from _merge(committed, pending, hi)
         elif hi is None:
@@ -101,7 +101,7 @@ def _merge(committed: Iterator[tuple[bytes, bytes]], pending: Pending,
         pk, pv = next(pit, _END)
 
 
-class LMDBIterator:
+class LMDBIterator(GeneratorIterator):
     """A closeable iterator of ``(key, value)`` pairs from an LMDB store.
 
     ``for`` loops run directly on the underlying generator. :meth:`close` ends the read
@@ -109,103 +109,43 @@ class LMDBIterator:
     later ``next()`` or ``iter()`` raises :class:`StoreClosedError`.
     """
 
-    __slots__ = ("_store", "_gen", "_handle", "_closed", "__weakref__")
+    __slots__ = ("_handle",)
 
     def __init__(self, store: str, gen: Iterator[tuple[bytes, bytes]] | None,
                  handle: ReadHandle | None):
-        self._store = store
-        self._gen = gen if gen is not None else iter(_EMPTY)
+        super().__init__(store, gen)
         self._handle = handle  # released on close; None when a snapshot owns the transaction
-        self._closed = False
 
-    def __iter__(self) -> Iterator[tuple[bytes, bytes]]:
-        if self._closed:
-            raise self._closed_error()
-        return self._gen
-
-    def __next__(self) -> tuple[bytes, bytes]:
-        if self._closed:
-            raise self._closed_error()
-        return next(self._gen)
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        gen, self._gen = self._gen, iter(_EMPTY)
-        close = getattr(gen, "close", None)
-        if close is not None:
-            try:
-                close()
-            except ValueError:
-                pass  # running in another thread; releasing the txn below stops it
+    def _release(self) -> None:
         if self._handle is not None:
-            self._handle.release()
-
-    def __enter__(self) -> "LMDBIterator":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _closed_error(self) -> StoreClosedError:
-        return StoreClosedError("iterator is closed; open a new one with range(), prefix() or "
-                                "all()", store=self._store)
+            self._handle.release()  # also stops a walk running in another thread
 
 
-class LMDBSnapshot:
+class LMDBSnapshot(ClosingSnapshot):
     """A stable view of ``[lo, hi)``: later writes (committed or not) are not visible in it.
 
     It holds a read transaction, which keeps LMDB from reusing the pages it sees and keeps the
     map from growing (see ``docs/ENGINES.md``); close it promptly.
     """
 
-    __slots__ = ("_store", "_handle", "_lo", "_hi", "_pending", "_iterators", "_closed",
-                 "__weakref__")
+    __slots__ = ("_handle", "_lo", "_hi", "_pending")
 
     def __init__(self, store: str, handle: ReadHandle | None, lo: bytes | None,
                  hi: bytes | None, pending: Pending):
-        self._store = store
+        super().__init__(store)
         self._handle = handle  # None for an empty range
         self._lo = lo
         self._hi = hi
         self._pending = pending
-        self._iterators: weakref.WeakSet[LMDBIterator] = weakref.WeakSet()
-        self._closed = False
 
-    def iterator(self) -> LMDBIterator:
-        """A new iterator over the whole snapshot, from its first key."""
-        if self._closed:
-            raise StoreClosedError("snapshot is closed; take a new one with snapshot()",
-                                   store=self._store)
+    def _new_iterator(self) -> LMDBIterator:
         if self._handle is None:
             return LMDBIterator(self._store, None, None)
         gen = walk(self._store, self._handle, self._lo, self._hi, self._pending,
                    release_at_end=False)
-        it = LMDBIterator(self._store, gen, None)
-        self._iterators.add(it)
-        return it
+        return LMDBIterator(self._store, gen, None)
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        for it in list(self._iterators):
-            it.close()
-        self._pending = _EMPTY
+    def _release(self) -> None:
+        self._pending = EMPTY
         if self._handle is not None:
             self._handle.release()
-
-    def __enter__(self) -> "LMDBSnapshot":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -22,40 +22,27 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 
-from .._iterators import IteratorRegistry, ListIterator
+from .._iterators import ClosingSnapshot, IteratorRegistry, ListIterator
 from ..errors import NullKeyOrValueError, StoreClosedError
 from ._base import prefix_upper_bound
 
 __all__ = ["MemoryEngine", "MemorySnapshot"]
 
 
-class MemorySnapshot:
+class MemorySnapshot(ClosingSnapshot):
     """A copy of ``[lo, hi)`` taken when the snapshot was created."""
 
-    __slots__ = ("_name", "_items", "_closed", "_iterators", "__weakref__")
+    __slots__ = ("_items",)
 
     def __init__(self, name: str, items: list[tuple[bytes, bytes]]):
-        self._name = name
+        super().__init__(name)
         self._items = items
-        self._closed = False
-        self._iterators = IteratorRegistry()
 
-    def iterator(self) -> ListIterator:
-        if self._closed:
-            raise StoreClosedError("snapshot used after it was closed; take a new snapshot()",
-                                   store=self._name)
-        return self._iterators.track(ListIterator(self._name, self._items))
+    def _new_iterator(self) -> ListIterator:
+        return ListIterator(self._store, self._items)
 
-    def close(self) -> None:
-        self._closed = True
-        self._iterators.close_all()
+    def _release(self) -> None:
         self._items = []
-
-    def __enter__(self) -> "MemorySnapshot":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class MemoryEngine:
