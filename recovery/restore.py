@@ -50,7 +50,7 @@ from pathlib import Path
 
 from stores.changelog import NO_OFFSET, ChangelogSink, ChangelogSource
 from stores.engines._base import BytesEngine
-from stores.engines._lock import LOCK_FILE_NAME, DirectoryLock
+from stores.locking import LOCK_FILE_NAME, DirectoryLock
 
 from .offset_file import StoreOffset
 

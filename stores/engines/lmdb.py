@@ -46,7 +46,7 @@ from ._base import prefix_upper_bound
 from ._lmdb_commit import CommitAndGrow
 from ._lmdb_iter import LMDBIterator, LMDBSnapshot, ReadHandle, walk
 from ._lmdb_options import LMDB_KEYS, MAX_READERS, LMDBOptions
-from ._lock import DirectoryLock
+from ..locking import DirectoryLock
 
 __all__ = ["LMDBEngine", "LMDBOptions", "LMDB_KEYS", "LMDBIterator", "LMDBSnapshot"]
 

@@ -12,7 +12,7 @@ from recovery.errors import RecoveryError
 from recovery.offset_file import read_offset_file, write_offset_file
 from recovery.restore import Action
 from stores.changelog import NO_OFFSET
-from stores.engines._lock import DirectoryLock
+from stores.locking import DirectoryLock
 from stores.errors import StoreLockedError
 
 from .conftest import TASK, changelog_state, store_config

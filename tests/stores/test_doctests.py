@@ -8,7 +8,7 @@ import importlib
 import pytest
 
 MODULES = ["stores.api", "stores.serdes", "stores.spec", "stores.builder", "stores.filesink",
-           "stores.engines.memory", "stores.layers.cached", "stores.layers.logged",
+           "stores.engines.memory", "stores.locking", "stores.layers.cached", "stores.layers.logged",
            "stores.layers.readonly", "stores.layers.serialized"]
 
 

@@ -10,20 +10,22 @@ Files in a partition directory ``<root>/<stream>/<partition>/``:
 ``end-of-stream.json``             the end marker of a bounded stream's partition
 ``.writer.lock``                   flock held by the partition's single writer
 ``.maintenance.lock``              flock held while compressing, deleting or compacting
+``.<lock>.tmp``                    a lock's holder record being written (see stores.locking)
 ``*.tmp``                          a file being written (never read)
 =================================  =========================================================
 """
 
 from __future__ import annotations
 
-import fcntl
-import json
 import os
 import re
-import socket
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
+
+from stores import locking
+from stores.locking import LockHolder
 
 __all__ = [
     "STREAM_META",
@@ -37,7 +39,6 @@ __all__ = [
     "fsync_dir",
     "FileLock",
     "LockBusy",
-    "read_holder",
 ]
 
 STREAM_META = "stream.json"
@@ -117,66 +118,45 @@ def write_atomic(path: str, data: bytes, *, exclusive: bool = False) -> bool:
 
 class LockBusy(Exception):
     """The lock is held by another open file (another process, or another object in this
-    one); ``holder`` is what the holder wrote into the lock file."""
+    one); ``holder`` is what the holder wrote into the lock file ({} if unknown)."""
 
     def __init__(self, path: str, holder: dict):
         super().__init__(path)
         self.path, self.holder = path, holder
 
 
+def _busy(path: Path, holder: LockHolder | None) -> LockBusy:
+    return LockBusy(str(path), holder.as_dict() if holder else {})
+
+
 class FileLock:
-    """An exclusive, non-blocking ``fcntl.flock`` on ``path`` that records its holder.
+    """A partition's writer or maintenance lock: a :mod:`stores.locking` lock on ``path``
+    that records the holder's role and command line.
 
     The OS releases the lock when the holding process dies, so a crash never leaves a
-    partition locked; the recorded holder (pid, host, since) only explains who has it.
+    partition locked; the recorded holder (pid, host, since, role) only explains who has it.
     """
 
     def __init__(self, path: str):
         self.path = path
-        self._fd: int | None = None
+        self._lock: locking.FileLock | None = None
 
     @property
     def held(self) -> bool:
-        return self._fd is not None
+        return self._lock is not None and self._lock.held
 
     def acquire(self, role: str) -> None:
         """Take the lock or raise :class:`LockBusy`."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise LockBusy(self.path, read_holder(self.path)) from None
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "role": role,
-                "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "command": " ".join(sys.argv)[:200]}
-        try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps(info).encode(), 0)
-        except BaseException:
-            os.close(fd)  # drops the flock: a failed acquire must not hold the lock
-            raise
-        self._fd = fd
+        self._lock = locking.acquire_lock(
+            self.path, error=_busy, details={"role": role, "command": " ".join(sys.argv)[:200]})
 
     def release(self) -> None:
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            try:
-                os.ftruncate(fd, 0)
-            finally:
-                os.close(fd)  # closing the descriptor drops the flock
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()
 
     def __enter__(self) -> "FileLock":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.release()
-
-
-def read_holder(path: str) -> dict:
-    """What the current holder of a lock file wrote about itself ({} if unknown)."""
-    try:
-        with open(path, "rb") as f:
-            return json.loads(f.read() or b"{}")
-    except (OSError, ValueError):
-        return {}

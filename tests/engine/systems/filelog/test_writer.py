@@ -179,17 +179,17 @@ def test_end_stream_writes_the_marker_and_refuses_more_records(log):
 
 
 def test_a_failure_while_recording_the_holder_releases_the_writer_lock(log, monkeypatch):
-    import engine.systems.filelog._files as files
+    import stores.locking as locking
 
     log.create()
-    real = files.os.pwrite
+    real = locking.os.write
 
-    def full_disk(fd, data, offset):
+    def full_disk(fd, data):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(files.os, "pwrite", full_disk)
+    monkeypatch.setattr(locking.os, "write", full_disk)
     with pytest.raises(OSError, match="No space"):
         log.writer()
-    monkeypatch.setattr(files.os, "pwrite", real)
+    monkeypatch.setattr(locking.os, "write", real)
     with log.writer() as w:           # not locked out by a leaked descriptor of this process
         assert w.append(None, b"x") == 0

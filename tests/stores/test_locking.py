@@ -8,14 +8,14 @@ import socket
 
 import pytest
 
-from stores.engines._lock import LOCK_FILE_NAME, DirectoryLock, read_lock_holder
+from stores.locking import LOCK_FILE_NAME, DirectoryLock, acquire_lock, read_holder, read_lock_holder
 from stores.errors import StoreLockedError
 
-from ._proc import Child
+from .engines._proc import Child
 
 HOLD_LOCK = """
     import sys
-    from stores.engines._lock import DirectoryLock
+    from stores.locking import DirectoryLock
     lock = DirectoryLock.acquire(sys.argv[1], store="counts")
     print("ready", flush=True)
     sys.stdin.read()
@@ -123,3 +123,21 @@ def test_engine_refuses_a_directory_open_in_another_process(tmp_path, engine):
     opened = RocksDBEngine("counts", tmp_path, logged=True) if engine == "rocksdb" \
         else LMDBEngine("counts", tmp_path)
     opened.close()
+
+
+class _Busy(Exception):
+    def __init__(self, path, holder):
+        super().__init__(str(path))
+        self.path, self.holder = path, holder
+
+
+def test_any_lock_file_records_the_details_and_raises_the_callers_error_when_busy(tmp_path):
+    path = tmp_path / ".writer.lock"
+    with acquire_lock(path, error=_Busy, details={"role": "writer"}) as lock:
+        assert read_holder(path) == lock.holder
+        assert lock.holder.as_dict()["role"] == "writer"
+        with pytest.raises(_Busy) as info:
+            acquire_lock(path, error=_Busy)
+    assert info.value.path == path
+    assert info.value.holder.pid == os.getpid() and info.value.holder.details == {"role": "writer"}
+    assert not path.exists()
