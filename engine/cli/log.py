@@ -143,13 +143,23 @@ def _where(reg: SystemRegistry, system: str) -> str:
     return f" (root {root})" if root else ""
 
 
-def _require_stream(reg: SystemRegistry, system: str, stream: str):
+def _existing_stream(args: argparse.Namespace) -> tuple[SystemRegistry, SystemStream, Any, int]:
+    """The registry, stream, admin and partition count of ``args.stream``, which must exist
+    (and have ``args.partition``, when given)."""
+    reg, system = _target(args)
+    ss = SystemStream(system, args.stream)
     admin = reg.admin(system)
-    if not admin.stream_exists(stream):
+    if not admin.stream_exists(args.stream):
         root = reg.config.get_str(f"systems.{system}.root")
-        raise StreamNotFoundError(system, stream, f"create it with `weir log create {stream}"
-                                  f"{' --root ' + root if root else ''}` or check --root/--system")
-    return admin
+        raise StreamNotFoundError(system, args.stream, f"create it with `weir log create "
+                                  f"{args.stream}{' --root ' + root if root else ''}` or check "
+                                  f"--root/--system")
+    count = admin.partition_count(args.stream)
+    partition = getattr(args, "partition", None)
+    if partition is not None and partition >= count:
+        raise EngineError(f"--partition {partition}: stream '{ss}' has partitions "
+                          f"0..{count - 1}")
+    return reg, ss, admin, count
 
 
 def _end_stream(producer: Any, admin: Any, ss: SystemStream) -> None:
@@ -183,13 +193,8 @@ def _produce(args: argparse.Namespace) -> int:
     fmt = InputFormat(args.format)
     if args.key_field and fmt is not InputFormat.JSON:
         raise EngineError("--key-field needs --format json (kv lines carry their key)")
-    reg, system = _target(args)
-    ss = SystemStream(system, args.stream)
-    admin = _require_stream(reg, system, args.stream)
-    count = admin.partition_count(args.stream)
-    if args.partition is not None and args.partition >= count:
-        raise EngineError(f"--partition {args.partition}: stream '{ss}' has partitions "
-                          f"0..{count - 1}")
+    reg, ss, admin, count = _existing_stream(args)
+    system = ss.system
     serdes = reg.serdes_for(ss)
     producer = reg.producer(system)
     producer.register(_SOURCE)
@@ -259,13 +264,8 @@ def _start_offset(text: str, md) -> int:
 
 
 def _tail(args: argparse.Namespace) -> int:
-    reg, system = _target(args)
-    ss = SystemStream(system, args.stream)
-    admin = _require_stream(reg, system, args.stream)
-    count = admin.partition_count(args.stream)
-    if args.partition is not None and args.partition >= count:
-        raise EngineError(f"--partition {args.partition}: stream '{ss}' has partitions "
-                          f"0..{count - 1}")
+    reg, ss, admin, count = _existing_stream(args)
+    system = ss.system
     partitions = [args.partition] if args.partition is not None else list(range(count))
     ssps = [SystemStreamPartition(system, args.stream, p) for p in partitions]
     metadata = admin.metadata(ssps)
@@ -331,9 +331,8 @@ class _TailPrinter:
 # -- describe -------------------------------------------------------------------------------
 
 def _describe(args: argparse.Namespace) -> int:
-    reg, system = _target(args)
-    admin = _require_stream(reg, system, args.stream)
-    count = admin.partition_count(args.stream)
+    reg, ss, admin, count = _existing_stream(args)
+    system = ss.system
     ssps = [SystemStreamPartition(system, args.stream, p) for p in range(count)]
     metadata = admin.metadata(ssps)
     details = _partition_details(admin, args.stream, count)
