@@ -17,8 +17,9 @@ from stores.engines.rocksdb import (
     RocksDBEngine,
     RocksDBOptions,
 )
-from stores.errors import ConfigError, NullKeyOrValueError, StoreClosedError, StoreError
+from stores.errors import ConfigError, StoreError
 
+from ._helpers import keys_of
 from ._proc import Child
 
 
@@ -27,11 +28,6 @@ def engine(tmp_path):
     e = RocksDBEngine("s", tmp_path / "s", logged=True)
     yield e
     e.close()
-
-
-def keys_of(it) -> list[bytes]:
-    with it:
-        return [k for k, _ in it]
 
 
 # -- options ------------------------------------------------------------------------------
@@ -254,64 +250,7 @@ def test_empty_and_inverted_ranges_yield_nothing(engine):
         assert keys_of(snap.iterator()) == []
 
 
-def test_closed_iterator_raises_and_stops_a_running_loop(engine):
-    engine.put_all([(b"%d" % i, b"v") for i in range(5)])
-    it = engine.all()
-    seen = []
-    for k, _ in it:
-        seen.append(k)
-        if len(seen) == 2:
-            it.close()
-    assert seen == [b"0", b"1"]
-    with pytest.raises(StoreClosedError):
-        next(it)
-    with pytest.raises(StoreClosedError):
-        iter(it)
-    it.close()
-
-
-def test_close_with_open_iterators_and_snapshots_releases_the_database(tmp_path):
-    e = RocksDBEngine("s", tmp_path, logged=True)
-    e.put_all([(b"a", b"1"), (b"b", b"2")])
-    it, snap = e.all(), e.snapshot(None, None)
-    snap_it = snap.iterator()
-    next(it), next(snap_it)
-    e.close()
-    for closed in (it, snap_it):
-        with pytest.raises(StoreClosedError):
-            next(closed)
-    with pytest.raises(StoreClosedError):
-        snap.iterator()
-    # RocksDB's own LOCK is free again: the engine dropped every native reference.
-    e2 = RocksDBEngine("s", tmp_path, logged=True)
-    assert e2.get(b"b") == b"2"
-    e2.close()
-
-
-def test_every_operation_on_a_closed_engine_raises_store_closed(engine):
-    engine.close()
-    engine.close()
-    for call in (lambda: engine.get(b"k"), lambda: engine.put(b"k", b"v"),
-                 lambda: engine.get_all([b"k"]), lambda: engine.put_all([]),
-                 lambda: engine.delete(b"k"), lambda: engine.delete_all([b"k"]),
-                 lambda: engine.write_batch([]), lambda: engine.range(None, None),
-                 lambda: engine.snapshot(None, None), engine.flush,
-                 lambda: engine.ingest_sorted([]), engine.approximate_size):
-        with pytest.raises(StoreClosedError, match="store 's'"):
-            call()
-    assert engine.closed
-
-
 # -- writes and bulk load -----------------------------------------------------------------
-
-def test_none_and_non_bytes_are_rejected_with_typed_errors(engine):
-    with pytest.raises(NullKeyOrValueError):
-        engine.put(b"k", None)
-    with pytest.raises(NullKeyOrValueError):
-        engine.put_all([(b"a", b"1"), (b"k", None)])
-    with pytest.raises(TypeError, match="must be bytes"):
-        engine.put("k", b"v")
-    assert engine.get(b"a") is None  # the failed put_all wrote nothing
 
 
 def test_get_all_returns_only_found_keys(engine):
