@@ -60,12 +60,19 @@ def test_reset_forgets_the_streams_of_a_system(system):
     assert not MemorySystemAdmin(system).stream_exists("s")
 
 
-def test_waiting_consumer_wakes_when_a_record_is_sent(system):
+def _started_consumer(system):
+    """A started consumer of the new stream ``s`` (one partition), from offset 0."""
     MemorySystemAdmin(system).create_stream(StreamSpec("s", 1))
     ssp = SystemStreamPartition(system, "s", 0)
     consumer = MemorySystemConsumer(system)
     consumer.register(ssp, 0)
     consumer.start()
+    return consumer, ssp
+
+
+def _poll_in_thread(consumer, ssp):
+    """Start a 30 s poll of ``ssp`` in a thread; returns the thread and the list its result
+    is appended to, once the thread is about to poll."""
     got, polling = [], threading.Event()
 
     def poll():
@@ -75,6 +82,12 @@ def test_waiting_consumer_wakes_when_a_record_is_sent(system):
     t = threading.Thread(target=poll)
     t.start()
     polling.wait()
+    return t, got
+
+
+def test_waiting_consumer_wakes_when_a_record_is_sent(system):
+    consumer, ssp = _started_consumer(system)
+    t, got = _poll_in_thread(consumer, ssp)
     _send(MemorySystemFactory().get_producer(system, {}), system, "s", b"late")
     t.join(30)
     assert not t.is_alive()
@@ -82,20 +95,8 @@ def test_waiting_consumer_wakes_when_a_record_is_sent(system):
 
 
 def test_stop_wakes_a_waiting_poll_with_nothing(system):
-    MemorySystemAdmin(system).create_stream(StreamSpec("s", 1))
-    ssp = SystemStreamPartition(system, "s", 0)
-    consumer = MemorySystemConsumer(system)
-    consumer.register(ssp, 0)
-    consumer.start()
-    got, polling = [], threading.Event()
-
-    def poll():
-        polling.set()
-        got.append(consumer.poll([ssp], 30.0))
-
-    t = threading.Thread(target=poll)
-    t.start()
-    polling.wait()
+    consumer, ssp = _started_consumer(system)
+    t, got = _poll_in_thread(consumer, ssp)
     consumer.stop()
     t.join(30)
     assert got == [{}]
