@@ -274,12 +274,15 @@ class MemorySystemConsumer:
             self._positions[ssp] = _Position(None, offset)
 
     def start(self) -> None:
+        """Start (or restart after :meth:`stop`): polls wait for records again."""
         with self._state.cond:
             for ssp, pos in self._positions.items():
                 pos.partition = self._state.partition(ssp)
+        self._stopped = False
         self._started = True
 
     def stop(self) -> None:
+        """Wake every waiting poll; until the next :meth:`start`, polls return at once."""
         self._stopped = True
         with self._state.cond:
             self._state.cond.notify_all()

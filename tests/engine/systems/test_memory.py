@@ -102,6 +102,19 @@ def test_stop_wakes_a_waiting_poll_with_nothing(system):
     assert got == [{}]
 
 
+def test_a_consumer_started_again_after_stop_waits_for_records_again(system):
+    consumer, ssp = _started_consumer(system)
+    consumer.stop()
+    assert consumer.poll([ssp], 30.0) == {}  # stopped: returns at once
+    consumer.start()
+    t, got = _poll_in_thread(consumer, ssp)
+    _send(MemorySystemFactory().get_producer(system, {}), system, "s", b"after restart")
+    t.join(30)
+    assert not t.is_alive()
+    # Still stopped, the poll would have returned {} at once (and a loop over it would spin).
+    assert [e.message for e in got[0][ssp]] == [b"after restart"]
+
+
 def test_registering_an_ssp_twice_keeps_the_lower_offset(system):
     admin = MemorySystemAdmin(system)
     admin.create_stream(StreamSpec("s", 1))
