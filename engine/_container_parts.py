@@ -96,13 +96,15 @@ class TrackedChangelog:
     look, ~6 us per record). Only for systems where :func:`tracks_offsets` holds.
     """
 
-    __slots__ = ("sink", "source", "_base", "_appended", "_append")
+    __slots__ = ("sink", "source", "_base", "_appended", "_append", "_append_all")
 
     def __init__(self, sink: Any, source: Any):
         self.sink, self.source = sink, source
         self._base: int | None = None
         self._appended = 0
         self._append = sink.append
+        append_all = getattr(sink, "append_all", None)
+        self._append_all = append_all if callable(append_all) else None
 
     # -- ChangelogSink --------------------------------------------------------------------
     def append(self, key: bytes, value: bytes | None) -> None:
@@ -110,12 +112,27 @@ class TrackedChangelog:
         self._appended += 1
 
     def append_all(self, items: Iterable[tuple[bytes, bytes | None]]) -> None:
-        append = self._append
-        n = 0
-        for key, value in items:
-            append(key, value)
-            n += 1
-        self._appended += n
+        """The sink's own batch append when it has one (one call down to the partition
+        writer for the file log), else one ``append`` per change."""
+        items = items if isinstance(items, list) else list(items)
+        try:
+            if self._append_all is not None:
+                self._append_all(items)
+            else:
+                append = self._append
+                for key, value in items:
+                    append(key, value)
+        except BaseException:
+            # Part of the batch may be in the log: forget the tracked offset, so the next
+            # newest_offset() flushes and asks the system again.
+            self._base = None
+            self._appended += 1
+            raise
+        self._appended += len(items)
+
+    def append_columns(self, keys: list[bytes], values: list[bytes | None]) -> None:
+        """``append_all`` of two parallel lists."""
+        self.append_all(list(zip(keys, values)))
 
     def flush(self) -> None:
         self.sink.flush()

@@ -32,7 +32,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from stores.changelog import NO_OFFSET, ChangelogRecord
@@ -62,9 +62,14 @@ class SystemChangelogSink:
     partition through ``producer`` as ``source_name``; ``flush()`` flushes that source, so
     every appended change is durable in the changelog when it returns. The producer must be
     registered for ``source_name`` and started by its owner (the container).
+
+    Batches (a store's write-down) go through ``append_all(pairs)`` or
+    ``append_columns(keys, values)``: when the producer has ``send_batch`` (the file log's
+    does) the whole batch is one call down to the partition writer, without an envelope per
+    record; otherwise each change is sent as with ``append``.
     """
 
-    __slots__ = ("producer", "ssp", "source_name", "_ss", "_send")
+    __slots__ = ("producer", "ssp", "source_name", "_ss", "_send", "_send_batch")
 
     def __init__(self, producer: SystemProducer, ssp: SystemStreamPartition, source_name: str):
         self.producer = producer
@@ -72,6 +77,8 @@ class SystemChangelogSink:
         self.source_name = source_name
         self._ss = SystemStream(ssp.system, ssp.stream)
         self._send = producer.send
+        send_batch = getattr(producer, "send_batch", None)
+        self._send_batch = send_batch if callable(send_batch) else None
 
     def append(self, key: bytes, value: bytes | None) -> None:
         if key is None:
@@ -79,6 +86,23 @@ class SystemChangelogSink:
                                f"changelog record needs a key")
         self._send(self.source_name, OutgoingMessageEnvelope(
             self._ss, value, key, None, self.ssp.partition))
+
+    def append_all(self, items: Iterable[tuple[bytes, bytes | None]]) -> int:
+        """Append ``(key, value)`` changes in order; returns how many."""
+        send_batch = self._send_batch
+        if send_batch is not None:
+            return send_batch(self.source_name, self._ss, self.ssp.partition, items,
+                              require_keys=True)
+        n = 0
+        append = self.append
+        for key, value in items:
+            append(key, value)
+            n += 1
+        return n
+
+    def append_columns(self, keys: Sequence[bytes], values: Sequence[bytes | None]) -> int:
+        """``append_all`` of two parallel lists (``values[i]`` is the value of ``keys[i]``)."""
+        return self.append_all(zip(keys, values))
 
     def flush(self) -> None:
         self.producer.flush(self.source_name)

@@ -21,6 +21,8 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from engine.errors import SystemError_
 from engine.model import NO_TIMESTAMP, OutgoingMessageEnvelope, SystemStream, partition_for
 
@@ -88,6 +90,36 @@ class FileLogProducer:
                 f"{self.system}.streams.{out.meta.name}.samza.key.serde / .msg.serde)") from None
         finally:
             mutex.release()
+
+    def send_batch(self, source: str, stream: SystemStream, partition: int,
+                   items: Iterable[tuple[bytes | None, bytes | None]], *,
+                   require_keys: bool = False) -> int:
+        """Send raw ``(key, value)`` records (bytes; ``None`` value: a tombstone) to one
+        partition of ``stream``, in order, without a timestamp; returns how many were sent.
+
+        The same records as one :meth:`send` of an ``OutgoingMessageEnvelope(stream, value,
+        key, partition=partition)`` each, in one call: no envelope per record and one writer
+        lock for the batch (a store's changelog write-down uses it). ``require_keys`` refuses
+        a null key with ``SystemError_``.
+        """
+        out = self._outputs.get(stream)
+        if out is None:
+            out = self._output(stream)
+        try:
+            writer = out.writers[partition]
+        except (IndexError, TypeError):
+            raise SystemError_(f"stream '{self.system}.{out.meta.name}' has partitions "
+                               f"0..{out.count - 1}, not {partition!r}") from None
+        if writer is None or partition < 0:
+            writer = self._writer(out, partition)
+        with writer.mutex:
+            try:
+                return writer.append_all(items, NO_TIMESTAMP, require_keys=require_keys)
+            except TypeError as exc:
+                raise SystemError_(
+                    f"stream '{self.system}.{out.meta.name}': the file log takes bytes keys "
+                    f"and messages ({exc}); a batch sent with send_batch must hold bytes "
+                    f"keys and bytes or None values") from None
 
     def _output(self, stream: SystemStream) -> _Output:
         if stream.system != self.system:

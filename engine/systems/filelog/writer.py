@@ -35,6 +35,7 @@ import os
 import struct
 import threading
 import time
+from collections.abc import Iterable
 
 from crc32c import crc32c
 
@@ -188,15 +189,12 @@ class PartitionWriter:
         """Buffer one record; returns its offset. Not durable before :meth:`flush`."""
         if self._ended is not None:
             self._raise_ended()
+        # Concatenation beats b"".join for records this small (one value copy either way).
         if key is None:
-            head = _TS_KLEN(timestamp, NULL_LEN)
-            key = b""
+            body = _TS_KLEN(timestamp, NULL_LEN)
         else:
-            head = _TS_KLEN(timestamp, len(key))
-        if value is None:
-            body = b"".join((head, key, _NULL))
-        else:
-            body = b"".join((head, key, _U32(len(value)), value))
+            body = _TS_KLEN(timestamp, len(key)) + key
+        body = body + _NULL if value is None else body + _U32(len(value)) + value
         pos = self._pos
         end = pos + len(body) + 8
         if end > self._segment_bytes and pos:
@@ -217,6 +215,64 @@ class PartitionWriter:
         if end >= self._flush_at:
             self._write_pending()
         return offset
+
+    def append_all(self, items: Iterable[tuple[bytes | None, bytes | None]],
+                   timestamp: int = -1, *, require_keys: bool = False) -> int:
+        """Buffer ``(key, value)`` records, all with ``timestamp``; returns how many.
+
+        The same records, offsets and bytes as one :meth:`append` per record, in one call (a
+        changelog write-down hands over hundreds at once). With ``require_keys`` a null key
+        raises ``SystemError_``. A failing record (null key, non-bytes key or value) raises
+        after the records before it were buffered, as the same ``append`` calls would.
+        """
+        if self._ended is not None:
+            self._raise_ended()
+        if timestamp > self._max_ts:
+            self._max_ts = timestamp
+        push, head, u32, len_crc, null = self._push, _TS_KLEN, _U32, _LEN_CRC, _NULL
+        segment_bytes, interval = self._segment_bytes, INDEX_INTERVAL
+        pos, nxt, base = self._pos, self._next, self._base
+        next_index_at, flush_at, sparse = self._next_index_at, self._flush_at, self._sparse
+        first = nxt
+        own = True  # whether the locals, not the attributes, hold the current position
+        try:
+            for key, value in items:
+                if key is None:
+                    if require_keys:
+                        raise SystemError_(f"stream '{self.stream}' partition "
+                                           f"{self.partition}: record {nxt - first} of the "
+                                           f"batch has a null key; every record of this "
+                                           f"batch needs a key")
+                    body = head(timestamp, NULL_LEN)
+                else:
+                    body = head(timestamp, len(key)) + key
+                body = body + null if value is None else body + u32(len(value)) + value
+                end = pos + len(body) + 8
+                if end > segment_bytes and pos:
+                    self._pos, self._next, self._next_index_at = pos, nxt, next_index_at
+                    own = False
+                    self._roll()
+                    pos, base, next_index_at = 0, self._base, self._next_index_at
+                    flush_at, sparse = self._flush_at, self._sparse
+                    own = True
+                    end = len(body) + 8
+                if pos >= next_index_at:
+                    sparse.append((nxt - base, pos))
+                    next_index_at = pos + interval
+                push(len_crc(len(body), crc32c(body)))
+                push(body)
+                pos = end
+                nxt += 1
+                if end >= flush_at:
+                    self._pos, self._next, self._next_index_at = pos, nxt, next_index_at
+                    own = False
+                    self._write_pending()
+                    flush_at = self._flush_at
+                    own = True
+        finally:
+            if own:
+                self._pos, self._next, self._next_index_at = pos, nxt, next_index_at
+        return nxt - first
 
     def flush(self) -> None:
         """Write every buffered record to the file, then fsync per the fsync policy.
