@@ -74,6 +74,13 @@ class Task:
     def commit(self) -> Checkpoint:
         return Checkpoint({("filelog", "input", 0): 0}, self.tsm.flush())
 
+    def open_and_commit(self, items=(("a", 1),)) -> tuple[dict, Checkpoint]:
+        """Open with no checkpoint, put ``items`` into ``counts`` and commit: the open stores
+        and the checkpoint."""
+        stores = self.open(None)
+        stores["counts"].put_all(list(items))
+        return stores, self.commit()
+
     def close(self) -> None:
         self.tsm.close()
         for log in self.logs.values():

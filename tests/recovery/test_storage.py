@@ -56,9 +56,7 @@ def test_restore_without_checkpoint_replays_the_whole_changelog(make_task, engin
 @pytest.mark.parametrize("engine", PERSISTENT)
 def test_clean_restart_reuses_the_local_copy_without_replaying(make_task, engine):
     task = make_task(store_config(engine))
-    stores = task.open(None)
-    stores["counts"].put_all([("a", 1), ("b", 2)])
-    checkpoint = task.commit()
+    stores, checkpoint = task.open_and_commit([("a", 1), ("b", 2)])
     task.close()
     stores = task.open(checkpoint)
     assert task.stats().action is Action.REUSE and task.stats().records == 0
@@ -70,9 +68,7 @@ def test_clean_restart_reuses_the_local_copy_without_replaying(make_task, engine
 def test_local_copy_behind_the_checkpoint_replays_only_the_records_after_its_offset(
         make_task, engine):
     task = make_task(store_config(engine))
-    stores = task.open(None)
-    stores["counts"].put_all([("a", 1), ("b", 2)])
-    task.commit()
+    task.open_and_commit([("a", 1), ("b", 2)])
     task.close()
     backup = task.base / "backup"
     shutil.copytree(task.base / "state", backup)  # the store as of changelog offset 1
@@ -94,9 +90,7 @@ def test_local_copy_behind_the_checkpoint_replays_only_the_records_after_its_off
 @pytest.mark.parametrize("engine", PERSISTENT)
 def test_local_copy_newer_than_the_checkpoint_is_wiped_and_rebuilt(make_task, engine):
     task = make_task(store_config(engine))
-    stores = task.open(None)
-    stores["counts"].put("a", 1)
-    committed = task.commit()
+    stores, committed = task.open_and_commit()
     stores["counts"].put_all([("a", 2), ("b", 5)])  # flushed, never checkpointed
     task.tsm.flush()
     task.close()
@@ -113,9 +107,7 @@ def test_local_copy_newer_than_the_checkpoint_is_wiped_and_rebuilt(make_task, en
 def test_trim_makes_a_later_restore_ignore_records_written_after_the_checkpoint(
         make_task, engine):
     task = make_task(store_config(engine))
-    stores = task.open(None)
-    stores["counts"].put("a", 1)
-    committed = task.commit()
+    stores, committed = task.open_and_commit()
     stores["counts"].put_all([("a", 7), ("b", 5)])  # a crashed run's uncommitted writes
     task.tsm.flush()
     task.close()
@@ -135,9 +127,7 @@ def test_trim_makes_a_later_restore_ignore_records_written_after_the_checkpoint(
 @pytest.mark.parametrize("engine", ENGINES)
 def test_after_restore_the_changelog_describes_exactly_the_restored_store(make_task, engine):
     task = make_task(store_config(engine, cache=0))
-    stores = task.open(None)
-    stores["counts"].put_all([(f"k{i}", i) for i in range(20)])
-    committed = task.commit()
+    stores, committed = task.open_and_commit([(f"k{i}", i) for i in range(20)])
     for i in range(10, 30):
         stores["counts"].put(f"k{i}", -i)
     stores["counts"].delete("k0")
@@ -153,9 +143,7 @@ def test_after_restore_the_changelog_describes_exactly_the_restored_store(make_t
 @pytest.mark.parametrize("engine", PERSISTENT)
 def test_stale_local_copy_is_rebuilt(make_task, engine):
     task = make_task(store_config(engine))
-    stores = task.open(None)
-    stores["counts"].put("a", 1)
-    checkpoint = task.commit()
+    stores, checkpoint = task.open_and_commit()
     task.close()
     offset = read_offset_file(task.store_dir())
     write_offset_file(task.store_dir(), "counts", offset.changelog, offset.offset,
@@ -168,8 +156,7 @@ def test_stale_local_copy_is_rebuilt(make_task, engine):
 
 def test_switching_the_engine_of_a_store_rebuilds_it(make_task):
     task = make_task(store_config("rocksdb"))
-    task.open(None)["counts"].put("a", 1)
-    checkpoint = task.commit()
+    _, checkpoint = task.open_and_commit()
     task.close()
     task.config = type(task.config)(store_config("lmdb"))
     stores = task.open(checkpoint)
@@ -182,8 +169,7 @@ def test_staleness_limit_comes_from_the_store_config(make_task):
     cfg = store_config("rocksdb")
     cfg["stores.counts.changelog.staleness.ms"] = "1"
     task = make_task(cfg, clock=lambda: 1_000_000)
-    task.open(None)["counts"].put("a", 1)
-    checkpoint = task.commit()
+    _, checkpoint = task.open_and_commit()
     task.close()
     task.clock = lambda: 1_000_001
     task.open(checkpoint)
@@ -207,9 +193,7 @@ def test_flush_refreshes_the_offset_file_of_an_idle_store_before_it_could_look_s
 
 def test_in_memory_logged_store_replays_its_changelog_on_every_open(make_task):
     task = make_task(store_config("memory"))
-    stores = task.open(None)
-    stores["counts"].put_all([("a", 1), ("b", 2)])
-    checkpoint = task.commit()
+    stores, checkpoint = task.open_and_commit([("a", 1), ("b", 2)])
     task.close()
     for _ in range(2):
         stores = task.open(checkpoint)
