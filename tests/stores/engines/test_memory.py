@@ -7,10 +7,7 @@ import random
 from stores.engines._base import BytesEngine
 from stores.engines.memory import MemoryEngine
 
-
-def keys_of(it):
-    with it:
-        return [k for k, _ in it]
+from ._helpers import keys_of
 
 
 def test_memory_engine_is_a_bytes_engine():
