@@ -169,19 +169,26 @@ def test_sigterm_from_the_task_stops_the_job_with_a_final_commit(tmp_path):
     assert finish_and_count(tmp_path, items) == Counter(items)
 
 
+def _run_until_status(tmp_path: Path, text: str) -> tuple[subprocess.Popen, list[str]]:
+    """``weir run --status log`` of the job in ``tmp_path``, read until a stderr line contains
+    ``text`` (or for at most 60 s): the running process and the lines read."""
+    proc = weir_run(tmp_path, "--status", "log")
+    deadline = time.monotonic() + 60
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if text in line or time.monotonic() > deadline:
+            break
+    return proc, seen
+
+
 def test_sigterm_to_the_runner_stops_every_container_process_with_a_final_commit(tmp_path):
     write_job(tmp_path, **{"job.container.count": "2", "task.commit.ms": "-1",
                            "job.status.log.interval.ms": "100"})
     items = words(1000)
     produce(tmp_path, items, end=False)
 
-    proc = weir_run(tmp_path, "--status", "log")
-    deadline = time.monotonic() + 60
-    seen = []
-    for line in proc.stderr:
-        seen.append(line)
-        if "1,000 msgs" in line or time.monotonic() > deadline:
-            break
+    proc, seen = _run_until_status(tmp_path, "1,000 msgs")
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
 
@@ -241,13 +248,7 @@ def test_container_processes_stop_with_a_final_commit_when_the_runner_is_killed(
     items = words(1000)
     produce(tmp_path, items, end=False)  # unbounded: the containers never end by themselves
 
-    proc = weir_run(tmp_path, "--status", "log")
-    deadline = time.monotonic() + 60
-    seen = []
-    for line in proc.stderr:
-        seen.append(line)
-        if "1,000 msgs" in line or time.monotonic() > deadline:
-            break
+    proc, seen = _run_until_status(tmp_path, "1,000 msgs")
     children = _container_processes(proc.pid)
     assert len(children) == 2, "".join(seen)
     proc.send_signal(signal.SIGKILL)
