@@ -23,36 +23,11 @@ from engine.systems.registry import SystemRegistry
 from stores.changelog import NO_OFFSET, ChangelogSink, ChangelogSource
 from stores.config import Config
 
-try:
-    from engine.systems.filelog import FileLogSystemFactory
-except ImportError:  # the file log is being built concurrently
-    FileLogSystemFactory = None
-
-
-@pytest.fixture(params=["memory", pytest.param("filelog", marks=pytest.mark.skipif(
-    FileLogSystemFactory is None, reason="engine/systems/filelog is not built yet"))])
-def registry(request, tmp_path):
-    name = f"{request.param}-{uuid.uuid4().hex[:8]}"
-    cfg = {f"systems.{name}.factory": request.param}
-    if request.param == "filelog":
-        cfg[f"systems.{name}.root"] = str(tmp_path / "log")
-    reg = SystemRegistry(Config(cfg))
-    reg.name = name
-    yield reg
-    reset_memory_systems(name)
-
-
-def _sink(reg, stream="store-changelog", partitions=2, partition=1):
-    ensure_changelog_stream(reg.admin(reg.name), stream, partitions)
-    producer = reg.producer(reg.name)
-    producer.register("store-a")
-    producer.start()
-    ssp = SystemStreamPartition(reg.name, stream, partition)
-    return SystemChangelogSink(producer, ssp, "store-a"), ssp
+from ._changelog import open_sink
 
 
 def test_sink_appends_changes_and_tombstones_to_its_partition(registry):
-    sink, ssp = _sink(registry)
+    sink, ssp = open_sink(registry)
     assert isinstance(sink, ChangelogSink)
     sink.append(b"a", b"1")
     sink.append(b"b", b"2")
@@ -66,13 +41,13 @@ def test_sink_appends_changes_and_tombstones_to_its_partition(registry):
 
 
 def test_sink_refuses_a_null_key(registry):
-    sink, _ = _sink(registry)
+    sink, _ = open_sink(registry)
     with pytest.raises(SystemError_, match="needs a key"):
         sink.append(None, b"x")
 
 
 def test_source_offsets_of_empty_and_filled_partitions(registry):
-    sink, ssp = _sink(registry)
+    sink, ssp = open_sink(registry)
     source = SystemChangelogSource(registry, ssp)
     assert (source.oldest_offset(), source.newest_offset()) == (0, NO_OFFSET)
     for i in range(5):
@@ -82,7 +57,7 @@ def test_source_offsets_of_empty_and_filled_partitions(registry):
 
 
 def test_read_is_inclusive_and_clamped_to_what_exists(registry):
-    sink, ssp = _sink(registry)
+    sink, ssp = open_sink(registry)
     for i in range(2500):  # more than one poll's worth
         sink.append(b"k%d" % (i % 7), b"%d" % i)
     sink.flush()
@@ -95,7 +70,7 @@ def test_read_is_inclusive_and_clamped_to_what_exists(registry):
 
 
 def test_an_abandoned_read_stops_its_consumer(registry, monkeypatch):
-    sink, ssp = _sink(registry)
+    sink, ssp = open_sink(registry)
     for i in range(10):
         sink.append(b"k", b"%d" % i)
     sink.flush()
@@ -117,7 +92,7 @@ def test_an_abandoned_read_stops_its_consumer(registry, monkeypatch):
 
 
 def test_source_from_a_factory_and_config(registry):
-    sink, ssp = _sink(registry)
+    sink, ssp = open_sink(registry)
     sink.append(b"x", b"y")
     sink.flush()
     source = SystemChangelogSource(registry.factory(registry.name), ssp, registry.config)
@@ -178,7 +153,7 @@ def test_read_skips_compaction_gaps_including_at_the_end_of_the_range():
     name = f"compacted-{uuid.uuid4().hex[:8]}"
     reg = SystemRegistry(Config({f"systems.{name}.factory": f"{__name__}:CompactedMemoryFactory"}))
     reg.name = name
-    sink, ssp = _sink(reg, partitions=1, partition=0)
+    sink, ssp = open_sink(reg, partitions=1, partition=0)
     for key, value in [(b"a", b"1"), (b"b", b"1"), (b"a", b"2"), (b"c", b"1"), (b"b", None),
                        (b"d", b"1"), (b"d", b"2"), (b"d", b"3")]:
         sink.append(key, value)
@@ -194,15 +169,13 @@ def test_read_skips_compaction_gaps_including_at_the_end_of_the_range():
 
 
 def test_read_skips_the_gaps_of_a_compacted_file_log_changelog(tmp_path):
-    if FileLogSystemFactory is None:
-        pytest.skip("engine/systems/filelog is not built yet")
     reg = SystemRegistry(Config({"systems.filelog.root": str(tmp_path / "log"),
                                  "systems.filelog.segment.bytes": "256",
                                  "systems.filelog.compaction.interval.ms": "0",
                                  "systems.filelog.compaction.min.lag.ms": "0",
                                  "systems.filelog.compaction.tombstone.retention.ms": "0"}))
     reg.name = "filelog"
-    sink, ssp = _sink(reg, partitions=1, partition=0)
+    sink, ssp = open_sink(reg, partitions=1, partition=0)
     latest: dict[bytes, tuple[int, bytes | None]] = {}
     for i in range(200):
         key, value = b"k%d" % (i % 5), (None if i % 17 == 0 else b"v%d" % i)
@@ -236,8 +209,6 @@ def test_restore_equals_the_checkpoint_when_compaction_ran_between_commit_and_cr
         tmp_path, engine):
     """A committed record superseded only by uncommitted writes must survive the writer's
     roll-time compaction: restore rebuilds the state *at the checkpoint* and trims the rest."""
-    if FileLogSystemFactory is None:
-        pytest.skip("engine/systems/filelog is not built yet")
     from recovery.checkpoint import Checkpoint
     from recovery.storage import ProgressMode, TaskStorageManager
     from stores.spec import StoreSpec

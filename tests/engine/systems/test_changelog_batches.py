@@ -3,45 +3,19 @@ TrackedChangelog over them: the same records as one append per change, on real s
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from engine._container_parts import TrackedChangelog
 from engine.errors import SystemError_
-from engine.model import SystemStreamPartition
-from engine.systems.changelog import (SystemChangelogSink, SystemChangelogSource,
-                                      ensure_changelog_stream)
-from engine.systems.memory import reset_memory_systems
-from engine.systems.registry import SystemRegistry
-from stores.config import Config
+from engine.systems.changelog import SystemChangelogSource
 from stores.layers.logged import LoggedLayer
 from stores.engines.memory import MemoryEngine
 
-
-@pytest.fixture(params=["memory", "filelog"])
-def registry(request, tmp_path):
-    name = f"{request.param}-{uuid.uuid4().hex[:8]}"
-    cfg = {f"systems.{name}.factory": request.param}
-    if request.param == "filelog":
-        cfg[f"systems.{name}.root"] = str(tmp_path / "log")
-    reg = SystemRegistry(Config(cfg))
-    reg.name = name
-    yield reg
-    reset_memory_systems(name)
-
-
-def _sink(reg, partition=1):
-    ensure_changelog_stream(reg.admin(reg.name), "store-changelog", 2)
-    producer = reg.producer(reg.name)
-    producer.register("store-a")
-    producer.start()
-    ssp = SystemStreamPartition(reg.name, "store-changelog", partition)
-    return SystemChangelogSink(producer, ssp, "store-a"), ssp
+from ._changelog import open_sink
 
 
 def test_batches_append_in_order_after_single_appends(registry):
-    sink, ssp = _sink(registry)
+    sink, ssp = open_sink(registry)
     sink.append(b"a", b"1")
     assert sink.append_all([(b"b", b"2"), (b"a", None)]) == 2
     assert sink.append_columns([b"c", b"d"], [b"3", None]) == 2
@@ -53,13 +27,13 @@ def test_batches_append_in_order_after_single_appends(registry):
 
 
 def test_a_batch_with_a_null_key_is_refused(registry):
-    sink, _ = _sink(registry)
+    sink, _ = open_sink(registry)
     with pytest.raises(SystemError_, match="needs a key"):
         sink.append_all([(b"a", b"1"), (None, b"2")])
 
 
 def test_tracked_changelog_counts_batched_appends_in_the_newest_offset(registry):
-    sink, ssp = _sink(registry)
+    sink, ssp = open_sink(registry)
     tracked = TrackedChangelog(sink, SystemChangelogSource(registry, ssp))
     tracked.append(b"a", b"1")
     assert tracked.newest_offset() == 0
@@ -71,7 +45,7 @@ def test_tracked_changelog_counts_batched_appends_in_the_newest_offset(registry)
 
 
 def test_tracked_changelog_asks_the_system_again_after_a_failed_batch(registry):
-    sink, ssp = _sink(registry)
+    sink, ssp = open_sink(registry)
     tracked = TrackedChangelog(sink, SystemChangelogSource(registry, ssp))
     assert tracked.newest_offset() == -1
     with pytest.raises(SystemError_):
@@ -81,7 +55,7 @@ def test_tracked_changelog_asks_the_system_again_after_a_failed_batch(registry):
 
 
 def test_a_logged_store_write_down_reaches_the_changelog_as_one_batch(registry):
-    sink, ssp = _sink(registry)
+    sink, ssp = open_sink(registry)
     calls = []
     send_batch = sink._send_batch
     if send_batch is not None:
