@@ -232,27 +232,23 @@ def run_op(post, worker: Worker, op: Op, coord: Coordinator) -> None:
 
 def op_outcome(worker: Worker, op: Op, coord: Coordinator) -> tuple[BaseException, str] | None:
     inst = worker.inst
-    if op is Op.COMMIT:
+    if op is not Op.COMMIT:
+        during = "window" if op is Op.WINDOW else "on_end_of_stream"
         try:
-            inst.commit()
+            if op is Op.WINDOW:
+                inst.window(coord)
+            else:
+                inst.end_of_stream(coord)
         except BaseException as exc:  # noqa: BLE001
-            return exc, "commit"
-        return None
-    during = "window" if op is Op.WINDOW else "on_end_of_stream"
-    try:
+            if not (isinstance(exc, Exception) and inst.ignores(exc)):
+                return exc, during
+            log_ignored(inst, exc, during)
         if op is Op.WINDOW:
-            inst.window(coord)
-        else:
-            inst.end_of_stream(coord)
+            return None
+    try:
+        inst.commit()  # the commit op, or the commit that follows on_end_of_stream
     except BaseException as exc:  # noqa: BLE001
-        if not (isinstance(exc, Exception) and inst.ignores(exc)):
-            return exc, during
-        log_ignored(inst, exc, during)
-    if op is Op.END_OF_STREAM:
-        try:
-            inst.commit()
-        except BaseException as exc:  # noqa: BLE001
-            return exc, "commit"
+        return exc, "commit"
     return None
 
 
