@@ -53,10 +53,6 @@ class AsyncioThread:
         loop.call_soon(ready.set)
         loop.run_forever()
 
-    @property
-    def started(self) -> bool:
-        return self._loop is not None
-
     def in_loop_thread(self) -> bool:
         return self._thread is not None and threading.current_thread() is self._thread
 

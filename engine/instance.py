@@ -314,11 +314,6 @@ class TaskInstance:
         """Run a sync task's ``process`` (raises what the task raises)."""
         self.process_fn(envelope, self.collector, coordinator)
 
-    def process_async(self, envelope: IncomingMessageEnvelope, coordinator: Coordinator,
-                      callback: Any) -> None:
-        """Start a callback-form task's ``process_async``."""
-        self.task.process_async(envelope, self.collector, coordinator, callback)
-
     def process_coroutine(self, envelope: IncomingMessageEnvelope, coordinator: Coordinator) -> Any:
         """The coroutine of a coroutine-form task's ``process``."""
         return self.process_fn(envelope, self.collector, coordinator)

@@ -59,7 +59,6 @@ __all__ = ["ExitCode", "JobResult", "ContainerFailure", "prepare_job", "run_job"
 log = logging.getLogger("weir.runner")
 
 _POLL_S = 0.2
-_STOP_GRACE_S = 60.0
 
 
 class ExitCode(IntEnum):

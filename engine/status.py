@@ -128,10 +128,6 @@ class StatusSnapshot:
                    max((p.last_commit_ms for p in progress), default=0),
                    time.time_ns() // 1_000_000 if now_ms is None else now_ms, len(progress))
 
-    @property
-    def total_lag(self) -> int:
-        return sum(self.lag.values())
-
     def commit_age(self) -> str:
         if self.last_commit_ms <= 0:
             return "no commit yet"
