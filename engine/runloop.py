@@ -81,7 +81,10 @@ TASK_COMMIT_MS = declare("task.commit.ms", int, 60_000, "Commit every task this 
                          "(milliseconds); -1: only on request, end-of-stream and shutdown.", component=_C)
 TASK_CALLBACK_TIMEOUT_MS = declare(
     "task.callback.timeout.ms", int, -1, "Fail the task with CallbackTimeoutError when a "
-    "message is not finished within this time (milliseconds); -1: no limit.", component=_C)
+    "message is not finished within this time (milliseconds); -1: no limit. Applies to async "
+    "tasks (callback and coroutine) and to sync tasks run on the thread pool "
+    "(job.container.thread.pool.size > 0), not to sync tasks run inline on the loop thread.",
+    component=_C)
 TASK_SHUTDOWN_MS = declare("task.shutdown.ms", int, 30_000, "On shutdown, wait this long "
                            "(milliseconds) for messages in flight before the final commit.", component=_C)
 TASK_MAX_IDLE_MS = declare("task.max.idle.ms", int, 10, "Longest wait (milliseconds) for new "
