@@ -69,7 +69,8 @@ class ExitCode(IntEnum):
     FAILED = 1
     """A container failed (a task error, a store or system error); see the message."""
     CONFIG = 2
-    """The config or the streams are wrong; no message was processed."""
+    """The config or the streams are wrong: found while preparing the job (nothing ran), or
+    every container that failed failed with a ConfigError of its own."""
     INTERRUPTED = 130
     """Stopped by SIGINT (Ctrl-C) after the final commit."""
 
