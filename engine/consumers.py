@@ -9,6 +9,11 @@ answers the run loop's ``choose()`` with the chooser's pick.
   chooser has nothing to give, and at least every ``task.poll.interval.ms`` while messages
   flow. When nothing is ready, ``choose()`` waits up to the no-new-messages timeout inside the
   consumers' ``poll`` (they wake as soon as data arrives), so an idle job does not spin.
+* **Priorities**: the drained SSPs of every priority tier above the lowest are polled
+  (without waiting) before choosing, at most every millisecond, not only at the regular
+  poll: a high-priority stream's new messages are chosen within about a millisecond of
+  arriving instead of after up to ``task.poll.interval.ms`` of lower-tier messages
+  (:class:`~engine._consumers_parts.PriorityWatch`).
 * **Bootstrap gating**: the heads (newest offsets) of every registered bootstrap SSP are read
   at start, in one batched metadata call per system. ``choose()`` never asks the chooser
   while a bootstrap stream that has not reached its head has no envelope in the chooser
@@ -48,12 +53,11 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass
-from enum import Enum
 from typing import Any
 
 from stores.config import Config, declare
 
+from ._consumers_parts import TIER_POLL_INTERVAL_S, ConsumerCounters, PriorityWatch, Refill
 from .chooser.base import MessageChooser
 from .chooser.bootstrapping import BootstrapLag
 from .chooser.default import chooser_from_config
@@ -89,43 +93,7 @@ TASK_DROP_DESERIALIZATION_ERRORS = declare(
     "Drop (and count) input messages that cannot be deserialized instead of stopping the "
     "job.", component=_COMPONENT)
 
-
-class Refill(Enum):
-    """When the chooser gets an SSP's next buffered envelope after one was chosen."""
-
-    IMMEDIATE = "immediate"
-    """At once, inside ``choose()`` (the synchronous run loop)."""
-    BY_CALLER = "by-caller"
-    """When the caller calls :meth:`SystemConsumers.refill` (per-SSP flow control for a run
-    loop that lets an SSP advance only once its previous message started processing)."""
-
-
 _IMMEDIATE = Refill.IMMEDIATE
-
-
-@dataclass(slots=True)
-class ConsumerCounters:
-    """Counters for metrics (Samza's SystemConsumersMetrics, by other names)."""
-
-    polls: int = 0
-    """``consumer.poll`` calls."""
-    empty_polls: int = 0
-    """Polls that returned no envelope."""
-    polled: int = 0
-    """Envelopes returned by all polls."""
-    chooses: int = 0
-    """``choose()`` calls that returned an envelope (Samza's ``chose-object``)."""
-    chose_null: int = 0
-    """``choose()`` calls that returned None."""
-    gated: int = 0
-    """Times the chooser was not asked because a bootstrap stream lagged without an envelope."""
-    deserialization_errors: int = 0
-    """Envelopes dropped because they could not be deserialized."""
-    buffered: int = 0
-    """Envelopes polled and not yet handed to the chooser (``unprocessed-messages``)."""
-
-    def snapshot(self) -> dict[str, int]:
-        return asdict(self)
 
 
 class SystemConsumers:
@@ -154,6 +122,7 @@ class SystemConsumers:
         self._registered: dict[SystemStreamPartition, int] = {}
         self._buffers: dict[SystemStreamPartition, deque[IncomingMessageEnvelope]] = {}
         self._deserializers: dict[SystemStreamPartition, Callable | None] = {}
+        self._plain: set[SystemStreamPartition] = set()   # SSPs without a deserializer
         # Per system, the SSPs to fetch: insertion-ordered (a dict used as a set) so the
         # order of polls, and therefore of round robin, is deterministic.
         self._empty: dict[str, dict[SystemStreamPartition, None]] = {}
@@ -162,7 +131,9 @@ class SystemConsumers:
         self._gating = False            # cached ``self._lag.active``: checked per message
         self._chooser_choose = chooser.choose
         self._chooser_update = chooser.update
-        self._last_poll = 0.0
+        self._next_poll = 0.0           # when the next regular poll is due (clock time)
+        self._watch = PriorityWatch(chooser, (), 0.0)
+        self._tier_waiting = self._watch.waiting   # its ``waiting``: checked per message
         self._started = False
         self._counters = ConsumerCounters()
 
@@ -195,7 +166,9 @@ class SystemConsumers:
         if current is None or offset < current:
             self._registered[ssp] = offset
         self._buffers.setdefault(ssp, deque())
-        self._deserializers[ssp] = self._deserializer_for(ssp)
+        deserialize = self._deserializers[ssp] = self._deserializer_for(ssp)
+        if deserialize is None:
+            self._plain.add(ssp)
 
     def start(self) -> None:
         """Register with the consumers, read the bootstrap heads, start everything and poll
@@ -216,6 +189,11 @@ class SystemConsumers:
         # Bound again after start: a chooser may set up its fast paths in start().
         self._chooser_choose = self._chooser.choose
         self._chooser_update = self._chooser.update
+        self._watch = PriorityWatch(self._chooser, self._registered,
+                                    min(TIER_POLL_INTERVAL_S, self._poll_interval))
+        self._tier_waiting = self._watch.waiting
+        for ssp in self._registered:
+            self._watch.drained(ssp)
         self._started = True
         self._refresh(0.0)
 
@@ -233,6 +211,11 @@ class SystemConsumers:
         """The next envelope to process, or None when none came within ``timeout`` seconds
         (default ``task.poll.no.new.messages.timeout.ms``). End-of-stream envelopes are
         returned like any other (``envelope.is_end_of_stream``)."""
+        now = self._clock()
+        if now >= self._next_poll:
+            self._refresh(0.0)
+        elif self._tier_waiting and now >= self._watch.next_poll:
+            self._poll_waiting(now)
         envelope = self._choose_gated() if self._gating else self._chooser_choose()
         if envelope is None:
             self._refresh(self._idle_timeout if timeout is None else max(0.0, timeout))
@@ -243,18 +226,16 @@ class SystemConsumers:
                                       "input SSPs and call start() first")
                 self._counters.chose_null += 1
                 return None
-        if envelope.kind is not _MESSAGE and envelope.kind is _END_OF_STREAM:
-            self._ended.add(envelope.ssp)
+        ssp = envelope.ssp
+        if envelope.kind is _END_OF_STREAM:
+            self._ended.add(ssp)
         self._counters.chooses += 1
         if refill is _IMMEDIATE:
-            ssp = envelope.ssp
             buffer = self._buffers[ssp]
-            if buffer and not self._gating and self._deserializers[ssp] is None:
+            if buffer and ssp in self._plain and not self._gating:
                 self._chooser_update(buffer.popleft())   # hot path: bytes in, no bootstrap
             else:
                 self._try_update(ssp)
-        if self._clock() - self._last_poll >= self._poll_interval:
-            self._refresh(0.0)
         return envelope
 
     def refill(self, ssp: SystemStreamPartition) -> None:
@@ -300,6 +281,7 @@ class SystemConsumers:
             return True
         if ssp not in self._ended:
             self._empty[ssp.system][ssp] = None
+            self._watch.drained(ssp)
         return False
 
     def _dropped_at_head(self, envelope: IncomingMessageEnvelope) -> None:
@@ -310,19 +292,27 @@ class SystemConsumers:
             self._gating = lag.active
 
     # -- polling ---------------------------------------------------------------------------
-    def _refresh(self, timeout: float) -> None:
-        """Poll every system once for its SSPs with empty buffers. The first poll may wait up
+    def _refresh(self, timeout: float,
+                 only: Iterable[SystemStreamPartition] | None = None) -> None:
+        """Poll every system once for its SSPs with empty buffers (of those in ``only``,
+        when given: then the regular poll stays due when it was). The first poll may wait up
         to ``timeout`` seconds; once any envelope has arrived, the rest do not wait."""
         now = self._clock()
-        self._last_poll = now
+        if only is None:
+            self._next_poll = now + self._poll_interval
+        else:
+            only = set(only)
         deadline = now + timeout
         waited = False
-        counters = self._counters
+        counters, watch = self._counters, self._watch
         for system, fetch in self._empty.items():
             if not fetch:
                 continue
+            ssps = tuple(fetch) if only is None else tuple(s for s in fetch if s in only)
+            if not ssps:
+                continue
             wait = max(0.0, deadline - self._clock()) if timeout > 0 and not waited else 0.0
-            result = self._consumers[system].poll(tuple(fetch), wait)
+            result = self._consumers[system].poll(ssps, wait)
             counters.polls += 1
             got = False
             for ssp, envelopes in result.items():
@@ -333,11 +323,21 @@ class SystemConsumers:
                 counters.polled += len(envelopes)
                 if ssp in fetch:
                     del fetch[ssp]
+                    if watch.waiting:
+                        watch.filled(ssp)
                     self._try_update(ssp)
             if got:
                 waited = True
             else:
                 counters.empty_polls += 1
+
+    def _poll_waiting(self, now: float) -> None:
+        """Poll (without waiting) the drained SSPs of tiers above the lowest, so their new
+        envelopes are chosen before lower tiers' instead of after the next regular poll."""
+        watch = self._watch
+        watch.next_poll = now + watch.interval
+        self._counters.tier_polls += 1
+        self._refresh(0.0, tuple(watch.waiting))
 
     def _bootstrap_heads(self) -> dict[SystemStreamPartition, PartitionMetadata]:
         by_system: dict[str, list[SystemStreamPartition]] = {}

@@ -451,3 +451,63 @@ def test_from_registry_builds_consumers_admins_serdes_and_chooser(mem):
     sc.start()
     assert sc.choose(timeout=0).message == "hi"
     sc.stop()
+
+
+def _tiers(mem, clock, hi=(), lo=(), **extra):
+    """SystemConsumers over streams hi (priority 2) and lo (priority 1) holding ``hi``/``lo``."""
+    mem.create("hi", 1)
+    mem.create("lo", 1)
+    mem.send("hi", 0, *hi)
+    mem.send("lo", 0, *lo)
+    cfg = mem.config(**{"task.inputs": "SYS.hi,SYS.lo",
+                        "systems.SYS.streams.hi.samza.priority": "2",
+                        "systems.SYS.streams.lo.samza.priority": "1", **extra})
+    return mem.consumers(cfg, clock=clock,
+                         registrations=[(mem.ssp("hi"), 0), (mem.ssp("lo"), 0)])
+
+
+def test_a_drained_high_priority_ssp_is_polled_again_before_a_lower_tier_is_served(mem):
+    clock = FakeClock()
+    sc = _tiers(mem, clock, ["h0"], [f"l{i}" for i in range(100)])  # poll interval: 50 ms
+    sc.start()
+    assert sc.choose(timeout=0).message == b"h0"      # hi's buffer is dry now
+    mem.send("hi", 0, "h1")
+    assert sc.choose(timeout=0).message == b"h1"      # hi polled again before choosing
+    assert mem.consumer.fetches[-1] == {mem.ssp("hi")}
+    fetches = len(mem.consumer.fetches)
+    assert sc.choose(timeout=0).message == b"l0"      # rate-limited: no poll in the same ms
+    mem.send("hi", 0, "h2")
+    assert sc.choose(timeout=0).message == b"l1"
+    assert len(mem.consumer.fetches) == fetches
+    clock.now += 0.002                                # 2 ms later, far below the 50 ms
+    assert sc.choose(timeout=0).message == b"h2"
+    assert mem.consumer.fetches[-1] == {mem.ssp("hi")}
+    assert sc.counters.tier_polls == 2
+    assert [e.message for e in choose_all(sc)] == [f"l{i}".encode() for i in range(2, 100)]
+
+
+def test_only_drained_ssps_above_the_lowest_tier_get_extra_polls(mem):
+    clock = FakeClock()
+    sc = _tiers(mem, clock, [f"h{i}" for i in range(5)], ["l0"])
+    sc.start()
+    for i in range(5):                                # lo is drained too, but ranks lowest
+        clock.now += 0.002
+        assert sc.choose(timeout=0).message == f"h{i}".encode()
+    assert sc.counters.tier_polls == 0
+    clock.now += 0.002
+    assert sc.choose(timeout=0).message == b"l0"      # hi is dry: polled first, once
+    assert sc.counters.tier_polls == 1
+    single = Mem()
+    try:
+        single.create("s", 2)
+        single.send("s", 0, *range(10))
+        sc = single.consumers(single.config(**{"task.inputs": "SYS.s"}), clock=clock,
+                              registrations=[(single.ssp("s", 0), 0), (single.ssp("s", 1), 0)])
+        sc.start()
+        polls = sc.counters.polls
+        for _ in range(10):
+            clock.now += 0.002
+            sc.choose(timeout=0)
+        assert sc.counters.tier_polls == 0 and sc.counters.polls == polls
+    finally:
+        reset_memory_systems(single.system)
