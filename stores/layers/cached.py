@@ -94,8 +94,8 @@ class CachedLayer:
         self._write_inner = columns_writer(inner)
         # Until the cache first fills nothing is evicted, so recency need not be tracked and
         # ``get`` is the dict's own lookup: a hit costs one C call, a miss reads through
-        # ``_Cache.__missing__``. ``_insert`` switches ``get`` to ``_get_lru`` on the first
-        # eviction.
+        # ``_Cache.__missing__``. ``_insert`` switches ``get`` to the closure of
+        # ``_bind_get_lru`` on the first eviction.
         self.get = self._cache.__getitem__
         self.put = self._bind_put()
 
@@ -124,12 +124,32 @@ class CachedLayer:
     # -- point reads -----------------------------------------------------------------------
     # A closed store has an empty cache, so every access on it takes a miss path, and the
     # miss paths check for close: the hit path needs no check of its own.
-    def _get_lru(self, key: Any) -> Any:
-        """``get`` once the cache has filled: a hit also becomes the most recent entry."""
-        cache = self._cache
-        value = cache[key]
-        cache.move_to_end(key)
-        return value
+    def _bind_get_lru(self) -> Callable[[Any], Any]:
+        """``get`` once the cache has filled, as a closure (cells, not attributes): a hit
+        becomes the most recent entry; a miss reads the inner store and takes the place of
+        the least recent entry, all in this one frame."""
+        cache, dirty, capacity, name = self._cache, self._dirty, self._capacity, self.name
+        lookup, move_to_end, inner_get = cache.get, cache.move_to_end, self._inner.get
+
+        def get(key: Any) -> Any:
+            value = lookup(key, _UNCACHED)
+            if value is not _UNCACHED:
+                move_to_end(key)
+                return value
+            if self._closed:
+                raise closed_store_error(name)
+            if key is None:
+                raise null_key_error(name)
+            value = inner_get(key)
+            if len(cache) >= capacity:
+                victim = next(iter(cache))
+                if victim in dirty:
+                    self._write_dirty()
+                del cache[victim]
+            cache[key] = value
+            return value
+
+        return get
 
     def _get_miss(self, key: Any) -> Any:
         if self._closed:
@@ -250,7 +270,7 @@ class CachedLayer:
         if len(cache) >= self._capacity:
             if not self._full:
                 self._full = True
-                self.get = self._get_lru
+                self.get = self._bind_get_lru()
             victim = next(iter(cache))
             if victim in self._dirty:
                 self._write_dirty()

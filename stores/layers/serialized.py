@@ -28,7 +28,7 @@ from .._iterators import MappedIterator
 from ..api import checked_keys, checked_pairs, null_key_error, null_value_error
 from ..engines._base import BytesEngine, BytesSnapshot
 from ..errors import SerdeError
-from ..serdes import Serde
+from ..serdes import BytesSerde, Serde
 from ._columns import columns_writer, has_none
 
 __all__ = ["SerializedLayer", "SerializedSnapshot"]
@@ -84,6 +84,7 @@ class SerializedLayer:
         self._kser_many = _many(key_serde)
         self._vser_many = _many(value_serde)
         self._write_inner = columns_writer(inner)
+        self.get = self._bind_get()
 
     @property
     def inner(self) -> BytesEngine:
@@ -128,20 +129,36 @@ class SerializedLayer:
         return MappedIterator(self.name, inner_iterator, self._kde, self._vde, self._iter_error)
 
     # -- reads -----------------------------------------------------------------------------
-    def get(self, key: Any) -> Any:
-        if key is None:
-            raise null_key_error(self.name)
-        try:
-            encoded = self._kser(key)
-        except Exception as exc:
-            raise self._error("serialize key", self.key_serde, key, exc) from exc
-        raw = self._inner.get(encoded)
-        if raw is None:
-            return None
-        try:
-            return self._vde(raw)
-        except Exception as exc:
-            raise self._error("deserialize the value of key", self.value_serde, key, exc) from exc
+    get: Callable[[Any], Any]
+    """The value of ``key`` (deserialized), or None when absent (bound per instance)."""
+
+    def _bind_get(self) -> Callable[[Any], Any]:
+        """``get`` as a closure over the serdes and the inner store's ``get``: it is the
+        object cache's miss path, and cells are cheaper to read than attributes."""
+        kser, vde, inner_get, name = self._kser, self._vde, self._inner.get, self.name
+        # The bytes serde returns a bytes key itself: skip its call for exactly bytes.
+        passthrough = bytes if type(self.key_serde) is BytesSerde else None
+
+        def get(key: Any) -> Any:
+            if type(key) is passthrough:
+                encoded = key
+            else:
+                if key is None:
+                    raise null_key_error(name)
+                try:
+                    encoded = kser(key)
+                except Exception as exc:
+                    raise self._error("serialize key", self.key_serde, key, exc) from exc
+            raw = inner_get(encoded)
+            if raw is None:
+                return None
+            try:
+                return vde(raw)
+            except Exception as exc:
+                raise self._error("deserialize the value of key", self.value_serde, key,
+                                  exc) from exc
+
+        return get
 
     def get_all(self, keys: Iterable[Any]) -> dict[Any, Any]:
         keys = checked_keys(keys, self.name)
