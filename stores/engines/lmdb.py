@@ -156,7 +156,9 @@ class LMDBEngine(CommitAndGrow):
         if self._closed:
             raise self._closed_error()
         if hi is not None and (not hi or (lo is not None and lo >= hi)):
-            return LMDBIterator(self.name, None, None)
+            empty = LMDBIterator(self.name, None, None)
+            self._views.add(empty)  # closed with the engine like any other iterator
+            return empty
         pending = self._pending_slice(lo, hi) if self._pending else ()
         handle = self._begin_read()
         gen = walk(self.name, handle, lo, hi, pending, release_at_end=True)
@@ -176,7 +178,9 @@ class LMDBEngine(CommitAndGrow):
         if self._closed:
             raise self._closed_error()
         if hi is not None and (not hi or (lo is not None and lo >= hi)):
-            return LMDBSnapshot(self.name, None, lo, hi, ())
+            empty = LMDBSnapshot(self.name, None, lo, hi, ())
+            self._views.add(empty)
+            return empty
         pending = self._pending_slice(lo, hi) if self._pending else ()
         snap = LMDBSnapshot(self.name, self._begin_read(), lo, hi, pending)
         self._views.add(snap)
