@@ -3,7 +3,11 @@
 ``poll(ssps, timeout)`` returns up to ``fetch.max.records`` envelopes per SSP. When nothing is
 ready it looks again after 0.5 ms, 1 ms, 2 ms ... (at most
 ``systems.<system>.consumer.poll.max.sleep.ms``) until ``timeout`` seconds have passed: no busy
-spinning, and new records show up within a few milliseconds. A bounded stream that has ended
+spinning, and new records show up within a few milliseconds. The wait keeps growing across
+consecutive polls that find nothing (and the first look of such a poll waits for the step the
+last one scheduled), so an idle consumer looks once per ``max.sleep.ms`` however often it is
+polled; any records start it over at 0.5 ms. A poll may therefore return empty before its
+``timeout`` when its next look would come after it. A bounded stream that has ended
 yields one end-of-stream envelope (offset = the partition's upcoming offset) after its last
 record, then nothing.
 
@@ -48,6 +52,11 @@ class FileLogConsumer:
         self._inputs: dict[SystemStreamPartition, _Input] = {}
         self._started = False
         self._max_sleep = max(settings.poll_max_sleep_ms / 1000.0, _FIRST_SLEEP_S)
+        # The wait between two looks at empty partitions; it keeps growing across polls that
+        # find nothing (an idle job settles at max.sleep.ms) and starts over when one finds
+        # records.
+        self._sleep = _FIRST_SLEEP_S
+        self._next_look = 0.0  # when a waiting poll looks first (0: at once)
 
     def register(self, ssp: SystemStreamPartition, offset: int) -> None:
         """Read ``ssp`` from ``offset`` (the first record to deliver). Registering an SSP twice
@@ -91,7 +100,13 @@ class FileLogConsumer:
         inputs = self._inputs
         make = IncomingMessageEnvelope
         deadline = None
-        sleep = _FIRST_SLEEP_S
+        if timeout > 0:
+            now = time.monotonic()
+            deadline = now + timeout
+            if self._next_look > now:
+                # An earlier poll found nothing: wait for the look it scheduled, not look at
+                # once (an idle job looks once per wait step, not at every poll).
+                time.sleep(min(self._next_look, deadline) - now)
         while True:
             result: dict[SystemStreamPartition, list[IncomingMessageEnvelope]] = {}
             for ssp in ssps:
@@ -110,15 +125,20 @@ class FileLogConsumer:
                     state.done = True
                 if envelopes:
                     result[ssp] = envelopes
-            if result or timeout <= 0:
+            if result:
+                self._sleep, self._next_look = _FIRST_SLEEP_S, 0.0
                 return result
-            now = time.monotonic()
             if deadline is None:
-                deadline = now + timeout
-            elif now >= deadline:
                 return result
-            time.sleep(min(sleep, max(deadline - now, 0.0)))
-            sleep = min(sleep * 2, self._max_sleep)
+            # Nothing: the next look comes one wait step later, and the step doubles (up to
+            # max.sleep.ms) for as long as looks find nothing, across polls.
+            now = time.monotonic()
+            sleep = self._sleep
+            self._sleep = min(sleep * 2, self._max_sleep)
+            self._next_look = now + sleep
+            if self._next_look >= deadline:
+                return result  # the next poll makes that look
+            time.sleep(sleep)
 
     def position(self, ssp: SystemStreamPartition) -> int:
         """The next offset ``poll`` will deliver for ``ssp``."""

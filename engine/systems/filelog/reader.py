@@ -79,6 +79,7 @@ class PartitionReader:
         self._positioned = False
         self._end: int | None = None
         self._dir_mtime = -1
+        self._no_segments = False
         self.ended = False
 
     @property
@@ -108,7 +109,12 @@ class PartitionReader:
         while got < max_records and not self.ended:
             cur = self._cur
             if cur is None:
+                # A partition found without segments is listed again only once its directory
+                # changed (one stat per look while a stream stays empty, not a listing).
+                if self._no_segments and not self._directory_may_have_changed():
+                    break
                 cur = self._cur = self._open(self._next)
+                self._no_segments = cur is None
                 if cur is None:
                     break
             n, step = cur.read(max_records - got, make, ctx, out)
@@ -143,6 +149,13 @@ class PartitionReader:
             return False
         self._dir_mtime = mtime if time.time_ns() - mtime > _RACY_NS else -1
         return True
+
+    def _directory_may_have_changed(self) -> bool:
+        """:meth:`_directory_changed`, False while the directory does not exist."""
+        try:
+            return self._directory_changed()
+        except FileNotFoundError:
+            return False
 
     def _sealed_since(self, cur: Cursor) -> bool:
         """Whether the writer rolled past ``cur``'s segment; if so it becomes sealed with the
