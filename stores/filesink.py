@@ -16,8 +16,10 @@ File format (``WCLG`` magic, version 1)::
     payload = msgpack [keys: array of bin, values: array of (bin | nil)]   (nil = tombstone)
 
 A batch is all-or-nothing: a crash mid-write leaves a torn final batch, which the next open
-detects (short read or CRC mismatch at the end of the file) and truncates. A bad batch whose
-length field still leads to a valid next batch is corruption, not a torn write, and raises
+detects (short read or CRC mismatch) and truncates, together with anything after it that is not
+a valid batch (a power cut can leave zero-filled blocks at the end; a batch never has zero
+records, so zeros never pass for one). A bad batch followed *anywhere* by a valid one is
+corruption, not a torn write (whatever its length field says), and raises
 :class:`~stores.errors.StoreError` naming the file and byte position.
 
 Example::
@@ -42,13 +44,21 @@ import crc32c
 import msgpack
 
 from .changelog import NO_OFFSET, ChangelogRecord
-from .errors import StoreError
+from .errors import StoreClosedError, StoreError
 
 __all__ = ["FileChangelog"]
 
 _MAGIC = b"WCLG\x00\x00\x00\x01"
 _HEADER = struct.Struct(">III")
 _PENDING_LIMIT = 1_024
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class FileChangelog:
@@ -70,6 +80,8 @@ class FileChangelog:
         if end == 0:
             self._file.write(_MAGIC)
             end = len(_MAGIC)
+            # flush() fsyncs the file; its name must survive a power cut as well.
+            _fsync_dir(self.path.parent)
         self._file.truncate(end)
         self._file.seek(end)
         self._end = end
@@ -82,6 +94,8 @@ class FileChangelog:
             return 0
         with open(self.path, "rb") as f:
             data = f.read()
+        if len(data) < len(_MAGIC) and _MAGIC.startswith(data):
+            return 0  # torn while the file was being created: start afresh
         if not data.startswith(_MAGIC):
             raise StoreError(f"{self.path} is not a Weir file changelog (bad magic {data[:8]!r}); "
                              f"move it away or point the changelog elsewhere", store=self.name)
@@ -90,11 +104,13 @@ class FileChangelog:
         while pos < size:
             frame = self._parse_frame(data, pos)
             if frame is None:
-                if self._any_good_frame_after(data, pos):
+                later = self._next_good_frame(data, pos + 1)
+                if later is not None:
                     raise StoreError(
                         f"corrupt batch at byte {pos} of {self.path} (offset {self._next_offset}) "
-                        f"followed by valid data; the changelog is damaged: restore it from a "
-                        f"copy or rebuild the store from its source", store=self.name)
+                        f"followed by a valid batch at byte {later}; the changelog is damaged: "
+                        f"restore it from a copy or rebuild the store from its source",
+                        store=self.name)
                 break  # torn final batch from a crash mid-write: dropped by truncation
             count, end = frame
             self._index(pos, count)
@@ -103,19 +119,29 @@ class FileChangelog:
 
     @staticmethod
     def _parse_frame(data: bytes, pos: int) -> tuple[int, int] | None:
+        """``(record count, end)`` of a valid batch at ``pos``, else None. An all-zero header
+        has a matching CRC (crc32c of nothing is 0) but no records: not a batch."""
         if pos + _HEADER.size > len(data):
             return None
         length, crc, count = _HEADER.unpack_from(data, pos)
         start = pos + _HEADER.size
         end = start + length
-        if end > len(data) or crc32c.crc32c(data[start:end]) != crc:
+        if count == 0 or end > len(data) or crc32c.crc32c(data[start:end]) != crc:
             return None
         return count, end
 
-    def _any_good_frame_after(self, data: bytes, pos: int) -> bool:
-        length = _HEADER.unpack_from(data, pos)[0] if pos + _HEADER.size <= len(data) else 0
-        nxt = pos + _HEADER.size + length
-        return nxt < len(data) and self._parse_frame(data, nxt) is not None
+    @classmethod
+    def _next_good_frame(cls, data: bytes, start: int) -> int | None:
+        """Byte position of the first valid batch at or after ``start``, if any.
+
+        A torn tail is at most the last batch plus what a power cut zero-filled, and a corrupt
+        batch is followed by the next batch within its own length, so either way this looks
+        at about one batch's worth of positions."""
+        parse, last = cls._parse_frame, len(data) - _HEADER.size
+        for pos in range(start, last + 1):
+            if parse(data, pos) is not None:
+                return pos
+        return None
 
     def _index(self, pos: int, count: int) -> None:
         self._batch_offsets.append(self._next_offset)
@@ -126,6 +152,8 @@ class FileChangelog:
     # -- ChangelogSink -----------------------------------------------------------------------
     def append(self, key: bytes, value: bytes | None) -> None:
         """Buffer one record (``value`` None = tombstone). Durable after ``flush()``."""
+        if self._closed:
+            raise self._closed_error()
         keys = self._pending_keys
         keys.append(key)
         self._pending_values.append(value)
@@ -230,7 +258,11 @@ class FileChangelog:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise StoreError(f"file changelog {self.path} used after close()", store=self.name)
+            raise self._closed_error()
+
+    def _closed_error(self) -> StoreClosedError:
+        return StoreClosedError(f"file changelog {self.path} used after close(); open a new "
+                                f"FileChangelog on it", store=self.name)
 
     def __enter__(self) -> "FileChangelog":
         return self

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from stores.changelog import NO_OFFSET, ChangelogSink, ChangelogSource
-from stores.errors import StoreError
+from stores.errors import StoreClosedError, StoreError
 from stores.filesink import FileChangelog
 
 
@@ -105,6 +105,62 @@ def test_corrupt_batch_followed_by_valid_data_is_an_error(path):
         FileChangelog(path)
 
 
+def _three_batches(path):
+    with FileChangelog(path) as log:
+        for key in (b"a", b"b", b"c"):
+            log.append(key, b"value")
+            log.flush()
+    return path.stat().st_size
+
+
+def test_zero_filled_tail_after_a_power_cut_is_truncated(path):
+    size = _three_batches(path)
+    with open(path, "ab") as f:
+        f.write(bytes(4096))  # the file grew but its last block never reached the disk
+    with FileChangelog(path) as log:
+        assert log.size_bytes == size
+        assert [k for _, k, _ in log.read(0, 10)] == [b"a", b"b", b"c"]
+        log.append(b"d", b"1")
+    with FileChangelog(path) as log:
+        assert [k for _, k, _ in log.read(0, 10)] == [b"a", b"b", b"c", b"d"]
+
+
+def test_torn_batch_whose_payload_became_zeros_is_truncated(path):
+    size = _three_batches(path)
+    with FileChangelog(path) as log:
+        log.append_all([(b"k%d" % i, b"v" * 50) for i in range(100)])
+    data = bytearray(path.read_bytes())
+    # The header reached the disk; the payload's blocks and the next 4 KiB read back as zeros.
+    data[size + 12:] = bytes(len(data) - size - 12 + 4096)
+    path.write_bytes(bytes(data))
+    with FileChangelog(path) as log:
+        assert log.newest_offset() == 2
+        assert log.size_bytes == size
+
+
+def test_corrupt_length_of_a_middle_batch_is_an_error_not_a_torn_tail(path):
+    _three_batches(path)
+    data = bytearray(path.read_bytes())
+    data[8] ^= 0x40  # the first batch's length now points past the end of the file
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match=r"corrupt batch at byte 8 .*offset 0"):
+        FileChangelog(path)
+    data[8] ^= 0x40
+    data[11] ^= 0x01  # ... or one byte off the start of the next batch
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match=r"corrupt batch at byte 8 .*offset 0"):
+        FileChangelog(path)
+
+
+def test_file_torn_while_its_header_was_written_starts_afresh(path):
+    path.write_bytes(b"WCLG\x00")
+    with FileChangelog(path) as log:
+        assert log.newest_offset() == NO_OFFSET
+        log.append(b"a", b"1")
+    with FileChangelog(path) as log:
+        assert list(log.read(0, 0)) == [(0, b"a", b"1")]
+
+
 def test_a_file_that_is_not_a_changelog_is_refused(path):
     path.write_bytes(b"hello world, not a changelog")
     with pytest.raises(StoreError, match="not a Weir file changelog"):
@@ -132,5 +188,7 @@ def test_use_after_close_is_an_error(path):
     log = FileChangelog(path)
     log.close()
     log.close()
-    with pytest.raises(StoreError, match="after close"):
-        log.flush()
+    for use in (log.flush, lambda: log.append(b"k", b"v"), lambda: log.append_all([]),
+                lambda: log.read(0, 0)):
+        with pytest.raises(StoreClosedError, match="after close"):
+            use()
