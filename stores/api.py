@@ -144,8 +144,21 @@ def closed_store_error(store: str) -> StoreClosedError:
 
 def checked_pairs(items: Mapping[Any, Any] | Iterable[tuple[Any, Any]],
                   store: str) -> list[tuple[Any, Any]]:
-    """``items`` as a list of pairs, after checking that no key or value is ``None``."""
-    pairs = list(items.items()) if isinstance(items, Mapping) else list(items)
+    """``items`` as a list of pairs, after checking that each item is a ``(key, value)`` pair
+    and that no key or value is ``None``."""
+    if items is None:
+        raise NullKeyOrValueError("None is not a valid pairs list (put_all)", store=store)
+    if isinstance(items, Mapping):
+        pairs = list(items.items())
+    else:
+        pairs = list(items)
+        for pair in pairs:
+            # A 2-character str or bytes would unpack into a "key" and a "value".
+            if type(pair) is not tuple and (not isinstance(pair, (tuple, list))
+                                            or isinstance(pair, (str, bytes))):
+                raise _not_a_pair(pair, store)
+            if len(pair) != 2:
+                raise _not_a_pair(pair, store)
     for key, value in pairs:
         if key is None:
             raise NullKeyOrValueError("None is not a valid key (in put_all); nothing was written",
@@ -155,6 +168,11 @@ def checked_pairs(items: Mapping[Any, Any] | Iterable[tuple[Any, Any]],
                 f"None is not a valid value (key {key!r} in put_all); nothing was written; "
                 f"use delete_all for deletes", store=store)
     return pairs
+
+
+def _not_a_pair(item: Any, store: str) -> TypeError:
+    return TypeError(f"store '{store}': put_all takes a mapping or (key, value) pairs, got the "
+                     f"item {item!r}; nothing was written")
 
 
 def checked_keys(keys: Iterable[Any], store: str) -> list[Any]:

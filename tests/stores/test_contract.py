@@ -116,6 +116,19 @@ def test_put_all_with_a_none_value_writes_nothing(store):
     assert store.get(b"a") is None
 
 
+def test_write_batch_with_a_none_key_is_rejected(store):
+    with pytest.raises(NullKeyOrValueError):
+        store.write_batch([(b"a", b"1"), (None, b"v")])
+
+
+@pytest.mark.parametrize("bad", [[b"ab"], ["ab"], [(b"a", b"1", b"2")], [b"a"], [None]])
+def test_put_all_refuses_items_that_are_not_pairs(store, bad):
+    with pytest.raises(TypeError, match=r"store 's'.*\(key, value\) pairs"):
+        store.put_all([(b"ok", b"1"), *bad])
+    store.flush()
+    assert items(store.all()) == []
+
+
 def test_delete_all_removes_each_key(store):
     fill(store, [b"a", b"b", b"c"])
     store.delete_all([b"a", b"c", b"missing"])
@@ -366,6 +379,9 @@ NULL_OPERATIONS = {
     "put key": lambda s: s.put(None, b"v"),
     "put value": lambda s: s.put(b"k", None),
     "put_all key": lambda s: s.put_all([(None, b"v")]),
+    "put_all list": lambda s: s.put_all(None),
+    "put_all mapping value": lambda s: s.put_all({b"a": b"1", b"b": None}),
+    "prefix": lambda s: s.prefix(None),
     "delete": lambda s: s.delete(None),
     "delete_all": lambda s: s.delete_all([b"a", None]),
 }
