@@ -153,11 +153,8 @@ def checked_pairs(items: Mapping[Any, Any] | Iterable[tuple[Any, Any]],
     else:
         pairs = list(items)
         for pair in pairs:
-            # A 2-character str or bytes would unpack into a "key" and a "value".
-            if type(pair) is not tuple and (not isinstance(pair, (tuple, list))
-                                            or isinstance(pair, (str, bytes))):
-                raise _not_a_pair(pair, store)
-            if len(pair) != 2:
+            # A 2-character str or bytes would otherwise unpack into a "key" and a "value".
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
                 raise _not_a_pair(pair, store)
     for key, value in pairs:
         if key is None:
