@@ -257,6 +257,10 @@ def serde_from_name(name: str, config: Config, *, key: str | None = None) -> Ser
     """
     registry_key = SERDE_REGISTRY_CLASS.key(name=name)
     target = config.get_str(registry_key)
+    if target == "":
+        raise ConfigError("is empty: set it to module:Class, or remove it to use the built-in "
+                          f"serde named {name!r}", key=registry_key,
+                          origin=config.origin(registry_key))
     if target:
         samza = _SAMZA_FACTORIES.get(target)
         if samza is not None:
@@ -286,6 +290,10 @@ def _load_user_serde(target: str, config: Config, registry_key: str) -> Serde:
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"cannot import serde {target!r}: {exc}; check the module is on "
                           f"PYTHONPATH and the class name is spelled right",
+                          key=registry_key, origin=origin) from exc
+    except Exception as exc:  # the module itself fails: SyntaxError, an error at import time
+        raise ConfigError(f"cannot import serde {target!r}: importing {module_name} raised "
+                          f"{type(exc).__name__}: {exc}; fix that module",
                           key=registry_key, origin=origin) from exc
     try:
         serde = cls(config) if _takes_one_argument(cls) else cls()

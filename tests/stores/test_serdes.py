@@ -206,8 +206,15 @@ def test_registry_entry_overrides_a_builtin_name(user_module):
     ("weir_test_user_serdes:Missing", "cannot import"),
     ("weir_test_user_serdes:NotASerde", "needs to_bytes"),
     ("weir_test_user_serdes.Upper", "module:Class"),
+    ("weir_test_raises_on_import:Serde", r"cannot import.*RuntimeError.*boom"),
+    ("weir_test_bad_syntax:Serde", r"cannot import.*SyntaxError"),
+    ("", "is empty"),
 ])
-def test_bad_user_serde_raises_config_error_naming_the_registry_key(user_module, target, fragment):
+def test_bad_user_serde_raises_config_error_naming_the_registry_key(user_module, target, fragment,
+                                                                   tmp_path, monkeypatch):
+    (tmp_path / "weir_test_raises_on_import.py").write_text("raise RuntimeError('boom')\n")
+    (tmp_path / "weir_test_bad_syntax.py").write_text("def broken(:\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
     cfg = Config({"serializers.registry.x.class": target},
                  origins={"serializers.registry.x.class": "job.properties:9"})
     with pytest.raises(ConfigError, match=fragment) as info:
