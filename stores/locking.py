@@ -28,6 +28,11 @@ only one locker at a time is ever inside step 3. On release the file is unlinked
 locked) and then unlocked; a locker that raced with the unlink fails the inode check and
 retries.
 
+A ``flock`` belongs to the open file, which ``fork()`` shares with the child: a child forked by
+the holder (``multiprocessing``, a forking server) would keep the lock alive after the holder
+died. So a forked child closes its copies of every held lock at once (without unlocking, which
+would release the parent's lock too); the lock stays the parent's alone.
+
 Example::
 
     >>> import tempfile, pathlib
@@ -46,6 +51,7 @@ import json
 import os
 import socket
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -128,12 +134,13 @@ class FileLock:
     Release with :meth:`release` (or use it as a context manager); releasing twice is
     harmless."""
 
-    __slots__ = ("path", "holder", "_fd")
+    __slots__ = ("path", "holder", "_fd", "__weakref__")
 
     def __init__(self, path: Path, holder: LockHolder, fd: int):
         self.path = path
         self.holder = holder
         self._fd = fd
+        _HELD.add(self)
 
     @property
     def held(self) -> bool:
@@ -144,6 +151,7 @@ class FileLock:
         fd, self._fd = self._fd, -1
         if fd < 0:
             return
+        _HELD.discard(self)
         try:
             try:
                 if _still_names(self.path, fd):
@@ -163,6 +171,25 @@ class FileLock:
     def __repr__(self) -> str:
         state = "held" if self.held else "released"
         return f"{type(self).__name__}({str(self.path)!r}, {state})"
+
+
+_HELD: "weakref.WeakSet[FileLock]" = weakref.WeakSet()
+"""The locks this process holds, for :func:`_drop_inherited_locks`."""
+
+
+def _drop_inherited_locks() -> None:
+    """In a forked child: close the inherited lock files, leaving the locks to the parent."""
+    for lock in list(_HELD):
+        fd, lock._fd = lock._fd, -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    _HELD.clear()
+
+
+os.register_at_fork(after_in_child=_drop_inherited_locks)
 
 
 def acquire_lock(path: Path | str, *, error: LockErrorFactory,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 
 import pytest
@@ -87,6 +88,38 @@ def test_lock_of_a_killed_process_is_released_by_the_kernel(tmp_path):
     with DirectoryLock.acquire(tmp_path, store="counts") as lock:
         assert lock.holder.pid == os.getpid()
         assert read_lock_holder(tmp_path).pid == os.getpid()
+
+
+HOLD_LOCK_AND_FORK = """
+    import os, sys, time
+    from stores.locking import DirectoryLock
+    lock = DirectoryLock.acquire(sys.argv[1], store="counts")
+    pid = os.fork()  # a forked helper (multiprocessing, a forking server) outlives the holder
+    if pid == 0:
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        time.sleep(60)
+        os._exit(0)
+    with open(sys.argv[2], "w") as f:
+        f.write(str(pid))
+    print("ready", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_lock_of_a_killed_process_is_released_even_while_a_child_it_forked_lives(tmp_path):
+    store_dir, pid_file = tmp_path / "store", tmp_path / "helper.pid"
+    store_dir.mkdir()
+    child = Child(HOLD_LOCK_AND_FORK, store_dir, pid_file)
+    helper = int(pid_file.read_text())
+    try:
+        child.kill()
+        os.kill(helper, 0)  # the forked helper is still alive
+        with DirectoryLock.acquire(store_dir, store="counts") as lock:
+            assert lock.holder.pid == os.getpid()
+    finally:
+        os.kill(helper, signal.SIGKILL)
 
 
 def test_leftover_temp_record_of_a_crashed_opener_is_reused(tmp_path):
