@@ -312,6 +312,10 @@ def _store_locked_error(store: str | None, path: Path,
     elif holder.is_this_process():
         message = (f"directory {directory} is already open in this process (pid {holder.pid}, "
                    f"since {holder.since}); close the other engine on this directory first")
+    elif holder.is_alive() is False:
+        message = (f"directory {directory} is locked, but process {holder.pid}, which took the "
+                   f"lock (since {holder.since}), has exited: another process still has {path} "
+                   f"open; find it with `lsof {path}` and stop it")
     else:
         message = (f"directory {directory} is locked by process {holder.pid} on host "
                    f"{holder.host} (since {holder.since}); stop process {holder.pid} on "

@@ -139,6 +139,21 @@ def test_unreadable_record_of_a_live_holder_still_reports_locked(tmp_path):
     assert "could not be read" in str(info.value)
 
 
+def test_lock_held_under_the_record_of_an_exited_process_says_how_to_find_the_holder(tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    exited = Child(HOLD_LOCK, tmp_path / "elsewhere")
+    exited.kill()
+    with Child(HOLD_LOCK, tmp_path) as child:
+        record = json.loads((tmp_path / LOCK_FILE_NAME).read_text())
+        (tmp_path / LOCK_FILE_NAME).write_text(json.dumps({**record, "pid": exited.pid}))
+        with pytest.raises(StoreLockedError) as info:
+            DirectoryLock.acquire(tmp_path, store="counts")
+        child.finish()
+    message = str(info.value)
+    assert f"process {exited.pid}" in message and "has exited" in message
+    assert f"lsof {tmp_path / LOCK_FILE_NAME}" in message
+
+
 @pytest.mark.parametrize("engine", ["rocksdb", "lmdb"])
 def test_engine_refuses_a_directory_open_in_another_process(tmp_path, engine):
     from stores.engines.lmdb import LMDBEngine
