@@ -11,6 +11,9 @@ to it and keeps it until ``stop()``; producers of one process share that writer 
 The partition of an envelope is ``envelope.partition`` when set, else
 ``partition_for(partition_key or key, count)``, else (no key at all) round-robin.
 
+``send_batch(source, stream, partition, pairs)`` sends raw ``(key, value)`` records to one
+partition in one call, without an envelope per record (a store's changelog write-down).
+
 Example::
 
     >>> # producer = FileLogSystemFactory().get_producer("filelog", config)
