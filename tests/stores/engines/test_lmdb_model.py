@@ -1,0 +1,128 @@
+"""The LMDB engine against a dict model, with iterators and snapshots held open across writes,
+automatic commits (write batch of 3) and map growth (a 64 KiB map and 3 KB values).
+
+Each open iterator must go on yielding the store as it was when the iterator was created, and
+every read must merge buffered writes and deletes with committed data exactly.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
+
+from stores.engines.lmdb import LMDBEngine, LMDBOptions
+from stores.errors import StoreError
+
+keys = st.binary(min_size=1, max_size=2)
+values = st.one_of(st.binary(max_size=4), st.just(b"x" * 3000))
+bounds = st.one_of(st.none(), keys)
+_OPTIONS = LMDBOptions(map_size_bytes=64 * 1024, write_batch_size=3)
+
+
+class LMDBMachine(RuleBasedStateMachine):
+    def __init__(self):
+        super().__init__()
+        self.root = Path(tempfile.mkdtemp(prefix="weir-lmdb-model-"))
+        self.engine = LMDBEngine("s", self.root, _OPTIONS)
+        self.model: dict[bytes, bytes] = {}
+        self.iterators: list[tuple[object, list[tuple[bytes, bytes]]]] = []
+        self.snapshots: list[tuple[object, list[tuple[bytes, bytes]]]] = []
+
+    def expected(self, lo, hi):
+        return [(k, self.model[k]) for k in sorted(self.model)
+                if (lo is None or k >= lo) and (hi is None or k < hi)]
+
+    # -- writes ------------------------------------------------------------------------------
+    @rule(key=keys, value=values)
+    def put(self, key, value):
+        self.engine.put(key, value)
+        self.model[key] = value
+
+    @rule(key=keys)
+    def delete(self, key):
+        self.engine.delete(key)
+        self.model.pop(key, None)
+
+    @rule(batch=st.lists(st.tuples(keys, st.one_of(st.none(), values)), max_size=5))
+    def write_batch(self, batch):
+        self.engine.write_batch(batch)
+        for key, value in batch:
+            if value is None:
+                self.model.pop(key, None)
+            else:
+                self.model[key] = value
+
+    @rule()
+    def flush(self):
+        try:
+            self.engine.flush()
+        except StoreError as exc:  # the map is full and open views keep it from growing
+            assert "close them and flush again" in str(exc)
+            assert self.iterators or self.snapshots
+
+    # -- reads -------------------------------------------------------------------------------
+    @rule(key=keys)
+    def get(self, key):
+        assert self.engine.get(key) == self.model.get(key)
+
+    @rule(ks=st.lists(keys, max_size=4))
+    def get_all(self, ks):
+        assert self.engine.get_all(ks) == {k: self.model[k] for k in ks if k in self.model}
+
+    @rule(lo=bounds, hi=bounds)
+    def whole_range(self, lo, hi):
+        with self.engine.range(lo, hi) as it:
+            assert list(it) == self.expected(lo, hi)
+
+    # -- views held open across writes ---------------------------------------------------------
+    @precondition(lambda self: len(self.iterators) < 4)
+    @rule(lo=bounds, hi=bounds)
+    def open_iterator(self, lo, hi):
+        self.iterators.append((self.engine.range(lo, hi), self.expected(lo, hi)))
+
+    @precondition(lambda self: self.iterators)
+    @rule(data=st.data())
+    def advance_iterator(self, data):
+        i = data.draw(st.integers(0, len(self.iterators) - 1))
+        it, rest = self.iterators[i]
+        for _ in range(data.draw(st.integers(1, 3))):
+            assert next(it, None) == (rest.pop(0) if rest else None)
+        if data.draw(st.booleans()):
+            it.close()
+            del self.iterators[i]
+
+    @precondition(lambda self: len(self.snapshots) < 3)
+    @rule(lo=bounds, hi=bounds)
+    def take_snapshot(self, lo, hi):
+        self.snapshots.append((self.engine.snapshot(lo, hi), self.expected(lo, hi)))
+
+    @precondition(lambda self: self.snapshots)
+    @rule(data=st.data())
+    def check_snapshot(self, data):
+        i = data.draw(st.integers(0, len(self.snapshots) - 1))
+        snap, expected = self.snapshots[i]
+        with snap.iterator() as it:
+            assert list(it) == expected
+        if data.draw(st.booleans()):
+            snap.close()
+            del self.snapshots[i]
+
+    @rule()
+    def reopen(self):
+        self.engine.close()  # closes the open views and commits the buffer
+        self.iterators.clear()
+        self.snapshots.clear()
+        self.engine = LMDBEngine("s", self.root, _OPTIONS)
+
+    def teardown(self):
+        self.engine.close()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+TestLMDBModel = LMDBMachine.TestCase
+TestLMDBModel.settings = settings(max_examples=60, stateful_step_count=50, deadline=None)
