@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from stores.engines._base import BytesEngine
 from stores.engines.memory import MemoryEngine
+from stores.errors import NullKeyOrValueError
 
 from ._helpers import keys_of
 
@@ -47,3 +50,34 @@ def test_close_drops_the_data():
     engine.put(b"a", b"1")
     engine.close()
     assert engine.closed and "closed" in repr(engine)
+
+
+@pytest.mark.parametrize("call", [
+    lambda e: e.put(b"k", "v"), lambda e: e.put("k", b"v"), lambda e: e.put(b"k", bytearray(b"v")),
+    lambda e: e.put_all([(b"a", b"1"), ("k", b"v")]),
+    lambda e: e.write_batch([(b"a", b"1"), (b"k", "v")]),
+    lambda e: e.write_batch([(b"a", b"1"), ("k", None)]),
+    lambda e: e.delete("k"), lambda e: e.delete_all([b"a", "k"]),
+], ids=["put value", "put key", "put bytearray", "put_all", "write_batch", "write_batch delete",
+        "delete", "delete_all"])
+def test_non_bytes_are_rejected_like_the_persistent_engines_do(call):
+    """A serde that returns str must fail on the memory engine in tests, not first in
+    production on RocksDB or LMDB; and a refused batch writes nothing."""
+    engine = MemoryEngine("s")
+    engine.put(b"a", b"0")
+    with pytest.raises(TypeError, match="store 's'.*must be bytes"):
+        call(engine)
+    assert list(engine.all()) == [(b"a", b"0")]
+
+
+@pytest.mark.parametrize("call", [
+    lambda e: e.put(None, b"v"), lambda e: e.put(b"k", None), lambda e: e.delete(None),
+    lambda e: e.put_all([(b"a", b"1"), (b"k", None)]), lambda e: e.write_batch([(None, None)]),
+    lambda e: e.delete_all([b"a", None]),
+], ids=["put key", "put value", "delete", "put_all", "write_batch", "delete_all"])
+def test_none_is_rejected_with_a_typed_error(call):
+    engine = MemoryEngine("s")
+    engine.put(b"a", b"0")
+    with pytest.raises(NullKeyOrValueError, match="store 's'"):
+        call(engine)
+    assert list(engine.all()) == [(b"a", b"0")]
