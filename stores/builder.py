@@ -77,11 +77,14 @@ def build_store(spec: StoreSpec, directory: Path, *, changelog: ChangelogSink | 
     key_serde = serde_from_name(spec.key_serde, config, key=STORE_KEY_SERDE.key(store=spec.name))
     value_serde = serde_from_name(spec.value_serde, config,
                                   key=STORE_MSG_SERDE.key(store=spec.name))
-    store: BytesEngine = open_engine(spec, directory, logged=changelog is not None)
-    if changelog is not None:
-        store = LoggedLayer(store, changelog)
-    typed: KeyValueStore = SerializedLayer(store, key_serde, value_serde)
-    if spec.object_cache_size > 0:
-        typed = CachedLayer(typed, capacity=spec.object_cache_size,
-                            write_batch_size=spec.write_batch_size)
+    engine = open_engine(spec, directory, logged=changelog is not None)
+    try:
+        store: BytesEngine = engine if changelog is None else LoggedLayer(engine, changelog)
+        typed: KeyValueStore = SerializedLayer(store, key_serde, value_serde)
+        if spec.object_cache_size > 0:
+            typed = CachedLayer(typed, capacity=spec.object_cache_size,
+                                write_batch_size=spec.write_batch_size)
+    except BaseException:
+        engine.close()  # release the directory lock: the caller never gets a store to close
+        raise
     return typed

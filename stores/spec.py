@@ -128,6 +128,20 @@ class StoreSpec:
     rocksdb: RocksDBOptions | None = None
     lmdb: LMDBOptions | None = None
 
+    def __post_init__(self) -> None:
+        # from_config reports these with the config key; this catches specs built in code.
+        for field_name in ("write_batch_size", "staleness_ms"):
+            if getattr(self, field_name) <= 0:
+                raise ValueError(f"StoreSpec {self.name!r}: {field_name} must be positive, "
+                                 f"got {getattr(self, field_name)}")
+        if self.object_cache_size < 0:
+            raise ValueError(f"StoreSpec {self.name!r}: object_cache_size must be >= 0 (0 "
+                             f"disables the cache), got {self.object_cache_size}")
+        if 0 < self.object_cache_size < self.write_batch_size:
+            raise ValueError(f"StoreSpec {self.name!r}: object_cache_size "
+                             f"({self.object_cache_size}) cannot be less than write_batch_size "
+                             f"({self.write_batch_size})")
+
     @property
     def persistent(self) -> bool:
         """False only for the memory engine (its data dies with the process)."""

@@ -1,0 +1,78 @@
+"""build_store: which layers a spec gets, and no engine left open when building fails."""
+
+from __future__ import annotations
+
+import pytest
+
+from stores.builder import build_store
+from stores.config import Config
+from stores.engines.lmdb import LMDBEngine
+from stores.engines.memory import MemoryEngine
+from stores.filesink import FileChangelog
+from stores.layers.cached import CachedLayer
+from stores.layers.logged import LoggedLayer
+from stores.layers.serialized import SerializedLayer
+from stores.spec import EngineKind, StoreSpec
+
+
+def _config(**keys: str) -> Config:
+    return Config({"stores.s.factory": "lmdb", "stores.s.key.serde": "string",
+                   "stores.s.msg.serde": "int64", **keys})
+
+
+def _layers(store) -> list[type]:
+    chain = [type(store)]
+    while hasattr(store, "inner"):
+        store = store.inner
+        chain.append(type(store))
+    return chain
+
+
+@pytest.mark.parametrize("cache, logged, expected", [
+    ("0", False, [SerializedLayer, LMDBEngine]),
+    ("0", True, [SerializedLayer, LoggedLayer, LMDBEngine]),
+    ("8", False, [CachedLayer, SerializedLayer, LMDBEngine]),
+    ("8", True, [CachedLayer, SerializedLayer, LoggedLayer, LMDBEngine]),
+])
+def test_the_cache_exists_only_with_a_size_and_the_log_only_with_a_changelog(
+        tmp_path, cache, logged, expected):
+    cfg = _config(**{"stores.s.object.cache.size": cache, "stores.s.write.batch.size": "4"})
+    log = FileChangelog(tmp_path / "log") if logged else None
+    store = build_store(StoreSpec.from_config(cfg, "s"), tmp_path / "s", changelog=log,
+                        config=cfg)
+    try:
+        assert _layers(store) == expected
+    finally:
+        store.close()
+        if log is not None:
+            log.close()
+
+
+def test_a_failed_build_leaves_the_store_directory_unlocked(tmp_path):
+    cfg = _config()
+    spec = StoreSpec.from_config(cfg, "s")
+    with pytest.raises(AttributeError):
+        build_store(spec, tmp_path / "s", changelog=object(), config=cfg)  # not a sink
+    store = build_store(spec, tmp_path / "s", changelog=None, config=cfg)  # not "locked"
+    store.close()
+
+
+def test_the_memory_engine_needs_no_directory(tmp_path):
+    cfg = _config(**{"stores.s.factory": "memory"})
+    store = build_store(StoreSpec.from_config(cfg, "s"), tmp_path / "never-created",
+                        changelog=None, config=cfg)
+    assert isinstance(store.inner.inner, MemoryEngine)
+    store.close()
+    assert not (tmp_path / "never-created").exists()
+
+
+@pytest.mark.parametrize("fields, problem", [
+    ({"object_cache_size": 5, "write_batch_size": 500}, "cannot be less than"),
+    ({"write_batch_size": 0}, "write_batch_size"),
+    ({"object_cache_size": -1}, "object_cache_size"),
+    ({"staleness_ms": 0}, "staleness_ms"),
+])
+def test_a_spec_built_in_code_is_checked_like_a_parsed_one(fields, problem):
+    with pytest.raises(ValueError, match=problem):
+        StoreSpec(name="s", engine=EngineKind.MEMORY, key_serde="string", value_serde="string",
+                  **fields)
