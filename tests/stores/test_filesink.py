@@ -87,6 +87,7 @@ def test_torn_final_batch_is_truncated_on_open(path):
         f.truncate(size - 3)  # a crash in the middle of writing the second batch
     with FileChangelog(path) as log:
         assert list(log.read(0, 10)) == [(0, b"a", b"1")]
+        assert path.stat().st_size == log.size_bytes < size - 3  # the torn bytes are gone
         log.append(b"c", b"3")
         log.flush()
     with FileChangelog(path) as log:

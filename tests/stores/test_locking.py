@@ -122,6 +122,29 @@ def test_lock_of_a_killed_process_is_released_even_while_a_child_it_forked_lives
         os.kill(helper, signal.SIGKILL)
 
 
+def test_opener_whose_lock_file_was_replaced_before_it_locked_it_checks_again(tmp_path,
+                                                                            monkeypatch):
+    """Between opening the lock file and locking it, another locker may install its record
+    (a rename: a new inode). Locking the old, replaced inode must not count as holding the
+    lock."""
+    import stores.locking as locking
+
+    opened = locking._open_lock_file
+    others: list[DirectoryLock] = []
+
+    def open_then_lose_the_race(path, details):
+        fd = opened(path, details)
+        if details.get("store") == "counts" and not others:
+            others.append(DirectoryLock.acquire(tmp_path, store="other"))
+        return fd
+
+    monkeypatch.setattr(locking, "_open_lock_file", open_then_lose_the_race)
+    with pytest.raises(StoreLockedError, match="already open in this process"):
+        DirectoryLock.acquire(tmp_path, store="counts")
+    assert read_lock_holder(tmp_path).store == "other"
+    others[0].release()
+
+
 def test_leftover_temp_record_of_a_crashed_opener_is_reused(tmp_path):
     (tmp_path / (LOCK_FILE_NAME + ".tmp")).write_text("half a rec")
     with DirectoryLock.acquire(tmp_path, store="counts"):

@@ -179,7 +179,12 @@ def user_module():
     class NotASerde:
         pass
 
+    class OptionalConfig(Prefixed):
+        def __init__(self, config=None):
+            super().__init__(config if config is not None else {"my.prefix": "none:"})
+
     module.Upper, module.Prefixed, module.NotASerde = Upper, Prefixed, NotASerde
+    module.OptionalConfig = OptionalConfig
     sys.modules[module.__name__] = module
     yield module.__name__
     del sys.modules[module.__name__]
@@ -193,6 +198,12 @@ def test_user_serde_without_arguments_is_constructed_with_no_arguments(user_modu
 
 def test_user_serde_taking_one_argument_receives_the_config(user_module):
     cfg = Config({"serializers.registry.p.class": f"{user_module}:Prefixed", "my.prefix": "x:"})
+    assert serde_from_name("p", cfg).to_bytes(b"1") == b"x:1"
+
+
+def test_user_serde_with_an_optional_config_argument_receives_the_config(user_module):
+    cfg = Config({"serializers.registry.p.class": f"{user_module}:OptionalConfig",
+                  "my.prefix": "x:"})
     assert serde_from_name("p", cfg).to_bytes(b"1") == b"x:1"
 
 
