@@ -125,6 +125,13 @@ class LMDBEngine(CommitAndGrow):
             # LMDB's own reader table is what makes snapshots safe against page reuse.
             lock=True, create=True)
 
+    @property
+    def key_size_limits(self) -> tuple[int, int]:
+        """``(min, max)`` key length LMDB can hold (1 to 511 bytes by default). Layers above
+        (the changelog layer) check keys against it before logging a change, so a change the
+        engine refuses never reaches the changelog and so can never break a restore."""
+        return 1, self._max_key
+
     # -- reads ---------------------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:
         if self._closed:

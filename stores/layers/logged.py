@@ -4,6 +4,11 @@ Puts append ``(key, value)``, deletes append ``(key, None)`` (a tombstone), in t
 are applied, and always **before** the write reaches the engine (as Samza's ``LoggedStore``), so
 the changelog never misses a change the engine has. Reads pass straight through.
 
+Engines that cannot hold every key (LMDB: 1 to 511 bytes) say so with ``key_size_limits``;
+a put of a key outside them is refused by the engine before anything is logged, and a delete
+of such a key (never present) is not logged, so the changelog only holds changes the engine
+can replay.
+
 Batches (write-downs, ``put_all``, ``delete_all``) go to the sink in one call when it offers
 one: ``append_columns(keys, values)`` (as :class:`stores.filesink.FileChangelog` does), else
 ``append_all(pairs)``, else one ``append`` per change.
@@ -63,6 +68,7 @@ class LoggedLayer:
         self._append = sink.append
         self._append_columns = _batch_appender(sink)
         self._write_inner = columns_writer(inner)
+        self._key_limits: tuple[int, int] | None = getattr(inner, "key_size_limits", None)
         self.get = inner.get
         self.get_all = inner.get_all
         self.range = inner.range
@@ -92,24 +98,30 @@ class LoggedLayer:
     # The closed check comes first so a write to a closed store does not reach the changelog.
     def put(self, key: bytes, value: bytes) -> None:
         self._check_open()
+        if self._key_limits is not None and not self._fits(key):
+            self._inner.put(key, value)  # the engine refuses it with its own error
+            return
         self._append(key, value)
         self._inner.put(key, value)
 
     def put_all(self, items: Iterable[tuple[bytes, bytes]]) -> None:
         self._check_open()
         items = list(items)
-        self._append_columns([k for k, _ in items], [v for _, v in items])
+        keys, values = self._loggable([k for k, _ in items], [v for _, v in items])
+        self._append_columns(keys, values)
         self._inner.put_all(items)
 
     def delete(self, key: bytes) -> None:
         self._check_open()
-        self._append(key, None)
+        if self._key_limits is None or self._fits(key):
+            self._append(key, None)
         self._inner.delete(key)
 
     def delete_all(self, keys: Iterable[bytes]) -> None:
         self._check_open()
         keys = list(keys)
-        self._append_columns(keys, [None] * len(keys))
+        logged, nones = self._loggable(keys, [None] * len(keys))
+        self._append_columns(logged, nones)
         self._inner.delete_all(keys)
 
     def write_batch(self, items: Iterable[tuple[bytes, bytes | None]]) -> None:
@@ -120,7 +132,8 @@ class LoggedLayer:
                       deletes: bool = True) -> None:
         """``write_batch`` in columns (see :mod:`stores.layers._columns`)."""
         self._check_open()
-        self._append_columns(keys, values)
+        logged_keys, logged_values = self._loggable(keys, values)
+        self._append_columns(logged_keys, logged_values)
         self._write_inner(keys, values, deletes=deletes)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -140,6 +153,27 @@ class LoggedLayer:
     @property
     def closed(self) -> bool:
         return self._inner.closed
+
+    def _fits(self, key: object) -> bool:
+        low, high = self._key_limits  # type: ignore[misc]
+        return type(key) is not bytes or low <= len(key) <= high
+
+    def _loggable(self, keys: list[bytes],
+                  values: list[bytes | None]) -> tuple[list[bytes], list[bytes | None]]:
+        """The changes of a batch that may be logged. A put of a key the engine cannot hold is
+        refused here (by the engine, with its own error) before anything is logged; deletes of
+        such keys are dropped from the log (the key can never be present)."""
+        if self._key_limits is None or not keys:
+            return keys, values
+        low, high = self._key_limits
+        lengths = [len(k) if type(k) is bytes else low for k in keys]
+        if low <= min(lengths) and max(lengths) <= high:
+            return keys, values
+        for key, value, size in zip(keys, values, lengths):
+            if value is not None and not low <= size <= high:
+                self._inner.put(key, value)  # raises the engine's error naming the key
+        kept = [i for i, size in enumerate(lengths) if low <= size <= high]
+        return [keys[i] for i in kept], [values[i] for i in kept]
 
     def _check_open(self) -> None:
         if self._inner.closed:

@@ -171,9 +171,6 @@ def test_changelog_replayed_into_an_empty_store_reproduces_it(tmp_path, engine, 
     log.close()
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="stores/layers/logged.py appends to the changelog before the engine "
-                          "validates the key (reported to the layers' owner)")
 @pytest.mark.parametrize("cache_size", ["0", "16"])
 def test_a_key_the_engine_refuses_never_reaches_the_changelog(tmp_path, cache_size):
     """LMDB cannot hold an empty key. The refused write must not be logged: a changelog record
