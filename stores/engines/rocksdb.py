@@ -118,7 +118,9 @@ class RocksDBEngine:
         if self._closed:
             raise self._closed_error()
         if hi is not None and (not hi or (lo is not None and lo >= hi)):
-            return RocksIterator(self.name, None)  # RocksDB must never see lo >= hi
+            empty = RocksIterator(self.name, None)  # RocksDB must never see lo >= hi
+            self._views.add(empty)  # closed with the store, like any other view
+            return empty
         ro = rocksdict.ReadOptions()
         if hi is not None:
             ro.set_iterate_upper_bound(hi)
@@ -136,7 +138,9 @@ class RocksDBEngine:
         if self._closed:
             raise self._closed_error()
         if hi is not None and (not hi or (lo is not None and lo >= hi)):
-            return RocksSnapshot(self.name, None, lo)
+            empty_snap = RocksSnapshot(self.name, None, lo)
+            self._views.add(empty_snap)
+            return empty_snap
         ro = rocksdict.ReadOptions()
         if hi is not None:
             ro.set_iterate_upper_bound(hi)

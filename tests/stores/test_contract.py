@@ -312,9 +312,7 @@ EMPTY_VIEWS = {
 
 
 @pytest.mark.parametrize("view", EMPTY_VIEWS)
-def test_empty_range_iterators_and_snapshots_are_closed_with_their_store(request, factory, view):
-    if factory.engine == "rocksdb":  # stores/engines/rocksdb.py does not track them (reported)
-        request.applymarker(pytest.mark.xfail(strict=True, raises=AssertionError))
+def test_empty_range_iterators_and_snapshots_are_closed_with_their_store(factory, view):
     store = factory.open()
     fill(store, [b"a"])
     opened = EMPTY_VIEWS[view](store)
