@@ -8,12 +8,23 @@ iterator or snapshot shows exactly the store as it was when it was created.
 
 Read transactions are opened with ``MDB_NOTLS`` (py-lmdb always does), so they may be used
 from any thread, one thread at a time.
+
+Closing from another thread: py-lmdb releases the GIL while a cursor reads, so aborting a read
+transaction (closing an iterator, its snapshot or the engine) while another thread's loop is
+inside a cursor step frees the cursor under it (a segfault). Cursors are therefore read in
+chunks under the handle's lock, and :meth:`ReadHandle.release` takes that lock: it waits for
+the chunk being read (a few microseconds), and the loop, once its chunk is used up, finds the
+handle released and raises :class:`~stores.errors.StoreClosedError`. Chunks start small (one
+``next()`` reads a few pairs, not hundreds) and double up to ``_MAX_CHUNK``.
 """
 
 from __future__ import annotations
 
+import threading
 import weakref
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
+from itertools import chain, islice
 from typing import Any
 
 import lmdb
@@ -25,29 +36,64 @@ __all__ = ["ReadHandle", "LMDBIterator", "LMDBSnapshot", "walk"]
 
 Pending = Sequence[tuple[bytes, "bytes | None"]]
 _END: tuple[None, None] = (None, None)
+_FIRST_CHUNK = 4
+_MAX_CHUNK = 512
 
 
 class ReadHandle:
-    """One read transaction, registered with its engine while open; released at most once."""
+    """One read transaction, registered with its engine while open; released at most once.
 
-    __slots__ = ("txn", "released", "_registry", "__weakref__")
+    ``lock`` is held while a cursor of the transaction reads (see the module docstring)."""
+
+    __slots__ = ("txn", "released", "lock", "_registry", "__weakref__")
 
     def __init__(self, txn: lmdb.Transaction, registry: weakref.WeakSet):
         self.txn: Any = txn
         self.released = False
+        self.lock = threading.Lock()
         self._registry = registry
         registry.add(self)
 
     def release(self) -> None:
-        if self.released:
-            return
-        self.released = True
-        txn, self.txn = self.txn, None
+        with self.lock:  # never while another thread's cursor reads
+            if self.released:
+                return
+            self.released = True
+            txn, self.txn = self.txn, None
+            try:
+                txn.abort()
+            except lmdb.Error:
+                pass  # already invalidated by env.close()
         self._registry.discard(self)
-        try:
-            txn.abort()
-        except lmdb.Error:
-            pass  # already invalidated by env.close()
+
+
+def _chunks(store: str, handle: ReadHandle,
+            lo: bytes | None) -> Iterator[list[tuple[bytes, bytes]]]:
+    """The committed pairs from ``lo`` on, as growing lists read under ``handle.lock``."""
+    lock = handle.lock
+    with lock:
+        if handle.released:
+            raise _closed_in_use(store)
+        cur = handle.txn.cursor()
+        # An unpositioned cursor's iternext() would restart from the first key.
+        if not (cur.set_range(lo) if lo else cur.first()):
+            return
+        pairs = cur.iternext()
+        size = _FIRST_CHUNK
+        chunk = list(islice(pairs, size))
+    while chunk:
+        yield chunk
+        if len(chunk) < size:
+            return
+        size = min(size * 2, _MAX_CHUNK)
+        with lock:
+            if handle.released:
+                raise _closed_in_use(store)
+            chunk = list(islice(pairs, size))
+
+
+def _closed_in_use(store: str) -> StoreClosedError:
+    return StoreClosedError("iterator or snapshot was closed while in use", store=store)
 
 
 def walk(store: str, handle: ReadHandle, lo: bytes | None, hi: bytes | None, pending: Pending,
@@ -55,23 +101,19 @@ def walk(store: str, handle: ReadHandle, lo: bytes | None, hi: bytes | None, pen
     """Committed pairs of ``[lo, hi)`` in ``handle``'s transaction merged with ``pending``
     (sorted, already restricted to the range)."""
     try:
-        cur = handle.txn.cursor()
-        positioned = cur.set_range(lo) if lo else cur.first()
-        # An unpositioned cursor's iternext() would restart from the first key.
-        committed = cur.iternext() if positioned else iter(EMPTY)
+        chunks = _chunks(store, handle, lo)
         if pending:
-            yield from _merge(committed, pending, hi)
-        elif hi is None:
-            yield from committed
-        else:
-            for pair in committed:
-                if pair[0] >= hi:
-                    return
-                yield pair
+            yield from _merge(chain.from_iterable(chunks), pending, hi)
+            return
+        for chunk in chunks:
+            if hi is not None and chunk[-1][0] >= hi:
+                # (hi,) sorts before every (hi, value): the cut is at the first key >= hi.
+                yield from chunk[:bisect_left(chunk, (hi,))]
+                return
+            yield from chunk
     except lmdb.Error as exc:
         if handle.released:
-            raise StoreClosedError("iterator or snapshot was closed while in use",
-                                   store=store) from None
+            raise _closed_in_use(store) from None
         raise StoreError(f"LMDB read failed: {exc}", store=store) from exc
     finally:
         if release_at_end:
