@@ -93,7 +93,8 @@ def _chunks(store: str, handle: ReadHandle,
 
 
 def _closed_in_use(store: str) -> StoreClosedError:
-    return StoreClosedError("iterator or snapshot was closed while in use", store=store)
+    return StoreClosedError("iterator or snapshot was closed while in use (by another thread, "
+                            "or with its store); open a new one", store=store)
 
 
 def walk(store: str, handle: ReadHandle, lo: bytes | None, hi: bytes | None, pending: Pending,
@@ -114,7 +115,9 @@ def walk(store: str, handle: ReadHandle, lo: bytes | None, hi: bytes | None, pen
     except lmdb.Error as exc:
         if handle.released:
             raise _closed_in_use(store) from None
-        raise StoreError(f"LMDB read failed: {exc}", store=store) from exc
+        raise StoreError(f"LMDB read failed: {exc}; if this repeats, the store's directory may "
+                         f"be damaged: delete it and let the store be restored from its "
+                         f"changelog", store=store) from exc
     finally:
         if release_at_end:
             handle.release()

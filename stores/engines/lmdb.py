@@ -370,7 +370,9 @@ class LMDBEngine(CommitAndGrow):
 
     # -- internals: errors ---------------------------------------------------------------
     def _closed_error(self) -> StoreClosedError:
-        return StoreClosedError(f"LMDB store at {self.path} is closed", store=self.name)
+        return StoreClosedError(f"LMDB store at {self.path} used after close(); a task must not "
+                                f"keep store references past its close() (reopen the store "
+                                f"through its storage manager)", store=self.name)
 
     def _rejected(self, op: str, key: object, value: object) -> Exception:
         if key is None or (value is None and op in ("put", "put_all")):
