@@ -8,7 +8,7 @@ keeps the WAL on and ``flush()`` fsyncs the WAL. Either way, once ``flush()`` re
 are lost on a crash and come back from the changelog. ``close()`` flushes the memtable too, so
 a clean shutdown needs no replay.
 
-The directory is locked (``WEIR.LOCK``, see :mod:`stores.engines._lock`) for the engine's life.
+The directory is locked (``WEIR.LOCK``, see :mod:`stores.locking`) for the engine's life.
 
 Example::
 
@@ -34,7 +34,7 @@ import rocksdict
 
 from ..errors import NullKeyOrValueError, StoreClosedError, StoreError, StoreLockedError
 from ._base import prefix_upper_bound
-from ._lock import DirectoryLock, read_lock_holder
+from ..locking import DirectoryLock, read_lock_holder
 from ._rocksdb_iter import RocksIterator, RocksSnapshot
 from ._rocksdb_options import (
     ROCKSDB_KEYS,
