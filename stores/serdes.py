@@ -56,7 +56,7 @@ import msgpack
 import orjson
 
 from .config import Config, declare
-from .errors import ConfigError
+from .errors import ConfigError, SerdeError
 
 __all__ = [
     "Serde",
@@ -303,7 +303,35 @@ def _load_user_serde(target: str, config: Config, registry_key: str) -> Serde:
     if not (callable(getattr(serde, "to_bytes", None)) and callable(getattr(serde, "from_bytes", None))):
         raise ConfigError(f"{target!r} is not a serde: it needs to_bytes(obj) and from_bytes(data)",
                           key=registry_key, origin=origin)
-    return serde
+    return _CheckedSerde(serde, target)
+
+
+class _CheckedSerde:
+    """A user serde whose ``to_bytes`` results are checked to be ``bytes``: a serde returning
+    ``str`` (or anything else) fails at once with a SerdeError naming it, instead of deep in an
+    engine with an error that names neither the key nor the serde. Built-in serdes are not
+    wrapped."""
+
+    __slots__ = ("_serde", "name", "from_bytes", "prefix_safe")
+
+    def __init__(self, serde: Any, target: str):
+        self._serde = serde
+        self.name = getattr(serde, "name", None) or target
+        self.from_bytes = serde.from_bytes
+        self.prefix_safe = bool(getattr(serde, "prefix_safe", False))
+
+    def to_bytes(self, obj: Any) -> bytes:
+        data = self._serde.to_bytes(obj)
+        if type(data) is not bytes:
+            if isinstance(data, (bytearray, memoryview)):
+                return bytes(data)
+            raise SerdeError(f"serde {self.name!r} returned {type(data).__name__}, not bytes, "
+                             f"for {obj!r}; its to_bytes must return bytes")
+        return data
+
+    def to_bytes_many(self, objs: list[Any]) -> list[bytes]:
+        to_bytes = self.to_bytes
+        return [to_bytes(obj) for obj in objs]
 
 
 def _takes_one_argument(cls: Any) -> bool:

@@ -232,3 +232,31 @@ def test_bad_user_serde_raises_config_error_naming_the_registry_key(user_module,
         serde_from_name("x", cfg)
     assert "serializers.registry.x.class" in str(info.value)
     assert "job.properties:9" in str(info.value)
+
+
+class _StrSerde:
+    """A broken user serde: to_bytes returns str."""
+
+    def to_bytes(self, obj):
+        return str(obj)
+
+    def from_bytes(self, data):
+        return data.decode()
+
+
+def test_user_serde_returning_str_fails_with_serde_error_naming_serde_store_and_key(tmp_path):
+    from stores import SerdeError, StoreSpec, build_store
+
+    config = Config({"serializers.registry.bad.class": f"{__name__}:_StrSerde",
+                     "stores.s.factory": "rocksdb", "stores.s.key.serde": "string",
+                     "stores.s.msg.serde": "bad", "stores.s.object.cache.size": "0"})
+    store = build_store(StoreSpec.from_config(config, "s"), tmp_path / "s", changelog=None,
+                        config=config)
+    try:
+        with pytest.raises(SerdeError) as err:
+            store.put("k", 42)
+            store.flush()
+        message = str(err.value)
+        assert "_StrSerde" in message and "not bytes" in message
+    finally:
+        store.close()
