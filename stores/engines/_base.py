@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
-__all__ = ["BytesIterator", "BytesSnapshot", "BytesEngine", "prefix_upper_bound"]
+__all__ = ["BytesIterator", "BytesSnapshot", "BytesEngine", "prefix_upper_bound", "is_empty_range"]
 
 
 @runtime_checkable
@@ -79,3 +79,13 @@ def prefix_upper_bound(prefix: bytes) -> bytes | None:
         return None
     p[-1] += 1
     return bytes(p)
+
+
+def is_empty_range(lo: bytes | None, hi: bytes | None) -> bool:
+    """True when ``[lo, hi)`` can hold no key (``hi`` is ``b""``, or ``lo >= hi``); engines
+    answer such ranges without asking the library (RocksDB must never see ``lo >= hi``).
+
+    >>> is_empty_range(b"b", b"a"), is_empty_range(None, b""), is_empty_range(b"a", None)
+    (True, True, False)
+    """
+    return hi is not None and (not hi or (lo is not None and lo >= hi))

@@ -42,7 +42,7 @@ from typing import Any
 import lmdb
 
 from ..errors import NullKeyOrValueError, StoreClosedError, StoreError
-from ._base import prefix_upper_bound
+from ._base import is_empty_range, prefix_upper_bound
 from ._lmdb_commit import CommitAndGrow
 from ._lmdb_iter import LMDBIterator, LMDBSnapshot, ReadHandle, walk
 from ._lmdb_options import LMDB_KEYS, MAX_READERS, LMDBOptions
@@ -162,7 +162,7 @@ class LMDBEngine(CommitAndGrow):
     def range(self, lo: bytes | None, hi: bytes | None) -> LMDBIterator:
         if self._closed:
             raise self._closed_error()
-        if hi is not None and (not hi or (lo is not None and lo >= hi)):
+        if is_empty_range(lo, hi):
             empty = LMDBIterator(self.name, None, None)
             self._views.add(empty)  # closed with the engine like any other iterator
             return empty
@@ -184,7 +184,7 @@ class LMDBEngine(CommitAndGrow):
         writes in the range (no commit is forced)."""
         if self._closed:
             raise self._closed_error()
-        if hi is not None and (not hi or (lo is not None and lo >= hi)):
+        if is_empty_range(lo, hi):
             empty = LMDBSnapshot(self.name, None, lo, hi, ())
             self._views.add(empty)
             return empty

@@ -33,7 +33,7 @@ from pathlib import Path
 import rocksdict
 
 from ..errors import NullKeyOrValueError, StoreClosedError, StoreError, StoreLockedError
-from ._base import prefix_upper_bound
+from ._base import is_empty_range, prefix_upper_bound
 from ..locking import DirectoryLock, read_lock_holder
 from ._rocksdb_iter import RocksIterator, RocksSnapshot
 from ._rocksdb_options import (
@@ -117,7 +117,7 @@ class RocksDBEngine:
     def range(self, lo: bytes | None, hi: bytes | None) -> RocksIterator:
         if self._closed:
             raise self._closed_error()
-        if hi is not None and (not hi or (lo is not None and lo >= hi)):
+        if is_empty_range(lo, hi):
             empty = RocksIterator(self.name, None)  # RocksDB must never see lo >= hi
             self._views.add(empty)  # closed with the store, like any other view
             return empty
@@ -137,7 +137,7 @@ class RocksDBEngine:
     def snapshot(self, lo: bytes | None, hi: bytes | None) -> RocksSnapshot:
         if self._closed:
             raise self._closed_error()
-        if hi is not None and (not hi or (lo is not None and lo >= hi)):
+        if is_empty_range(lo, hi):
             empty_snap = RocksSnapshot(self.name, None, lo)
             self._views.add(empty_snap)
             return empty_snap
