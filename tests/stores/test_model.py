@@ -18,6 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from stores.engines._base import prefix_upper_bound
 
+from ._dict_model import dict_model_rules
 from .stacks import ENGINES, STACKS, StoreFactory, engine_available
 
 EDGE_KEYS = [b"\x00", b"a", b"a\x00", b"a\xff", b"a\xff\xff", b"ab", b"b", b"\x7f", b"\x80",
@@ -32,7 +33,7 @@ def _items(it):
         return list(it)
 
 
-class StoreMachine(RuleBasedStateMachine):
+class StoreMachine(dict_model_rules(keys, values, bounds), RuleBasedStateMachine):
     engine = "memory"
     stack = "raw"
 
@@ -44,21 +45,11 @@ class StoreMachine(RuleBasedStateMachine):
         self.model: dict[bytes, bytes] = {}
         self.snapshots: list[tuple[object, list[tuple[bytes, bytes]]]] = []
 
-    def expected(self, lo, hi):
-        return [(k, self.model[k]) for k in sorted(self.model)
-                if (lo is None or k >= lo) and (hi is None or k < hi)]
+    @property
+    def subject(self):
+        return self.store
 
-    # -- writes --------------------------------------------------------------------------------
-    @rule(key=keys, value=values)
-    def put(self, key, value):
-        self.store.put(key, value)
-        self.model[key] = value
-
-    @rule(key=keys)
-    def delete(self, key):
-        self.store.delete(key)
-        self.model.pop(key, None)
-
+    # -- writes (put and delete are shared) ----------------------------------------------------
     @rule(pairs=st.lists(st.tuples(keys, values), max_size=6))
     def put_all(self, pairs):
         self.store.put_all(pairs)
@@ -79,11 +70,7 @@ class StoreMachine(RuleBasedStateMachine):
             else:
                 self.model[k] = v
 
-    # -- reads ---------------------------------------------------------------------------------
-    @rule(key=keys)
-    def get(self, key):
-        assert self.store.get(key) == self.model.get(key)
-
+    # -- reads (get is shared) -----------------------------------------------------------------
     @rule(ks=st.lists(keys, max_size=6))
     def get_all(self, ks):
         assert self.store.get_all(ks) == {k: self.model[k] for k in ks if k in self.model}
@@ -100,23 +87,7 @@ class StoreMachine(RuleBasedStateMachine):
     def all(self):
         assert _items(self.store.all()) == self.expected(None, None)
 
-    # -- snapshots -----------------------------------------------------------------------------
-    @precondition(lambda self: len(self.snapshots) < 3)
-    @rule(lo=bounds, hi=bounds)
-    def take_snapshot(self, lo, hi):
-        self.snapshots.append((self.store.snapshot(lo, hi), self.expected(lo, hi)))
-
-    @precondition(lambda self: self.snapshots)
-    @rule(data=st.data())
-    def check_snapshot(self, data):
-        i = data.draw(st.integers(0, len(self.snapshots) - 1))
-        snap, expected = self.snapshots[i]
-        assert _items(snap.iterator()) == expected
-        if data.draw(st.booleans()):
-            snap.close()
-            del self.snapshots[i]
-
-    # -- lifecycle -----------------------------------------------------------------------------
+    # -- lifecycle (snapshot rules are shared) -----------------------------------------------------------------------------
     @rule()
     def flush(self):
         self.store.flush()

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+from stores.config import Config
 from stores.engines.lmdb import LMDBEngine
 from stores.engines.rocksdb import RocksDBEngine
+from stores.errors import ConfigError
 
-__all__ = ["PERSISTENT", "keys_of", "open_persistent"]
+__all__ = ["PERSISTENT", "bad_option_error", "keys_of", "open_persistent"]
 
 PERSISTENT = ["rocksdb", "lmdb"]
 
@@ -23,3 +28,15 @@ def open_persistent(kind: str, path: Path, name: str = "s"):
     if kind == "rocksdb":
         return RocksDBEngine(name, path, logged=True)
     return LMDBEngine(name, path)
+
+
+def bad_option_error(from_config: Callable[[Config, str], object], key: str, value: str,
+                     origin: str) -> ConfigError:
+    """The ConfigError ``from_config`` raises for ``key=value`` (read from ``origin``) for
+    store ``s``, after checking that it names the key and the origin."""
+    cfg = Config({key: value}, origins={key: origin})
+    with pytest.raises(ConfigError) as info:
+        from_config(cfg, "s")
+    assert info.value.key == key
+    assert info.value.origin == origin
+    return info.value

@@ -14,7 +14,7 @@ from stores.config import Config
 from stores.engines.lmdb import LMDB_KEYS, LMDBEngine, LMDBOptions
 from stores.errors import ConfigError, StoreError
 
-from ._helpers import keys_of
+from ._helpers import bad_option_error, keys_of
 from ._proc import Child
 
 KIB = 1024
@@ -56,12 +56,8 @@ def test_options_defaults_and_every_key():
     ("stores.s.lmdb.max.map.size.bytes", "65536", "smaller than the initial map size"),
 ])
 def test_bad_option_value_raises_config_error_naming_the_key_and_origin(key, value, expected):
-    cfg = Config({key: value}, origins={key: "job.yaml:3"})
-    with pytest.raises(ConfigError) as info:
-        LMDBOptions.from_config(cfg, "s")
-    assert info.value.key == key
-    assert info.value.origin == "job.yaml:3"
-    assert expected in str(info.value)
+    err = bad_option_error(LMDBOptions.from_config, key, value, "job.yaml:3")
+    assert expected in str(err)
 
 
 def test_map_cap_below_initial_size_blames_the_initial_size_when_only_it_is_set():

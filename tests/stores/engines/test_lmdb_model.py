@@ -18,13 +18,15 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 from stores.engines.lmdb import LMDBEngine, LMDBOptions
 from stores.errors import StoreError
 
+from .._dict_model import dict_model_rules
+
 keys = st.binary(min_size=1, max_size=2)
 values = st.one_of(st.binary(max_size=4), st.just(b"x" * 3000))
 bounds = st.one_of(st.none(), keys)
 _OPTIONS = LMDBOptions(map_size_bytes=64 * 1024, write_batch_size=3)
 
 
-class LMDBMachine(RuleBasedStateMachine):
+class LMDBMachine(dict_model_rules(keys, values, bounds), RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
         self.root = Path(tempfile.mkdtemp(prefix="weir-lmdb-model-"))
@@ -33,21 +35,11 @@ class LMDBMachine(RuleBasedStateMachine):
         self.iterators: list[tuple[object, list[tuple[bytes, bytes]]]] = []
         self.snapshots: list[tuple[object, list[tuple[bytes, bytes]]]] = []
 
-    def expected(self, lo, hi):
-        return [(k, self.model[k]) for k in sorted(self.model)
-                if (lo is None or k >= lo) and (hi is None or k < hi)]
+    @property
+    def subject(self):
+        return self.engine
 
-    # -- writes ------------------------------------------------------------------------------
-    @rule(key=keys, value=values)
-    def put(self, key, value):
-        self.engine.put(key, value)
-        self.model[key] = value
-
-    @rule(key=keys)
-    def delete(self, key):
-        self.engine.delete(key)
-        self.model.pop(key, None)
-
+    # -- writes (put and delete are shared) --------------------------------------------------
     @rule(batch=st.lists(st.tuples(keys, st.one_of(st.none(), values)), max_size=5))
     def write_batch(self, batch):
         self.engine.write_batch(batch)
@@ -65,11 +57,7 @@ class LMDBMachine(RuleBasedStateMachine):
             assert "close them and flush again" in str(exc)
             assert self.iterators or self.snapshots
 
-    # -- reads -------------------------------------------------------------------------------
-    @rule(key=keys)
-    def get(self, key):
-        assert self.engine.get(key) == self.model.get(key)
-
+    # -- reads (get is shared) --------------------------------------------------------------
     @rule(ks=st.lists(keys, max_size=4))
     def get_all(self, ks):
         assert self.engine.get_all(ks) == {k: self.model[k] for k in ks if k in self.model}
@@ -79,7 +67,7 @@ class LMDBMachine(RuleBasedStateMachine):
         with self.engine.range(lo, hi) as it:
             assert list(it) == self.expected(lo, hi)
 
-    # -- views held open across writes ---------------------------------------------------------
+    # -- iterators held open across writes (snapshot rules are shared) ------------------------
     @precondition(lambda self: len(self.iterators) < 4)
     @rule(lo=bounds, hi=bounds)
     def open_iterator(self, lo, hi):
@@ -95,22 +83,6 @@ class LMDBMachine(RuleBasedStateMachine):
         if data.draw(st.booleans()):
             it.close()
             del self.iterators[i]
-
-    @precondition(lambda self: len(self.snapshots) < 3)
-    @rule(lo=bounds, hi=bounds)
-    def take_snapshot(self, lo, hi):
-        self.snapshots.append((self.engine.snapshot(lo, hi), self.expected(lo, hi)))
-
-    @precondition(lambda self: self.snapshots)
-    @rule(data=st.data())
-    def check_snapshot(self, data):
-        i = data.draw(st.integers(0, len(self.snapshots) - 1))
-        snap, expected = self.snapshots[i]
-        with snap.iterator() as it:
-            assert list(it) == expected
-        if data.draw(st.booleans()):
-            snap.close()
-            del self.snapshots[i]
 
     @rule()
     def reopen(self):

@@ -19,7 +19,7 @@ from stores.engines.rocksdb import (
 )
 from stores.errors import ConfigError, StoreError
 
-from ._helpers import keys_of
+from ._helpers import bad_option_error, keys_of
 from ._proc import Child
 
 
@@ -90,13 +90,9 @@ def test_options_accept_samza_key_names_and_split_container_sizes_among_tasks():
     ("stores.s.rocksdb.num.write.buffers", "0", "at least 2"),
 ])
 def test_bad_option_value_raises_config_error_naming_the_key_and_origin(key, value, expected):
-    cfg = Config({key: value}, origins={key: "job.properties:7"})
-    with pytest.raises(ConfigError) as info:
-        RocksDBOptions.from_config(cfg, "s")
-    assert info.value.key == key
-    assert info.value.origin == "job.properties:7"
-    assert expected in str(info.value)
-    assert "job.properties:7" in str(info.value)
+    err = bad_option_error(RocksDBOptions.from_config, key, value, "job.properties:7")
+    assert expected in str(err)
+    assert "job.properties:7" in str(err)
 
 
 def test_container_size_too_small_after_division_names_the_samza_key():
