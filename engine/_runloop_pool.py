@@ -43,6 +43,8 @@ class TaskPool:
             raise ValueError("a task pool needs at least one thread")
         self._calls: queue.SimpleQueue = queue.SimpleQueue()
         self._stopped = False
+        self._running = 0
+        self._running_lock = threading.Lock()
         self._threads = [threading.Thread(target=self._work, name=f"{prefix}_{i}", daemon=True)
                          for i in range(size)]
         for thread in self._threads:
@@ -52,6 +54,13 @@ class TaskPool:
         """Run ``fn(*args)`` on a pool thread. Calls submitted after :meth:`shutdown`, or
         still queued when it ran, are dropped."""
         self._calls.put((fn, args))
+
+    @property
+    def busy(self) -> int:
+        """How many calls are running on pool threads right now (after :meth:`shutdown`: the
+        calls that were abandoned there, e.g. stuck past ``task.callback.timeout.ms``)."""
+        with self._running_lock:
+            return self._running
 
     def shutdown(self) -> None:
         """Drop queued calls and let idle threads end; calls running now go on (on daemon
@@ -67,8 +76,13 @@ class TaskPool:
             if item is _STOP or self._stopped:
                 return
             fn, args = item
+            with self._running_lock:
+                self._running += 1
             try:
                 fn(*args)
             except BaseException:  # noqa: BLE001 - the pool functions report their own errors
                 log.exception("run loop pool: %s failed outside the task's error reporting",
                               getattr(fn, "__qualname__", fn))
+            finally:
+                with self._running_lock:
+                    self._running -= 1

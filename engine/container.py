@@ -54,7 +54,7 @@ from .chooser import chooser_from_config
 from .config import JobConfig
 from .consumers import SystemConsumers
 from .errors import EngineError
-from .instance import ProducerCollector, TaskInstance
+from .instance import ProducerCollector, StoreDisposal, TaskInstance
 from .jobmodel import ContainerModel, JobModel
 from .model import SystemStream, SystemStreamPartition, TaskName
 from .offsets import offset_policy, starting_offsets
@@ -110,6 +110,7 @@ class Container:
         self.state = ContainerState.NEW
         self.instances: list[TaskInstance] = []
         self.loop: RunLoop | None = None
+        self._disposal: StoreDisposal | None = None
         self.consumers: SystemConsumers | None = None
         self.positions: dict[TaskName, dict[SystemStreamPartition, SspPosition]] = {}
         self._producers: dict[str, CountingProducer] = {}
@@ -216,7 +217,7 @@ class Container:
                 last_processed={s: o - 1 for s, o in starts.items() if o > 0},
                 starting_offsets=starts, async_runner=runner)
             self.instances.append(inst)
-            closers.callback(inst.close)
+            closers.callback(lambda inst=inst: inst.close(self._store_disposal()))
         for inst in self.instances:
             inst.init()
         for inst in self.instances:
@@ -230,6 +231,24 @@ class Container:
         self._start_consumers()
         self.loop = RunLoop(self.instances, self.consumers, config,
                             name=f"container-{self.container_id}")
+
+    def _close_storage(self, storage: TaskStorage) -> None:
+        if self._store_disposal() is StoreDisposal.CLOSE:
+            storage.close()
+
+    def _store_disposal(self) -> StoreDisposal:
+        """Close the stores, unless user calls abandoned after a callback timeout still run
+        (closing a store under them could crash the process); the next start restores."""
+        if self._disposal is not None:  # decided once, when the first store is closed
+            return self._disposal
+        abandoned = self.loop.abandoned_calls if self.loop is not None else 0
+        self._disposal = StoreDisposal.LEAVE_OPEN if abandoned else StoreDisposal.CLOSE
+        if abandoned:
+            log.warning("container %s: %d task call(s) still running after a callback timeout; "
+                        "leaving the stores open until the process exits (the next start "
+                        "restores them from the changelog and the last checkpoint)",
+                        self.container_id, abandoned)
+        return self._disposal
 
     def _ssps_without_position(self, last: dict[TaskName, Checkpoint | None]
                                ) -> list[SystemStreamPartition]:
@@ -275,7 +294,7 @@ class Container:
             storage.open(last[name])
             out[name] = storage
             # Closed by the task instance once it exists; this covers a failed start.
-            self._closers.callback(storage.close)
+            self._closers.callback(lambda storage=storage: self._close_storage(storage))
         return out
 
     def _start_consumers(self) -> None:

@@ -63,6 +63,7 @@ __all__ = [
     "Coordinator",
     "IgnoredExceptions",
     "InstanceState",
+    "StoreDisposal",
     "TaskInstance",
     "task_error",
 ]
@@ -232,6 +233,17 @@ class _Context:
 # the instance
 # ----------------------------------------------------------------------------------------
 
+class StoreDisposal(Enum):
+    """What closing a task instance does with its stores."""
+
+    CLOSE = "close"
+    """Flush and close them (every normal ending)."""
+    LEAVE_OPEN = "leave-open"
+    """Leave them open for the process exit: a user call abandoned after a callback timeout
+    still runs and may use them. Nothing is lost: the changelog and the last checkpoint are
+    durable, and the next start restores from them."""
+
+
 class InstanceState(Enum):
     CREATED = "created"
     INITIALIZED = "initialized"
@@ -365,8 +377,9 @@ class TaskInstance:
         self.metrics.last_commit_ms = time.time_ns() // 1_000_000
         return checkpoint
 
-    def close(self) -> None:
-        """Call ``task.close()``, then close the stores. Runs once; later calls do nothing."""
+    def close(self, stores: StoreDisposal = StoreDisposal.CLOSE) -> None:
+        """Call ``task.close()``, then close the stores (unless ``stores`` is
+        :attr:`StoreDisposal.LEAVE_OPEN`). Runs once; later calls do nothing."""
         if self.state is InstanceState.CLOSED:
             return
         self.state = InstanceState.CLOSED
@@ -377,6 +390,6 @@ class TaskInstance:
                 except Exception as exc:
                     raise task_error(self.task_name, exc, during="close") from exc
         finally:
-            if self._storage is not None:
+            if self._storage is not None and stores is StoreDisposal.CLOSE:
                 self._storage.close()
 

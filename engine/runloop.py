@@ -55,7 +55,7 @@ from ._runloop_paths import DispatchPaths
 from ._runloop_pool import TaskPool
 from ._runloop_timers import Ticker
 from ._runloop_worker import WAKE, Op, Worker, op_outcome
-from .errors import EngineError
+from .errors import CallbackTimeoutError, EngineError
 from .instance import Coordinator, InstanceState, TaskInstance
 from .metrics import MetricsRegistry, MetricsReporter
 from .model import IncomingMessageEnvelope
@@ -202,6 +202,15 @@ class RunLoop(DispatchPaths, Operations):
         ``task.shutdown.ms``), commit every task that is not done, and return from run()."""
         self._stop(StopReason.EXTERNAL_SHUTDOWN)
         self._post(WAKE)
+
+    @property
+    def abandoned_calls(self) -> int:
+        """How many user calls still run on pool threads after the loop failed on a callback
+        timeout (they cannot be killed). Their tasks' stores must stay open: closing a store
+        under a running call could crash the process (LMDB). 0 after any other ending."""
+        if self._pool is None or not isinstance(self._error, CallbackTimeoutError):
+            return 0
+        return self._pool.busy
 
     def metrics_snapshot(self) -> dict[str, Any]:
         snap: dict[str, Any] = {"run-loop": self.metrics.snapshot(), "tasks": {

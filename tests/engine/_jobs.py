@@ -68,3 +68,18 @@ class ShutdownAt(CountWords):
         if envelope.message == "stop":
             from engine.task import RequestScope
             coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
+
+
+STUCK_RELEASE = __import__("threading").Event()
+"""Set by the test to let a :class:`StuckAt` call that timed out finish."""
+
+
+class StuckAt(CountWords):
+    """CountWords whose ``process`` blocks on the message ``stuck`` until STUCK_RELEASE is set,
+    then touches its store (as a call abandoned after a callback timeout would)."""
+
+    def process(self, envelope, collector, coordinator):
+        if envelope.message == "stuck":
+            STUCK_RELEASE.wait(60)
+            self.counts.get("stuck")  # must not find the store closed under it
+        super().process(envelope, collector, coordinator)

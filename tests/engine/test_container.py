@@ -263,3 +263,42 @@ def test_progress_snapshot_reports_positions_of_every_input_partition(tmp_path, 
     assert snap.positions == {SystemStreamPartition(system, "words", 0): 15,
                               SystemStreamPartition(system, "words", 1): 15}
     assert snap.last_commit_ms > 0
+
+
+def test_stores_stay_open_under_a_call_abandoned_after_a_callback_timeout(tmp_path, caplog):
+    """A sync process() stuck on the pool past task.callback.timeout.ms fails the container,
+    but still runs: its stores are left open (closing an LMDB store under a running read can
+    crash the process) and the next start restores them and counts exactly."""
+    from tests.engine import _jobs
+
+    system = f"mem-container-{next(_ids)}"
+    _jobs.STUCK_RELEASE.clear()
+    try:
+        cfg = job_config(tmp_path, system, task="StuckAt", engine="lmdb",
+                         **{"job.container.thread.pool.size": "1",
+                            "task.callback.timeout.ms": "300", "task.shutdown.ms": "300"})
+        items = words(10) + ["stuck"] + words(6)
+        write_words(SystemRegistry(cfg), system, items)
+        registry = SystemRegistry(cfg)
+        model = build_job_model(cfg, registry.partition_counts([SystemStream(system, "words")]))
+        container = Container(cfg, model, "0", registry=registry, progress=ProgressMode.QUIET)
+        with caplog.at_level("WARNING", logger="weir.container"):
+            with pytest.raises(TaskError, match="task.callback.timeout.ms"):
+                container.run()
+        assert container.loop.abandoned_calls == 1
+        assert caplog.text.count("leaving the stores open") == 1
+        stuck_task = next(i for i in container.instances if i.task_name == "Partition 0")
+        assert not stuck_task._storage.stores()["counts"].closed
+        _jobs.STUCK_RELEASE.set()  # the abandoned call finishes on an open store
+        deadline = time.monotonic() + 10
+        while container.loop.abandoned_calls and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert container.loop.abandoned_calls == 0
+        for inst in container.instances:  # what process exit would do: frees the store locks
+            inst._storage.close()
+        _, result = run_container(job_config(tmp_path, system, task="CountWords",
+                                             engine="lmdb"))
+        assert emitted_counts(SystemRegistry(cfg), system) == Counter(items)
+    finally:
+        _jobs.STUCK_RELEASE.set()
+        reset_memory_systems(system)
