@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
-__all__ = ["BytesIterator", "BytesSnapshot", "BytesEngine", "prefix_upper_bound", "is_empty_range"]
+__all__ = ["BytesIterator", "BytesSnapshot", "BytesEngine", "prefix_upper_bound", "is_empty_range",
+           "DerivedScans"]
 
 
 @runtime_checkable
@@ -89,3 +90,16 @@ def is_empty_range(lo: bytes | None, hi: bytes | None) -> bool:
     (True, True, False)
     """
     return hi is not None and (not hi or (lo is not None and lo >= hi))
+
+
+class DerivedScans:
+    """``prefix`` and ``all`` written once in terms of an engine's ``range``; engines inherit
+    them (slot-free, so engines with ``__slots__`` keep theirs)."""
+
+    __slots__ = ()
+
+    def prefix(self, prefix: bytes) -> BytesIterator:
+        return self.range(prefix, prefix_upper_bound(prefix))  # type: ignore[attr-defined]
+
+    def all(self) -> BytesIterator:
+        return self.range(None, None)  # type: ignore[attr-defined]

@@ -42,7 +42,7 @@ from typing import Any
 import lmdb
 
 from ..errors import NullKeyOrValueError, StoreClosedError, StoreError
-from ._base import is_empty_range, prefix_upper_bound
+from ._base import DerivedScans, is_empty_range
 from ._lmdb_commit import CommitAndGrow
 from ._lmdb_iter import LMDBIterator, LMDBSnapshot, ReadHandle, walk
 from ._lmdb_options import LMDB_KEYS, MAX_READERS, LMDBOptions
@@ -55,7 +55,7 @@ _ABSENT: Any = object()  # "not buffered", distinct from a buffered delete (None
 _INGEST_CHUNK = 100_000
 
 
-class LMDBEngine(CommitAndGrow):
+class LMDBEngine(DerivedScans, CommitAndGrow):
     """A key-value engine over bytes on one LMDB environment. See the module docstring.
 
     Not safe for overlapping calls from several threads at once (the run loop never makes
@@ -172,12 +172,6 @@ class LMDBEngine(CommitAndGrow):
         it = LMDBIterator(self.name, gen, handle)
         self._views.add(it)
         return it
-
-    def prefix(self, prefix: bytes) -> LMDBIterator:
-        return self.range(prefix, prefix_upper_bound(prefix))
-
-    def all(self) -> LMDBIterator:
-        return self.range(None, None)
 
     def snapshot(self, lo: bytes | None, hi: bytes | None) -> LMDBSnapshot:
         """A stable view of ``[lo, hi)``: an MVCC read transaction plus a copy of the buffered

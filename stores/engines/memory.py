@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 
 from .._iterators import ClosingSnapshot, IteratorRegistry, ListIterator
 from ..errors import NullKeyOrValueError, StoreClosedError
-from ._base import prefix_upper_bound
+from ._base import DerivedScans
 
 __all__ = ["MemoryEngine", "MemorySnapshot"]
 
@@ -45,7 +45,7 @@ class MemorySnapshot(ClosingSnapshot):
         self._items = []
 
 
-class MemoryEngine:
+class MemoryEngine(DerivedScans):
     """A sorted in-memory key-value engine over bytes (see the module docstring)."""
 
     def __init__(self, name: str):
@@ -118,12 +118,6 @@ class MemoryEngine:
     # -- ordered access ------------------------------------------------------------------
     def range(self, lo: bytes | None, hi: bytes | None) -> ListIterator:
         return self._open.track(ListIterator(self.name, self._copy(lo, hi)))
-
-    def prefix(self, prefix: bytes) -> ListIterator:
-        return self.range(prefix, prefix_upper_bound(prefix))
-
-    def all(self) -> ListIterator:
-        return self.range(None, None)
 
     def snapshot(self, lo: bytes | None, hi: bytes | None) -> MemorySnapshot:
         return self._open.track(MemorySnapshot(self.name, self._copy(lo, hi)))

@@ -33,7 +33,7 @@ from pathlib import Path
 import rocksdict
 
 from ..errors import NullKeyOrValueError, StoreClosedError, StoreError, StoreLockedError
-from ._base import is_empty_range, prefix_upper_bound
+from ._base import DerivedScans, is_empty_range
 from ..locking import DirectoryLock, read_lock_holder
 from ._rocksdb_iter import RocksIterator, RocksSnapshot
 from ._rocksdb_options import (
@@ -53,7 +53,7 @@ _consume = functools.partial(collections.deque, maxlen=0)
 _INGEST_FILE = ".weir-ingest.sst"
 
 
-class RocksDBEngine:
+class RocksDBEngine(DerivedScans):
     """A key-value engine over bytes on one RocksDB directory. See the module docstring.
 
     Thread-safety: reads and writes may run concurrently from several threads (RocksDB is
@@ -127,12 +127,6 @@ class RocksDBEngine:
         it = RocksIterator(self.name, self._db.items(from_key=lo or None, read_opt=ro), (ro, hi))
         self._views.add(it)
         return it
-
-    def prefix(self, prefix: bytes) -> RocksIterator:
-        return self.range(prefix, prefix_upper_bound(prefix))
-
-    def all(self) -> RocksIterator:
-        return self.range(None, None)
 
     def snapshot(self, lo: bytes | None, hi: bytes | None) -> RocksSnapshot:
         if self._closed:
