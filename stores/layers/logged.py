@@ -166,13 +166,16 @@ class LoggedLayer:
         if self._key_limits is None or not keys:
             return keys, values
         low, high = self._key_limits
-        lengths = [len(k) if type(k) is bytes else low for k in keys]
-        if low <= min(lengths) and max(lengths) <= high:
-            return keys, values
-        for key, value, size in zip(keys, values, lengths):
-            if value is not None and not low <= size <= high:
+        try:  # the common case, checked in C: every key fits
+            if low <= min(map(len, keys)) and max(map(len, keys)) <= high:
+                return keys, values
+        except TypeError:
+            pass  # a key without a length: the engine names it below
+        fits = self._fits
+        for key, value in zip(keys, values):
+            if value is not None and not fits(key):
                 self._inner.put(key, value)  # raises the engine's error naming the key
-        kept = [i for i, size in enumerate(lengths) if low <= size <= high]
+        kept = [i for i, key in enumerate(keys) if fits(key)]
         return [keys[i] for i in kept], [values[i] for i in kept]
 
     def _check_open(self) -> None:
