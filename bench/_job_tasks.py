@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from engine.model import OutgoingMessageEnvelope, SystemStream
-from engine.task import InitableTask, StreamTask
+from weir.engine.model import OutgoingMessageEnvelope, SystemStream
+from weir.engine.task import InitableTask, StreamTask
 
 __all__ = ["PassThrough", "Count"]
 

@@ -58,12 +58,12 @@ import lmdb  # noqa: E402
 import zstandard  # noqa: E402
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions  # noqa: E402
 
-from engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition  # noqa: E402
-from engine.runner import ExitCode, run_job  # noqa: E402
-from engine.status import StatusMode  # noqa: E402
-from engine.systems.api import StreamSpec  # noqa: E402
-from engine.systems.registry import SystemRegistry  # noqa: E402
-from stores.config import Config  # noqa: E402
+from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition  # noqa: E402
+from weir.engine.container.runner import ExitCode, run_job  # noqa: E402
+from weir.engine.container.status import StatusMode  # noqa: E402
+from weir.engine.systems.api import StreamSpec  # noqa: E402
+from weir.engine.systems.registry import SystemRegistry  # noqa: E402
+from weir.stores.config import Config  # noqa: E402
 
 IN = SystemStream("filelog", "bench-in")
 OUT = SystemStream("filelog", "bench-out")

@@ -18,13 +18,13 @@ import time
 
 import pytest
 
-from engine.consumers import SystemConsumers
-from engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
-from engine.systems.api import StreamSpec
-from stores.config import Config
+from weir.engine.consumers.consumers import SystemConsumers
+from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
+from weir.engine.systems.api import StreamSpec
+from weir.stores.config import Config
 
-pytest.importorskip("engine.systems.filelog", reason="the file log system is not built yet")
-from engine.systems.registry import SystemRegistry  # noqa: E402
+pytest.importorskip("weir.engine.systems.filelog", reason="the file log system is not built yet")
+from weir.engine.systems.registry import SystemRegistry  # noqa: E402
 
 PARTITIONS = 8
 PER_PARTITION = 25_000

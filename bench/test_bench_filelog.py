@@ -34,10 +34,10 @@ import time
 import pytest
 from crc32c import crc32c
 
-from engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
-from engine.systems.api import StreamSpec
-from engine.systems.filelog import FileLogSystemFactory
-from stores.config import Config
+from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
+from weir.engine.systems.api import StreamSpec
+from weir.engine.systems.filelog import FileLogSystemFactory
+from weir.stores.config import Config
 
 N = 500_000
 FLUSH_EVERY = 10_000

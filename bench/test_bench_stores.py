@@ -36,15 +36,15 @@ import lmdb
 import pytest
 import rocksdict
 
-from stores.builder import build_store, open_engine
-from stores.config import Config
-from stores.engines.rocksdb import RocksDBOptions
-from stores.filesink import FileChangelog
-from stores.layers.cached import CachedLayer
-from stores.layers.logged import LoggedLayer
-from stores.layers.serialized import SerializedLayer
-from stores.serdes import Int64Serde, StringSerde
-from stores.spec import StoreSpec
+from weir.stores.builder import build_store, open_engine
+from weir.stores.config import Config
+from weir.stores.engines.rocksdb import RocksDBOptions
+from weir.stores.filesink import FileChangelog
+from weir.stores.layers.cached import CachedLayer
+from weir.stores.layers.logged import LoggedLayer
+from weir.stores.layers.serialized import SerializedLayer
+from weir.stores.serdes import Int64Serde, StringSerde
+from weir.stores.spec import StoreSpec
 
 HOT_KEYS = 10_000
 EVENTS = int(os.environ.get("WEIR_BENCH_EVENTS", "50000"))

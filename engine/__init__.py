@@ -6,7 +6,7 @@ command stay fast.
 
 Example::
 
-    >>> from engine import StreamTask, SystemStream
+    >>> from weir.engine import StreamTask, SystemStream
     >>> class Upper(StreamTask):
     ...     def process(self, envelope, collector, coordinator):
     ...         collector.send(OutgoingMessageEnvelope(SystemStream("filelog", "out"),
@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .errors import (
+from weir.engine.errors import (
     CallbackTimeoutError,
     CorruptRecordError,
     DeserializationError,
@@ -27,7 +27,7 @@ from .errors import (
     StreamNotFoundError,
     TaskError,
 )
-from .model import (
+from weir.engine.model import (
     NO_TIMESTAMP,
     EnvelopeKind,
     IncomingMessageEnvelope,
@@ -36,7 +36,7 @@ from .model import (
     SystemStreamPartition,
     TaskName,
 )
-from .task import (
+from weir.engine.task import (
     AsyncStreamTask,
     ClosableTask,
     EndOfStreamListenerTask,
@@ -55,18 +55,18 @@ from .task import (
 __version__ = "0.1.0"
 
 _LAZY = {
-    "load_config": "engine.config",
-    "JobConfig": "engine.config",
-    "build_job_model": "engine.jobmodel",
-    "JobModel": "engine.jobmodel",
-    "run_job": "engine.runner",
-    "JobResult": "engine.runner",
-    "ExitCode": "engine.runner",
-    "Container": "engine.container",
-    "SystemRegistry": "engine.systems.registry",
-    "chooser_from_config": "engine.chooser",
-    "SystemConsumers": "engine.consumers",
-    "RunLoop": "engine.runloop",
+    "load_config": "weir.engine.config.job",
+    "JobConfig": "weir.engine.config.job",
+    "build_job_model": "weir.engine.jobmodel.model",
+    "JobModel": "weir.engine.jobmodel.model",
+    "run_job": "weir.engine.container.runner",
+    "JobResult": "weir.engine.container.runner",
+    "ExitCode": "weir.engine.container.runner",
+    "Container": "weir.engine.container.container",
+    "SystemRegistry": "weir.engine.systems.registry",
+    "chooser_from_config": "weir.engine.chooser",
+    "SystemConsumers": "weir.engine.consumers.consumers",
+    "RunLoop": "weir.engine.runloop.loop",
 }
 
 __all__ = [

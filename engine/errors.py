@@ -7,7 +7,7 @@ Recoverable conditions have their own types (:class:`CorruptRecordError`,
 
 from __future__ import annotations
 
-from stores.errors import ConfigError, WeirError
+from weir.stores.errors import ConfigError, WeirError
 
 __all__ = [
     "EngineError",

@@ -31,7 +31,7 @@ from typing import IO, Any
 
 import orjson
 
-from stores.config import Config, declare
+from weir.stores.config import Config, declare
 
 __all__ = [
     "METRICS_REPORTER_INTERVAL_MS",

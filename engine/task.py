@@ -40,9 +40,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
-from stores.config import Config, ConfigError, declare
+from weir.stores.config import Config, ConfigError, declare
 
-from .model import (IncomingMessageEnvelope, OutgoingMessageEnvelope, SystemStream,
+from weir.engine.model import (IncomingMessageEnvelope, OutgoingMessageEnvelope, SystemStream,
                     SystemStreamPartition, TaskName)
 
 __all__ = [
@@ -329,7 +329,7 @@ def load_task_factory(config: Config | Mapping[str, str]) -> Callable[[], Any]:
     Each call returns a new task (wrapped by the configured wrappers, the first listed
     outermost), so every task instance owns its own object. Example::
 
-        >>> make = load_task_factory({"task.class": "engine.task:TaskWrapper"})
+        >>> make = load_task_factory({"task.class": "weir.engine.task:TaskWrapper"})
         Traceback (most recent call last):
         ...
         stores.errors.ConfigError: config key 'task.class': TaskWrapper is a task wrapper, not a task; name the wrapped task in task.class and the wrapper in task.wrapper.class

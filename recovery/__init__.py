@@ -1,10 +1,10 @@
 """Durability across process lifetimes: checkpoints, changelog restore, storage managers.
 
 ``recovery`` imports ``stores`` and never ``engine``: it reads and writes changelogs only
-through the :class:`stores.ChangelogSink` / :class:`stores.ChangelogSource` protocols.
+through the :class:`weir.stores.ChangelogSink` / :class:`weir.stores.ChangelogSource` protocols.
 """
 
-from .checkpoint import (
+from weir.recovery.checkpoint import (
     CHECKPOINT_FORMAT,
     Checkpoint,
     CheckpointManager,
@@ -14,10 +14,10 @@ from .checkpoint import (
     decode_checkpoint,
     encode_checkpoint,
 )
-from .errors import CheckpointCorruptError, RecoveryError, StaleStoreError
-from .offset_file import OffsetFileCorruptError, StoreOffset, read_offset_file, write_offset_file
-from .restore import Action, RestorePlan, RestoreStats, plan_restore
-from .storage import ProgressMode, TaskStorageManager, task_directory_name
+from weir.recovery.errors import CheckpointCorruptError, RecoveryError, StaleStoreError
+from weir.recovery.offset_file import OffsetFileCorruptError, StoreOffset, read_offset_file, write_offset_file
+from weir.recovery.restore import Action, RestorePlan, RestoreStats, plan_restore
+from weir.recovery.storage import ProgressMode, TaskStorageManager, task_directory_name
 
 __all__ = [
     "CHECKPOINT_FORMAT", "Checkpoint", "CheckpointManager", "CorruptCheckpointPolicy",

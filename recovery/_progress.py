@@ -1,7 +1,7 @@
 """Progress output of a restore: a rich bar per store on a terminal, log lines otherwise.
 
 Every store ends with one summary line (:meth:`RestoreStats.summary`): printed under the bars
-in ``BAR`` mode, logged at INFO on the ``recovery.restore`` logger in ``LOG`` mode. Warnings of
+in ``BAR`` mode, logged at INFO on the ``weir.recovery.restore`` logger in ``LOG`` mode. Warnings of
 a plan (checkpointed offset outside the changelog) are always logged at WARNING.
 """
 
@@ -18,11 +18,11 @@ from rich.markup import escape
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn,
                            TimeElapsedColumn)
 
-from .restore import RestorePlan, RestoreStats
+from weir.recovery.restore import RestorePlan, RestoreStats
 
 __all__ = ["ProgressMode", "RestoreProgress"]
 
-_log = logging.getLogger("recovery.restore")
+_log = logging.getLogger("weir.recovery.restore")
 
 _LOG_EVERY_S = 5.0
 

@@ -5,7 +5,7 @@ A :class:`Checkpoint` holds, per task:
 * ``input_offsets``: the last **processed** offset per input ``(system, stream, partition)``
   (the task resumes at that offset + 1);
 * ``changelog_offsets``: per logged store, the newest changelog offset the committed state
-  covers (:data:`~stores.changelog.NO_OFFSET` when the changelog was empty). Restore rebuilds
+  covers (:data:`~weir.stores.changelog.NO_OFFSET` when the changelog was empty). Restore rebuilds
   each store from its changelog up to exactly this offset and reverts later records;
 * ``extras``: JSON-compatible bookkeeping (control messages, adjunct versions).
 
@@ -48,10 +48,10 @@ from urllib.parse import quote
 import crc32c
 import orjson
 
-from stores.changelog import NO_OFFSET
+from weir.stores.changelog import NO_OFFSET
 
-from ._atomic import atomic_write, remove_stray_temps
-from .errors import CheckpointCorruptError, RecoveryError
+from weir.recovery._atomic import atomic_write, remove_stray_temps
+from weir.recovery.errors import CheckpointCorruptError, RecoveryError
 
 __all__ = [
     "CHECKPOINT_FORMAT",

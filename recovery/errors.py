@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stores.errors import WeirError
+from weir.stores.errors import WeirError
 
 __all__ = ["RecoveryError", "CheckpointCorruptError", "StaleStoreError"]
 

@@ -17,7 +17,7 @@ Content: one JSON object, written atomically (temp, fsync, rename, fsync dir)::
      "changelog": "filelog.counts-changelog", "offset": 1234,
      "written_at_ms": 1700000000000, "crc32c": "0c1d2e3f"}
 
-``offset`` may be :data:`~stores.changelog.NO_OFFSET` (-1): the changelog was empty and so is
+``offset`` may be :data:`~weir.stores.changelog.NO_OFFSET` (-1): the changelog was empty and so is
 the store. ``engine`` and ``changelog`` identify what wrote the files: a store whose
 config now names another engine or changelog is rebuilt. ``written_at_ms`` dates the file for the staleness rule (a file copied from a backup
 keeps its age, unlike its mtime). A file that does not parse or fails its checksum is reported
@@ -33,8 +33,8 @@ from pathlib import Path
 import crc32c
 import orjson
 
-from ._atomic import atomic_write, remove_durably, remove_stray_temps
-from .errors import RecoveryError
+from weir.recovery._atomic import atomic_write, remove_durably, remove_stray_temps
+from weir.recovery.errors import RecoveryError
 
 __all__ = [
     "OFFSET_FILE_NAME",

@@ -17,7 +17,7 @@ nothing (no checkpoint, or store not in it)       ``newest`` (the whole changelo
 changelog is empty                                recreated or lost records; Samza does the same)
 ================================================  =============================================
 
-Action per store (``L`` = offset in the local ``OFFSET`` file, see :mod:`recovery.offset_file`):
+Action per store (``L`` = offset in the local ``OFFSET`` file, see :mod:`weir.recovery.offset_file`):
 
 ==============================================================  ===================================
 store                                                           action
@@ -48,11 +48,11 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from stores.changelog import NO_OFFSET, ChangelogSink, ChangelogSource
-from stores.engines._base import BytesEngine
-from stores.locking import LOCK_FILE_NAME, DirectoryLock
+from weir.stores.changelog import NO_OFFSET, ChangelogSink, ChangelogSource
+from weir.stores.engines._base import BytesEngine
+from weir.stores.locking import LOCK_FILE_NAME, DirectoryLock
 
-from .offset_file import StoreOffset
+from weir.recovery.offset_file import StoreOffset
 
 __all__ = [
     "Action",

@@ -13,7 +13,7 @@ A store lives in ``<base_dir>/<store>/<task name with ' ' replaced by '_'>`` (Sa
 ``changelogs`` maps each logged store's name to its ``(ChangelogSink, ChangelogSource)`` pair
 (the task's partition of ``stores.<s>.changelog``); the storage manager never sees streams.
 
-Restore is transactional (:mod:`recovery.restore` has the decision table): each logged store is
+Restore is transactional (:mod:`weir.recovery.restore` has the decision table): each logged store is
 brought to exactly the changelog offset in the checkpoint, reusing or catching up its local
 copy when its ``OFFSET`` file allows, and changelog records written after that checkpoint (by a
 run that crashed) are reverted. Non-logged persistent stores are used as found; after a crash
@@ -22,9 +22,9 @@ they hold writes of messages that will be processed again (at-least-once for the
 Example::
 
     >>> import tempfile, pathlib
-    >>> from stores.config import Config
-    >>> from stores.filesink import FileChangelog
-    >>> from stores.spec import StoreSpec
+    >>> from weir.stores.config import Config
+    >>> from weir.stores.filesink import FileChangelog
+    >>> from weir.stores.spec import StoreSpec
     >>> cfg = Config({"stores.counts.factory": "memory", "stores.counts.key.serde": "string",
     ...               "stores.counts.msg.serde": "int64",
     ...               "stores.counts.changelog": "filelog.counts-changelog"})
@@ -47,20 +47,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stores.api import KeyValueStore
-from stores.builder import build_store
-from stores.changelog import NO_OFFSET, ChangelogSink, ChangelogSource
-from stores.config import Config
-from stores.engines._base import BytesEngine
-from stores.layers.logged import LoggedLayer
-from stores.spec import StoreSpec
+from weir.stores.api import KeyValueStore
+from weir.stores.builder import build_store
+from weir.stores.changelog import NO_OFFSET, ChangelogSink, ChangelogSource
+from weir.stores.config import Config
+from weir.stores.engines._base import BytesEngine
+from weir.stores.layers.logged import LoggedLayer
+from weir.stores.spec import StoreSpec
 
-from ._progress import ProgressMode, RestoreProgress
-from .checkpoint import Checkpoint
-from .errors import RecoveryError
-from .offset_file import (OffsetFileCorruptError, StoreOffset, read_offset_file,
+from weir.recovery._progress import ProgressMode, RestoreProgress
+from weir.recovery.checkpoint import Checkpoint
+from weir.recovery.errors import RecoveryError
+from weir.recovery.offset_file import (OffsetFileCorruptError, StoreOffset, read_offset_file,
                           remove_offset_file, write_offset_file)
-from .restore import (Action, CheckpointedOffset, LocalState, RestorePlan, RestoreStats,
+from weir.recovery.restore import (Action, CheckpointedOffset, LocalState, RestorePlan, RestoreStats,
                       plan_restore, replay, trim, wipe_store_directory)
 
 __all__ = ["TaskStorageManager", "ProgressMode", "task_directory_name"]

@@ -4,7 +4,7 @@ The public API is re-exported here; modules starting with ``_`` are internal.
 
 Example::
 
-    >>> from stores import Config, StoreSpec, build_store
+    >>> from weir.stores import Config, StoreSpec, build_store
     >>> import tempfile, pathlib
     >>> cfg = Config({"stores.counts.factory": "memory", "stores.counts.key.serde": "string",
     ...               "stores.counts.msg.serde": "int64"})
@@ -15,12 +15,12 @@ Example::
     >>> store.close()
 """
 
-from .api import KeyValueIterator, KeyValueSnapshot, KeyValueStore, ReadOnlyKeyValueStore
-from .builder import build_store, open_engine
-from .changelog import NO_OFFSET, ChangelogSink, ChangelogSource
-from .config import Config, ConfigKey, declare, declared_keys
-from .engines import BytesEngine, BytesIterator, BytesSnapshot
-from .errors import (
+from weir.stores.api import KeyValueIterator, KeyValueSnapshot, KeyValueStore, ReadOnlyKeyValueStore
+from weir.stores.builder import build_store, open_engine
+from weir.stores.changelog import NO_OFFSET, ChangelogSink, ChangelogSource
+from weir.stores.config import Config, ConfigKey, declare, declared_keys
+from weir.stores.engines import BytesEngine, BytesIterator, BytesSnapshot
+from weir.stores.errors import (
     ConfigError,
     NullKeyOrValueError,
     ReadOnlyStoreError,
@@ -30,9 +30,9 @@ from .errors import (
     StoreLockedError,
     WeirError,
 )
-from .filesink import FileChangelog
-from .serdes import BUILTIN_SERDES, Serde, serde_from_name
-from .spec import EngineKind, StoreSpec, stores_in
+from weir.stores.filesink import FileChangelog
+from weir.stores.serdes import BUILTIN_SERDES, Serde, serde_from_name
+from weir.stores.spec import EngineKind, StoreSpec, stores_in
 
 __all__ = [
     "KeyValueIterator", "KeyValueSnapshot", "KeyValueStore", "ReadOnlyKeyValueStore",

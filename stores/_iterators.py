@@ -7,7 +7,7 @@
 - :class:`MappedIterator`: a closable iterator that maps each ``(key, value)`` pair of an inner
   iterator through two functions (the serialized layer's typed iterators).
 - :class:`IteratorRegistry`: the open iterators of a store or snapshot, so closing the owner
-  closes them all and a later ``next()`` raises :class:`~stores.errors.StoreClosedError`
+  closes them all and a later ``next()`` raises :class:`~weir.stores.errors.StoreClosedError`
   instead of reading freed engine state.
 - :class:`ClosingSnapshot`: every engine's snapshot: hands out iterators, closes them with
   itself, then frees its view (``_release``).
@@ -22,7 +22,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Self
 
-from .errors import StoreClosedError
+from weir.stores.errors import StoreClosedError
 
 __all__ = ["GeneratorIterator", "ListIterator", "MappedIterator", "IteratorRegistry",
            "ClosingSnapshot", "closed_iterator_error", "EMPTY"]
@@ -210,7 +210,7 @@ class ClosingSnapshot:
 
     Subclasses build each iterator in ``_new_iterator`` and free the view in ``_release``;
     closing twice is harmless, :meth:`iterator` on a closed snapshot raises
-    :class:`~stores.errors.StoreClosedError`.
+    :class:`~weir.stores.errors.StoreClosedError`.
     """
 
     __slots__ = ("_store", "_iterators", "_closed", "__weakref__")

@@ -1,6 +1,6 @@
 """The typed store API a task sees through ``context.store(name)``.
 
-:class:`KeyValueStore` is what :func:`stores.builder.build_store` returns. Keys and values are
+:class:`KeyValueStore` is what :func:`weir.stores.builder.build_store` returns. Keys and values are
 typed objects (converted by the store's serdes); ordering is the unsigned byte order of the
 *serialized* keys, so with the ``int64`` serde numbers sort numerically and with ``string``
 text sorts by code point.
@@ -28,9 +28,9 @@ engine resources). Using a closed store, iterator or snapshot raises ``StoreClos
 Example::
 
     >>> from pathlib import Path
-    >>> from stores.config import Config
-    >>> from stores.spec import StoreSpec
-    >>> from stores.builder import build_store
+    >>> from weir.stores.config import Config
+    >>> from weir.stores.spec import StoreSpec
+    >>> from weir.stores.builder import build_store
     >>> cfg = Config({"stores.counts.factory": "memory", "stores.counts.key.serde": "string",
     ...               "stores.counts.msg.serde": "int64"})
     >>> store = build_store(StoreSpec.from_config(cfg, "counts"), Path("unused"),
@@ -48,7 +48,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from .errors import NullKeyOrValueError, StoreClosedError
+from weir.stores.errors import NullKeyOrValueError, StoreClosedError
 
 __all__ = [
     "K",

@@ -15,9 +15,9 @@ has the measurements behind this choice and its one cost (cached values are shar
 Example::
 
     >>> import tempfile, pathlib
-    >>> from stores.config import Config
-    >>> from stores.filesink import FileChangelog
-    >>> from stores.spec import StoreSpec
+    >>> from weir.stores.config import Config
+    >>> from weir.stores.filesink import FileChangelog
+    >>> from weir.stores.spec import StoreSpec
     >>> cfg = Config({"stores.s.factory": "memory", "stores.s.key.serde": "string",
     ...               "stores.s.msg.serde": "json", "stores.s.changelog": "filelog.s-log"})
     >>> log = FileChangelog(pathlib.Path(tempfile.mkdtemp()) / "s-log")
@@ -32,18 +32,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .api import KeyValueStore
-from .changelog import ChangelogSink
-from .config import Config
-from .engines._base import BytesEngine
-from .engines.lmdb import LMDBEngine, LMDBOptions
-from .engines.memory import MemoryEngine
-from .engines.rocksdb import RocksDBEngine, RocksDBOptions
-from .layers.cached import CachedLayer
-from .layers.logged import LoggedLayer
-from .layers.serialized import SerializedLayer
-from .serdes import serde_from_name
-from .spec import STORE_KEY_SERDE, STORE_MSG_SERDE, EngineKind, StoreSpec
+from weir.stores.api import KeyValueStore
+from weir.stores.changelog import ChangelogSink
+from weir.stores.config import Config
+from weir.stores.engines._base import BytesEngine
+from weir.stores.engines.lmdb import LMDBEngine, LMDBOptions
+from weir.stores.engines.memory import MemoryEngine
+from weir.stores.engines.rocksdb import RocksDBEngine, RocksDBOptions
+from weir.stores.layers.cached import CachedLayer
+from weir.stores.layers.logged import LoggedLayer
+from weir.stores.layers.serialized import SerializedLayer
+from weir.stores.serdes import serde_from_name
+from weir.stores.spec import STORE_KEY_SERDE, STORE_MSG_SERDE, EngineKind, StoreSpec
 
 __all__ = ["build_store", "open_engine"]
 

@@ -8,11 +8,11 @@ angle brackets (``stores.<store>.factory``) that match one dotted name segment â
 (``weir config docs``), so the docs can never drift from the code.
 
 Loading files (``.properties``, YAML), ``--set`` overrides and unknown-key warnings live in
-``engine.config``; this module only knows values and where they came from.
+``weir.engine.config.job``; this module only knows values and where they came from.
 
 Example::
 
-    >>> from stores.config import Config, declare
+    >>> from weir.stores.config import Config, declare
     >>> CACHE = declare("example.cache.size", int, 1000, "Entries in the example cache.",
     ...                 component="docs example")
     >>> cfg = Config({"example.cache.size": "250"}, origins={"example.cache.size": "job.properties:3"})
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable
 
-from .errors import ConfigError
+from weir.stores.errors import ConfigError
 
 __all__ = [
     "Config",

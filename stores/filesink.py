@@ -20,7 +20,7 @@ detects (short read or CRC mismatch) and truncates, together with anything after
 a valid batch (a power cut can leave zero-filled blocks at the end; a batch never has zero
 records, so zeros never pass for one). A bad batch followed *anywhere* by a valid one is
 corruption, not a torn write (whatever its length field says), and raises
-:class:`~stores.errors.StoreError` naming the file and byte position.
+:class:`~weir.stores.errors.StoreError` naming the file and byte position.
 
 Example::
 
@@ -43,8 +43,8 @@ from pathlib import Path
 import crc32c
 import msgpack
 
-from .changelog import NO_OFFSET, ChangelogRecord
-from .errors import StoreClosedError, StoreError
+from weir.stores.changelog import NO_OFFSET, ChangelogRecord
+from weir.stores.errors import StoreClosedError, StoreError
 
 __all__ = ["FileChangelog"]
 

@@ -7,9 +7,9 @@ what the locker adds (``store``; the file log's ``role`` and ``command``), which
 second locker reports in its error. Users:
 
 - :class:`DirectoryLock`: every persistent store engine (and a restore) locks its directory
-  through ``<dir>/WEIR.LOCK``; a second opener gets :class:`~stores.errors.StoreLockedError`.
+  through ``<dir>/WEIR.LOCK``; a second opener gets :class:`~weir.stores.errors.StoreLockedError`.
 - :func:`acquire_lock` with an error factory: the file log's writer and maintenance locks
-  (``engine.systems.filelog._files``), whose callers turn a busy lock into
+  (``weir.engine.systems.filelog._files``), whose callers turn a busy lock into
   ``PartitionLockedError``.
 
 The holder record is written atomically (temp file, fsync, rename, fsync dir) so a reader never
@@ -58,7 +58,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .errors import StoreError, StoreLockedError
+from weir.stores.errors import StoreError, StoreLockedError
 
 __all__ = ["LOCK_FILE_NAME", "LockHolder", "FileLock", "DirectoryLock", "LockErrorFactory",
            "acquire_lock", "read_holder", "read_lock_holder"]

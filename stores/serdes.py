@@ -32,12 +32,12 @@ User serdes are registered with ``serializers.registry.<name>.class=module:Class
   its dirty entries down; it may raise on any bad object (the layer then redoes the batch one
   object at a time to name it).
 
-Serdes raise whatever their codec raises; :class:`~stores.layers.serialized.SerializedLayer`
-turns every failure into a :class:`~stores.errors.SerdeError` naming the store and the key.
+Serdes raise whatever their codec raises; :class:`~weir.stores.layers.serialized.SerializedLayer`
+turns every failure into a :class:`~weir.stores.errors.SerdeError` naming the store and the key.
 
 Example::
 
-    >>> from stores.config import Config
+    >>> from weir.stores.config import Config
     >>> s = serde_from_name("long", Config())
     >>> s.name, s.to_bytes(-1) < s.to_bytes(0) < s.to_bytes(1), s.from_bytes(s.to_bytes(-42))
     ('int64', True, -42)
@@ -55,8 +55,8 @@ from typing import Any, Protocol, runtime_checkable
 import msgpack
 import orjson
 
-from .config import Config, declare
-from .errors import ConfigError, SerdeError
+from weir.stores.config import Config, declare
+from weir.stores.errors import ConfigError, SerdeError
 
 __all__ = [
     "Serde",
@@ -75,7 +75,7 @@ SERDE_REGISTRY_CLASS = declare(
     "Registers a serde under <name>: `module:Class` (a user serde with to_bytes/from_bytes, "
     "constructed as Class(config) if its constructor takes one argument, else Class()), or a "
     "Samza serde factory class name, which maps to the matching built-in serde.",
-    component="stores.serdes")
+    component="serdes")
 
 
 @runtime_checkable
@@ -252,7 +252,7 @@ def serde_from_name(name: str, config: Config, *, key: str | None = None) -> Ser
 
     A ``serializers.registry.<name>.class`` entry wins; otherwise ``name`` must be a built-in
     name or alias. ``key`` names the config key that referred to ``name``, for the error
-    message. Raises :class:`~stores.errors.ConfigError` for unknown names, unimportable classes
+    message. Raises :class:`~weir.stores.errors.ConfigError` for unknown names, unimportable classes
     and objects that are not serdes.
     """
     registry_key = SERDE_REGISTRY_CLASS.key(name=name)

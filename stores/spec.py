@@ -2,7 +2,7 @@
 
 Example::
 
-    >>> from stores.config import Config
+    >>> from weir.stores.config import Config
     >>> cfg = Config({
     ...     "stores.counts.factory": "org.apache.samza.storage.kv.inmemory.InMemoryKeyValueStorageEngineFactory",
     ...     "stores.counts.key.serde": "string", "stores.counts.msg.serde": "long",
@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from .config import Config, declare, declared_keys, find_declared
-from .engines.lmdb import LMDBOptions
-from .engines.rocksdb import RocksDBOptions
-from .errors import ConfigError
-from .serdes import serde_from_name
+from weir.stores.config import Config, declare, declared_keys, find_declared
+from weir.stores.engines.lmdb import LMDBOptions
+from weir.stores.engines.rocksdb import RocksDBOptions
+from weir.stores.errors import ConfigError
+from weir.stores.serdes import serde_from_name
 
 __all__ = [
     "EngineKind",
@@ -44,7 +44,7 @@ __all__ = [
     "STORE_CHANGELOG_STALENESS_MS",
 ]
 
-_COMPONENT = "stores.spec"
+_COMPONENT = "stores"
 
 
 class EngineKind(Enum):

@@ -1,14 +1,14 @@
 """Choosing the next message: the MessageChooser contract, the built-in choosers and the
 DefaultChooser that composes them from config. See docs/CHOOSER.md."""
 
-from .base import BaseMessageChooser, ChooserError, MessageChooser
-from .batching import DEFAULT_BATCH_SIZE, BatchingChooser
-from .bootstrapping import BootstrapLag, BootstrappingChooser
-from .default import DefaultChooser, chooser_from_config
-from .priority import TieredPriorityChooser
-from .round_robin import RoundRobinChooser
-from .spec import BOOTSTRAP_PRIORITY, ChooserSpec, Tiebreak, bootstrap_streams
-from .time_aligned import TimeAlignedChooser
+from weir.engine.chooser.base import BaseMessageChooser, ChooserError, MessageChooser
+from weir.engine.chooser.batching import DEFAULT_BATCH_SIZE, BatchingChooser
+from weir.engine.chooser.bootstrapping import BootstrapLag, BootstrappingChooser
+from weir.engine.chooser.default import DefaultChooser, chooser_from_config
+from weir.engine.chooser.priority import TieredPriorityChooser
+from weir.engine.chooser.round_robin import RoundRobinChooser
+from weir.engine.chooser.spec import BOOTSTRAP_PRIORITY, ChooserSpec, Tiebreak, bootstrap_streams
+from weir.engine.chooser.time_aligned import TimeAlignedChooser
 
 __all__ = [
     "MessageChooser",

@@ -12,8 +12,8 @@ be thread-safe.
 
 Example::
 
-    >>> from engine.chooser import RoundRobinChooser
-    >>> from engine.model import IncomingMessageEnvelope, SystemStreamPartition
+    >>> from weir.engine.chooser import RoundRobinChooser
+    >>> from weir.engine.model import IncomingMessageEnvelope, SystemStreamPartition
     >>> c = RoundRobinChooser()
     >>> c.start()
     >>> c.update(IncomingMessageEnvelope(SystemStreamPartition("memory", "a", 0), 0, None, b"x"))
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from ..errors import EngineError
-from ..model import IncomingMessageEnvelope, SystemStreamPartition
+from weir.engine.errors import EngineError
+from weir.engine.model import IncomingMessageEnvelope, SystemStreamPartition
 
 __all__ = ["MessageChooser", "BaseMessageChooser", "ChooserError"]
 

@@ -10,13 +10,13 @@ As in Samza (SAMZA-REFERENCE 1.4 and section 7, quirk 3, copied on purpose) the 
 reset when the wrapped chooser has nothing: an SSP whose buffer ran dry and is refilled by the
 next poll continues its batch. The batch limit still bounds how long it keeps the lead.
 
-In :class:`~engine.chooser.DefaultChooser` a BatchingChooser sits *inside* each priority tier,
+In :class:`~weir.engine.chooser.DefaultChooser` a BatchingChooser sits *inside* each priority tier,
 so a batch never delays an envelope of a higher priority.
 
 Example::
 
-    >>> from engine.chooser import RoundRobinChooser
-    >>> from engine.model import IncomingMessageEnvelope as Env, SystemStreamPartition as SSP
+    >>> from weir.engine.chooser import RoundRobinChooser
+    >>> from weir.engine.model import IncomingMessageEnvelope as Env, SystemStreamPartition as SSP
     >>> c = BatchingChooser(RoundRobinChooser(), batch_size=2)
     >>> a, b = SSP("m", "a", 0), SSP("m", "b", 0)
     >>> c.update(Env(a, 0, None, b"")); c.update(Env(b, 0, None, b""))
@@ -30,8 +30,8 @@ Example::
 
 from __future__ import annotations
 
-from ..model import IncomingMessageEnvelope, SystemStreamPartition
-from .base import ChooserError, MessageChooser, _second_envelope_error
+from weir.engine.model import IncomingMessageEnvelope, SystemStreamPartition
+from weir.engine.chooser.base import ChooserError, MessageChooser, _second_envelope_error
 
 __all__ = ["BatchingChooser", "DEFAULT_BATCH_SIZE"]
 

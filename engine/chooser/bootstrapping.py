@@ -4,7 +4,7 @@ A bootstrap stream (``samza.bootstrap=true``, e.g. a table of currency codes) mu
 to the end *as it was when the container started* before any other message is processed.
 
 :class:`BootstrapLag` keeps that bookkeeping (SAMZA-REFERENCE 1.5) and is shared by the
-:class:`BootstrappingChooser` and by :class:`~engine.consumers.SystemConsumers`, which gates
+:class:`BootstrappingChooser` and by :class:`~weir.engine.consumers.consumers.SystemConsumers`, which gates
 its own ``choose`` calls with it:
 
 * every registered SSP of a bootstrap stream starts *lagging*, unless its starting offset is
@@ -23,9 +23,9 @@ the lowest offset counts.
 
 Example::
 
-    >>> from engine.chooser import RoundRobinChooser
-    >>> from engine.model import IncomingMessageEnvelope as Env, SystemStreamPartition as SSP
-    >>> from engine.systems.api import PartitionMetadata
+    >>> from weir.engine.chooser import RoundRobinChooser
+    >>> from weir.engine.model import IncomingMessageEnvelope as Env, SystemStreamPartition as SSP
+    >>> from weir.engine.systems.api import PartitionMetadata
     >>> codes, tx = SSP("m", "codes", 0), SSP("m", "tx", 0)
     >>> c = BootstrappingChooser(RoundRobinChooser(), {codes: PartitionMetadata(0, 1, 2)})
     >>> c.register(codes, 0); c.start()
@@ -38,9 +38,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from ..model import IncomingMessageEnvelope, SystemStream, SystemStreamPartition
-from ..systems.api import PartitionMetadata
-from .base import MessageChooser
+from weir.engine.model import IncomingMessageEnvelope, SystemStream, SystemStreamPartition
+from weir.engine.systems.api import PartitionMetadata
+from weir.engine.chooser.base import MessageChooser
 
 __all__ = ["BootstrapLag", "BootstrappingChooser"]
 

@@ -19,13 +19,13 @@ priority while a higher one waits; and a bootstrap stream's explicit priority ca
 drop it below non-bootstrap streams (in Samza it can, which breaks the bootstrap guarantee).
 See docs/CHOOSER.md.
 
-Inside a container, :class:`~engine.consumers.SystemConsumers` reads the bootstrap heads and
+Inside a container, :class:`~weir.engine.consumers.consumers.SystemConsumers` reads the bootstrap heads and
 gates ``choose`` itself, so the chooser there is built without heads (``chooser_from_config
 (config)``). Pass ``bootstrap_heads`` to use the DefaultChooser on its own.
 
 Example::
 
-    >>> from stores.config import Config
+    >>> from weir.stores.config import Config
     >>> c = chooser_from_config(Config({"task.inputs": "m.a,m.b", "task.chooser.batch.size": "10",
     ...                                 "systems.m.streams.b.samza.priority": "2"}))
     >>> c.describe()
@@ -37,17 +37,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Callable
 
-from stores.config import Config
+from weir.stores.config import Config
 
-from ..model import IncomingMessageEnvelope, SystemStream, SystemStreamPartition
-from ..systems.api import PartitionMetadata
-from .base import MessageChooser
-from .batching import BatchingChooser
-from .bootstrapping import BootstrapLag, BootstrappingChooser
-from .priority import TieredPriorityChooser
-from .round_robin import RoundRobinChooser
-from .spec import BOOTSTRAP_PRIORITY, ChooserSpec, Tiebreak
-from .time_aligned import TimeAlignedChooser
+from weir.engine.model import IncomingMessageEnvelope, SystemStream, SystemStreamPartition
+from weir.engine.systems.api import PartitionMetadata
+from weir.engine.chooser.base import MessageChooser
+from weir.engine.chooser.batching import BatchingChooser
+from weir.engine.chooser.bootstrapping import BootstrapLag, BootstrappingChooser
+from weir.engine.chooser.priority import TieredPriorityChooser
+from weir.engine.chooser.round_robin import RoundRobinChooser
+from weir.engine.chooser.spec import BOOTSTRAP_PRIORITY, ChooserSpec, Tiebreak
+from weir.engine.chooser.time_aligned import TimeAlignedChooser
 
 __all__ = ["DefaultChooser", "chooser_from_config", "BOOTSTRAP_PRIORITY"]
 

@@ -11,8 +11,8 @@ SSP that no tier accepts is refused at ``register`` as well as at ``update``.
 
 Example::
 
-    >>> from engine.chooser import RoundRobinChooser
-    >>> from engine.model import IncomingMessageEnvelope as Env, SystemStream, SystemStreamPartition as SSP
+    >>> from weir.engine.chooser import RoundRobinChooser
+    >>> from weir.engine.model import IncomingMessageEnvelope as Env, SystemStream, SystemStreamPartition as SSP
     >>> c = TieredPriorityChooser({SystemStream("m", "hi"): 5, SystemStream("m", "lo"): 0},
     ...                           {5: RoundRobinChooser(), 0: RoundRobinChooser()})
     >>> c.update(Env(SSP("m", "lo", 0), 0, None, b""))
@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..model import IncomingMessageEnvelope, SystemStream, SystemStreamPartition
-from .base import ChooserError, MessageChooser
+from weir.engine.model import IncomingMessageEnvelope, SystemStream, SystemStreamPartition
+from weir.engine.chooser.base import ChooserError, MessageChooser
 
 __all__ = ["TieredPriorityChooser"]
 

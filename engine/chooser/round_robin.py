@@ -9,7 +9,7 @@ Samza's RoundRobinChooser documents, but does not check, the one-envelope-per-SS
 
 Example::
 
-    >>> from engine.model import IncomingMessageEnvelope as Env, SystemStreamPartition as SSP
+    >>> from weir.engine.model import IncomingMessageEnvelope as Env, SystemStreamPartition as SSP
     >>> c = RoundRobinChooser()
     >>> for p in (2, 0, 1):
     ...     c.update(Env(SSP("memory", "s", p), 0, None, b""))
@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from ..model import IncomingMessageEnvelope
-from .base import BaseMessageChooser, _second_envelope_error
+from weir.engine.model import IncomingMessageEnvelope
+from weir.engine.chooser.base import BaseMessageChooser, _second_envelope_error
 
 __all__ = ["RoundRobinChooser"]
 

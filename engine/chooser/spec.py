@@ -17,7 +17,7 @@ configured as bootstrap or prioritised but is not an input is ignored (SAMZA-REF
 
 Example::
 
-    >>> from stores.config import Config
+    >>> from weir.stores.config import Config
     >>> spec = ChooserSpec.from_config(Config({
     ...     "task.inputs": "filelog.tx,filelog.codes",
     ...     "systems.filelog.streams.codes.samza.bootstrap": "true",
@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from stores.config import Config, ConfigError, declare
+from weir.stores.config import Config, ConfigError, declare
 
-from ..model import SystemStream
-from ..streams import all_input_streams, stream_property, stream_property_origin
+from weir.engine.model import SystemStream
+from weir.engine.config.streams import all_input_streams, stream_property, stream_property_origin
 
 __all__ = [
     "BOOTSTRAP_PRIORITY",
@@ -193,5 +193,5 @@ def _load_user_class(config: Config) -> type | None:
     if not isinstance(obj, type) or missing:
         raise ConfigError(f"{name!r} is not a chooser class (missing {', '.join(missing) or 'a class'}"
                           f"); implement engine.chooser.MessageChooser, e.g. by subclassing "
-                          f"engine.chooser.BaseMessageChooser", key=key, origin=origin)
+                          f"weir.engine.chooser.BaseMessageChooser", key=key, origin=origin)
     return obj

@@ -12,7 +12,7 @@ new arrival queues behind what is already held.
 
 Example::
 
-    >>> from engine.model import IncomingMessageEnvelope as Env, SystemStreamPartition as SSP
+    >>> from weir.engine.model import IncomingMessageEnvelope as Env, SystemStreamPartition as SSP
     >>> c = TimeAlignedChooser()
     >>> c.update(Env(SSP("memory", "fast", 0), 7, None, b"", timestamp=2_000))
     >>> c.update(Env(SSP("memory", "slow", 0), 3, None, b"", timestamp=1_000))
@@ -26,8 +26,8 @@ import heapq
 from collections import deque
 from itertools import count
 
-from ..model import IncomingMessageEnvelope
-from .base import BaseMessageChooser, _second_envelope_error
+from weir.engine.model import IncomingMessageEnvelope
+from weir.engine.chooser.base import BaseMessageChooser, _second_envelope_error
 
 __all__ = ["TimeAlignedChooser"]
 

@@ -1,6 +1,6 @@
 """The ``weir`` command line.
 
-Each subcommand group lives in its own module under ``engine.cli`` exposing
+Each subcommand group lives in its own module under ``weir.engine.cli`` exposing
 ``register(subparsers)``; the module adds its parser(s) and sets ``func`` on them, a callable
 taking the parsed args and returning the exit code.
 """
@@ -11,15 +11,15 @@ import argparse
 import importlib
 import sys
 
-from engine import __version__
-from stores.errors import WeirError
+from weir.engine import __version__
+from weir.stores.errors import WeirError
 
 __all__ = ["main", "build_parser"]
 
 _COMMAND_MODULES = (
-    "engine.cli.log",      # weir log create|produce|tail|describe
-    "engine.cli.config",   # weir config docs|show
-    "engine.cli.run",      # weir run job.properties
+    "weir.engine.cli.log",      # weir log create|produce|tail|describe
+    "weir.engine.cli.config",   # weir config docs|show
+    "weir.engine.cli.run",      # weir run job.properties
 )
 
 

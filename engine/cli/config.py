@@ -21,9 +21,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from stores.config import declared_keys
+from weir.stores.config import declared_keys
 
-from ..config import (
+from weir.engine.config.job import (
     OVERRIDE_ORIGIN,
     config_docs_markdown,
     load_all_declarations,

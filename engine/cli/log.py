@@ -3,7 +3,7 @@
 The file log is the default: ``--root DIR`` points at its directory (else
 ``systems.filelog.root`` from ``--config``, else the file log's default root). With
 ``--config job.properties --system NAME`` the commands work on any system of a job config,
-through the same :class:`~engine.systems.registry.SystemRegistry` and per-stream serdes the
+through the same :class:`~weir.engine.systems.registry.SystemRegistry` and per-stream serdes the
 job uses.
 
 Examples::
@@ -27,14 +27,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from stores.config import Config
-from stores.errors import WeirError
+from weir.stores.config import Config
+from weir.stores.errors import WeirError
 
-from ..errors import EngineError, StreamNotFoundError
-from ..model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition, partition_for
-from ..systems.api import CleanupPolicy, OffsetType, StreamSpec
-from ..systems.registry import SystemRegistry
-from ._log_text import (
+from weir.engine.errors import EngineError, StreamNotFoundError
+from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition, partition_for
+from weir.engine.systems.api import CleanupPolicy, OffsetType, StreamSpec
+from weir.engine.systems.registry import SystemRegistry
+from weir.engine.cli.log_text import (
     InputFormat,
     InputLineError,
     encode_key,
@@ -119,7 +119,7 @@ def _target(args: argparse.Namespace) -> tuple[SystemRegistry, str]:
     """The registry and system name the arguments point at."""
     system = args.system or DEFAULT_SYSTEM
     if args.config:
-        from ..config import load_config
+        from weir.engine.config.job import load_config
         config = load_config(args.config, args.set)
     else:
         config = Config().merged(_parse_sets(args.set), origin="--set")
@@ -381,8 +381,8 @@ def _partition_details(admin: Any, stream: str, count: int) -> dict[int, Any]:
     stream_path = getattr(admin, "stream_path", None)
     if not callable(stream_path):
         return {}
-    from ..systems.filelog.segment import list_segments
-    from ..systems.filelog.stream import read_end_marker
+    from weir.engine.systems.filelog.segment import list_segments
+    from weir.engine.systems.filelog.stream import read_end_marker
     out = {}
     for p in range(count):
         directory = os.path.join(stream_path(stream), str(p))

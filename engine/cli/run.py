@@ -46,9 +46,9 @@ def add_config_dir_to_path(path: str | os.PathLike) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     # Imported here so that `weir --help` and the other subcommands start fast.
-    from ..config import load_config
-    from ..runner import run_job
-    from ..status import StatusMode, configure_logging
+    from weir.engine.config.job import load_config
+    from weir.engine.container.runner import run_job
+    from weir.engine.container.status import StatusMode, configure_logging
 
     config = load_config(args.path, args.overrides)
     add_config_dir_to_path(args.path)

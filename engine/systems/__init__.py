@@ -1,7 +1,7 @@
 """Systems: the interfaces, the durable file log, the in-memory system and the registry that
 resolves ``systems.<name>.factory``."""
 
-from .api import (
+from weir.engine.systems.api import (
     CleanupPolicy,
     OffsetType,
     PartitionMetadata,
@@ -11,10 +11,10 @@ from .api import (
     SystemFactory,
     SystemProducer,
 )
-from .changelog import SystemChangelogSink, SystemChangelogSource, ensure_changelog_stream
-from .filelog import FileLogSystemFactory
-from .memory import MemorySystemFactory, reset_memory_systems
-from .registry import SystemRegistry
+from weir.engine.systems.changelog import SystemChangelogSink, SystemChangelogSource, ensure_changelog_stream
+from weir.engine.systems.filelog import FileLogSystemFactory
+from weir.engine.systems.memory import MemorySystemFactory, reset_memory_systems
+from weir.engine.systems.registry import SystemRegistry
 
 __all__ = ["CleanupPolicy", "OffsetType", "PartitionMetadata", "StreamSpec", "SystemAdmin",
            "SystemConsumer", "SystemFactory", "SystemProducer",

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol, runtime_checkable
 
-from ..model import IncomingMessageEnvelope, OutgoingMessageEnvelope, SystemStreamPartition
+from weir.engine.model import IncomingMessageEnvelope, OutgoingMessageEnvelope, SystemStreamPartition
 
 __all__ = [
     "CleanupPolicy",

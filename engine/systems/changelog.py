@@ -1,11 +1,11 @@
 """Changelogs over systems: the stores' ChangelogSink / ChangelogSource on any system.
 
-``stores`` writes changes through :class:`stores.changelog.ChangelogSink` and ``recovery``
-reads them back through :class:`stores.changelog.ChangelogSource`; neither knows streams.
+``stores`` writes changes through :class:`weir.stores.changelog.ChangelogSink` and ``recovery``
+reads them back through :class:`weir.stores.changelog.ChangelogSource`; neither knows streams.
 This module adapts one partition of a system stream (a *changelog partition*) to both:
 
 - :class:`SystemChangelogSink` sends each change to the partition with a
-  :class:`~engine.systems.api.SystemProducer` and ``flush()`` flushes the producer;
+  :class:`~weir.engine.systems.api.SystemProducer` and ``flush()`` flushes the producer;
 - :class:`SystemChangelogSource` reads the partition with the system's admin (oldest/newest)
   and a fresh consumer per :meth:`~SystemChangelogSource.read`;
 - :func:`ensure_changelog_stream` creates the changelog as a compacted stream.
@@ -15,9 +15,9 @@ records that exist in ``[start, end]`` in offset order and never waits for missi
 
 Example::
 
-    >>> from stores.config import Config
-    >>> from engine.model import SystemStreamPartition
-    >>> from engine.systems.registry import SystemRegistry
+    >>> from weir.stores.config import Config
+    >>> from weir.engine.model import SystemStreamPartition
+    >>> from weir.engine.systems.registry import SystemRegistry
     >>> reg = SystemRegistry(Config({"systems.mem-cl-doc.factory": "memory"}))
     >>> ensure_changelog_stream(reg.admin("mem-cl-doc"), "counts-changelog", 2)
     True
@@ -35,14 +35,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from stores.changelog import NO_OFFSET, ChangelogRecord
+from weir.stores.changelog import NO_OFFSET, ChangelogRecord
 
-from ..errors import SystemError_
-from ..model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
-from .api import CleanupPolicy, PartitionMetadata, StreamSpec, SystemAdmin, SystemFactory, SystemProducer
+from weir.engine.errors import SystemError_
+from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
+from weir.engine.systems.api import CleanupPolicy, PartitionMetadata, StreamSpec, SystemAdmin, SystemFactory, SystemProducer
 
 if TYPE_CHECKING:
-    from .registry import SystemRegistry
+    from weir.engine.systems.registry import SystemRegistry
 
 __all__ = [
     "SystemChangelogSink",
@@ -56,7 +56,7 @@ _POLL_TIMEOUT_S = 0.2
 
 
 class SystemChangelogSink:
-    """The :class:`~stores.changelog.ChangelogSink` of one store partition.
+    """The :class:`~weir.stores.changelog.ChangelogSink` of one store partition.
 
     ``append(key, value)`` sends ``key -> value`` (``None`` value: a tombstone) to ``ssp``'s
     partition through ``producer`` as ``source_name``; ``flush()`` flushes that source, so
@@ -112,10 +112,10 @@ class SystemChangelogSink:
 
 
 class SystemChangelogSource:
-    """The :class:`~stores.changelog.ChangelogSource` of one changelog partition.
+    """The :class:`~weir.stores.changelog.ChangelogSource` of one changelog partition.
 
-    ``systems`` is a :class:`~engine.systems.registry.SystemRegistry` or a
-    :class:`~engine.systems.api.SystemFactory` (then ``config`` is what the factory is given).
+    ``systems`` is a :class:`~weir.engine.systems.registry.SystemRegistry` or a
+    :class:`~weir.engine.systems.api.SystemFactory` (then ``config`` is what the factory is given).
     The admin is made once; each :meth:`read` uses a new consumer and stops it when done
     (also when the caller abandons the iterator and it is closed or collected).
     """

@@ -18,8 +18,8 @@ Behaviour (the same contract as the file log, checked by ``tests/engine/systems/
 
 Example::
 
-    >>> from engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
-    >>> from engine.systems.api import StreamSpec
+    >>> from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
+    >>> from weir.engine.systems.api import StreamSpec
     >>> factory = MemorySystemFactory()
     >>> admin = factory.get_admin("mem-doc", {})
     >>> admin.create_stream(StreamSpec("words", 1, bounded=True))
@@ -42,17 +42,17 @@ import time
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from stores.config import Config, declare
+from weir.stores.config import Config, declare
 
-from ..errors import StreamNotFoundError, SystemError_
-from ..model import (
+from weir.engine.errors import StreamNotFoundError, SystemError_
+from weir.engine.model import (
     EnvelopeKind,
     IncomingMessageEnvelope,
     OutgoingMessageEnvelope,
     SystemStreamPartition,
     partition_for,
 )
-from .api import CleanupPolicy, PartitionMetadata, StreamSpec
+from weir.engine.systems.api import CleanupPolicy, PartitionMetadata, StreamSpec
 
 __all__ = [
     "MEMORY_FETCH_MAX_RECORDS",

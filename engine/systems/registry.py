@@ -2,8 +2,8 @@
 
 ``systems.<name>.factory`` (Samza's ``systems.<name>.samza.factory`` is accepted too) is one of
 
-- ``filelog``: the durable file log (:class:`engine.systems.filelog.FileLogSystemFactory`);
-- ``memory``: the in-process memory system (:class:`engine.systems.memory.MemorySystemFactory`;
+- ``filelog``: the durable file log (:class:`weir.engine.systems.filelog.FileLogSystemFactory`);
+- ``memory``: the in-process memory system (:class:`weir.engine.systems.memory.MemorySystemFactory`;
   Samza's ``org.apache.samza.system.inmemory.InMemorySystemFactory`` means the same);
 - ``module:Class`` or a dotted ``package.module.Class`` naming a class (instantiated without
   arguments) or a factory object with ``get_admin``/``get_consumer``/``get_producer``.
@@ -17,9 +17,9 @@ or :meth:`SystemRegistry.producer` makes a new one (the caller starts and stops 
 
 Example::
 
-    >>> from stores.config import Config
-    >>> from engine.model import SystemStream
-    >>> from engine.systems.api import StreamSpec
+    >>> from weir.stores.config import Config
+    >>> from weir.engine.model import SystemStream
+    >>> from weir.engine.systems.api import StreamSpec
     >>> reg = SystemRegistry(Config({"systems.mem-reg-doc.factory": "memory"}))
     >>> reg.admin("mem-reg-doc").create_stream(StreamSpec("clicks", 4))
     True
@@ -34,12 +34,12 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from stores.config import Config, ConfigError, declare
+from weir.stores.config import Config, ConfigError, declare
 
-from ..errors import StreamNotFoundError
-from ..model import SystemStream, SystemStreamPartition
-from ..serde_config import SerdeManager, StreamSerdes
-from .api import PartitionMetadata, SystemAdmin, SystemConsumer, SystemFactory, SystemProducer
+from weir.engine.errors import StreamNotFoundError
+from weir.engine.model import SystemStream, SystemStreamPartition
+from weir.engine.config.serdes import SerdeManager, StreamSerdes
+from weir.engine.systems.api import PartitionMetadata, SystemAdmin, SystemConsumer, SystemFactory, SystemProducer
 
 __all__ = [
     "SYSTEM_FACTORY",
@@ -57,10 +57,10 @@ SYSTEM_FACTORY = declare(
     component="systems", aliases=("systems.<system>.samza.factory",))
 
 BUILTIN_FACTORIES: dict[str, str] = {
-    "filelog": "engine.systems.filelog:FileLogSystemFactory",
-    "memory": "engine.systems.memory:MemorySystemFactory",
+    "filelog": "weir.engine.systems.filelog:FileLogSystemFactory",
+    "memory": "weir.engine.systems.memory:MemorySystemFactory",
     # Samza's in-memory system is our memory system.
-    "org.apache.samza.system.inmemory.InMemorySystemFactory": "engine.systems.memory:MemorySystemFactory",
+    "org.apache.samza.system.inmemory.InMemorySystemFactory": "weir.engine.systems.memory:MemorySystemFactory",
 }
 """Short names (and Samza class names) of the built-in system factories."""
 
@@ -197,7 +197,7 @@ class SystemRegistry:
         return self.factory(system).get_producer(system, self.config)
 
     def serdes_for(self, ss: SystemStream) -> StreamSerdes:
-        """The key/message serdes of a stream (see :mod:`engine.serde_config`)."""
+        """The key/message serdes of a stream (see :mod:`weir.engine.config.serdes`)."""
         return self.serdes.for_stream(ss)
 
     # -- batched admin calls -------------------------------------------------------------

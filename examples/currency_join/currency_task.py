@@ -15,8 +15,8 @@ partition the task reads, so tasks never share an output partition.
 
 from __future__ import annotations
 
-from engine.model import OutgoingMessageEnvelope, SystemStream
-from engine.task import EndOfStreamListenerTask, InitableTask, StreamTask, WindowableTask
+from weir import (EndOfStreamListenerTask, InitableTask, OutgoingMessageEnvelope, StreamTask,
+                  SystemStream, WindowableTask)
 
 __all__ = ["CurrencyJoinTask", "UnknownCurrencyError", "CODES", "AMOUNTS", "TOTALS"]
 

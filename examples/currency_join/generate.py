@@ -23,11 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.config import load_config
-from engine.model import OutgoingMessageEnvelope, SystemStream, partition_for
-from engine.systems.api import StreamSpec
-from engine.systems.registry import SystemRegistry
-from stores.config import Config
+from weir.engine.config.job import load_config
+from weir.engine.model import OutgoingMessageEnvelope, SystemStream, partition_for
+from weir.engine.systems.api import StreamSpec
+from weir.engine.systems.registry import SystemRegistry
+from weir.stores.config import Config
 
 __all__ = ["CURRENCIES", "PARTITIONS", "Truth", "generate", "main"]
 

@@ -26,13 +26,13 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))  # currency_task and generate sit beside this file
 
-from engine.config import load_config  # noqa: E402
-from engine.model import SystemStream, SystemStreamPartition  # noqa: E402
-from engine.runner import ExitCode, JobResult, run_job  # noqa: E402
-from engine.status import StatusMode, configure_logging  # noqa: E402
-from engine.systems.registry import SystemRegistry  # noqa: E402
-from recovery.storage import ProgressMode  # noqa: E402
-from stores.config import Config  # noqa: E402
+from weir.engine.config.job import load_config  # noqa: E402
+from weir.engine.model import SystemStream, SystemStreamPartition  # noqa: E402
+from weir.engine.container.runner import ExitCode, JobResult, run_job  # noqa: E402
+from weir.engine.container.status import StatusMode, configure_logging  # noqa: E402
+from weir.engine.systems.registry import SystemRegistry  # noqa: E402
+from weir.recovery.storage import ProgressMode  # noqa: E402
+from weir.stores.config import Config  # noqa: E402
 
 from generate import CURRENCIES, PARTITIONS, Truth, generate  # noqa: E402
 

@@ -17,13 +17,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine.config import load_config
-from stores.builder import build_store
-from stores.engines.memory import MemoryEngine
-from stores.filesink import FileChangelog
-from stores.layers.serialized import SerializedLayer
-from stores.serdes import serde_from_name
-from stores.spec import StoreSpec, stores_in
+from weir.engine.config.job import load_config
+from weir.stores.builder import build_store
+from weir.stores.engines.memory import MemoryEngine
+from weir.stores.filesink import FileChangelog
+from weir.stores.layers.serialized import SerializedLayer
+from weir.stores.serdes import serde_from_name
+from weir.stores.spec import StoreSpec, stores_in
 
 HERE = Path(__file__).resolve().parent
 WORDS = ("stream state store task commit changelog checkpoint partition offset window "

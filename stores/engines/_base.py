@@ -3,8 +3,8 @@
 Engines speak ``bytes`` only. Keys sort bytewise (unsigned lexicographic) in every engine,
 identically. ``range(lo, hi)`` is ``[lo, hi)``; ``lo >= hi`` yields nothing. ``None`` for a
 bound means unbounded. Iterators are context managers; iterating or reading a closed iterator
-raises :class:`~stores.errors.StoreClosedError`, closing twice is harmless. Any operation on a
-closed engine raises :class:`~stores.errors.StoreClosedError`.
+raises :class:`~weir.stores.errors.StoreClosedError`, closing twice is harmless. Any operation on a
+closed engine raises :class:`~weir.stores.errors.StoreClosedError`.
 
 ``write_batch(items)`` applies ``(key, value)`` pairs in order, atomically where the engine
 can, and ``value is None`` means delete: this is how layers above flush dirty entries.

@@ -1,5 +1,5 @@
 """Committing buffered writes into LMDB and growing the map: a mixin of
-:class:`stores.engines.lmdb.LMDBEngine`, split out to keep that module small.
+:class:`weir.stores.engines.lmdb.LMDBEngine`, split out to keep that module small.
 
 It relies on the engine's slots (``_env``, ``_pending``, ``_index``, ``_readers``, ``_rtxn``,
 ``_rget``, ``_map_size``, ``_page_size``, ``_commit_deferred``, ``options``, ``name``,
@@ -14,8 +14,8 @@ from typing import Any
 
 import lmdb
 
-from ..errors import StoreError
-from ._lmdb_options import MAX_MAP_SIZE
+from weir.stores.errors import StoreError
+from weir.stores.engines._lmdb_options import MAX_MAP_SIZE
 
 __all__ = ["CommitAndGrow"]
 

@@ -14,7 +14,7 @@ transaction (closing an iterator, its snapshot or the engine) while another thre
 inside a cursor step frees the cursor under it (a segfault). Cursors are therefore read in
 chunks under the handle's lock, and :meth:`ReadHandle.release` takes that lock: it waits for
 the chunk being read (a few microseconds), and the loop, once its chunk is used up, finds the
-handle released and raises :class:`~stores.errors.StoreClosedError`. Chunks start small (one
+handle released and raises :class:`~weir.stores.errors.StoreClosedError`. Chunks start small (one
 ``next()`` reads a few pairs, not hundreds) and double up to ``_MAX_CHUNK``.
 """
 
@@ -29,8 +29,8 @@ from typing import Any
 
 import lmdb
 
-from ..errors import StoreClosedError, StoreError
-from .._iterators import EMPTY, ClosingSnapshot, GeneratorIterator
+from weir.stores.errors import StoreClosedError, StoreError
+from weir.stores._iterators import EMPTY, ClosingSnapshot, GeneratorIterator
 
 __all__ = ["ReadHandle", "LMDBIterator", "LMDBSnapshot", "walk"]
 

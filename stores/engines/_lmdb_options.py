@@ -8,7 +8,7 @@ written (PERF-FACTS 3: txn per 1000 puts with fsync wrote ~260x the data).
 
 Example::
 
-    >>> from stores.config import Config
+    >>> from weir.stores.config import Config
     >>> LMDBOptions.from_config(Config({"stores.s.lmdb.sync": "false"}), "s").sync
     False
 """
@@ -19,14 +19,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..config import Config, ConfigKey, declare
-from ..errors import ConfigError
+from weir.stores.config import Config, ConfigKey, declare
+from weir.stores.errors import ConfigError
 
 __all__ = ["LMDBOptions", "LMDB_KEYS"]
 
 _MIB = 1024 * 1024
 _GIB = 1024 * _MIB
-_COMPONENT = "stores.engines.lmdb"
+_COMPONENT = "stores: lmdb engine"
 
 MAP_SIZE = declare(
     "stores.<store>.lmdb.map.size.bytes", int, 64 * _MIB,

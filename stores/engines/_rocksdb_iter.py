@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .._iterators import ClosingSnapshot, GeneratorIterator
+from weir.stores._iterators import ClosingSnapshot, GeneratorIterator
 
 __all__ = ["RocksIterator", "RocksSnapshot"]
 

@@ -10,7 +10,7 @@ is on by default: it makes misses ~4x cheaper (PERF-FACTS 3).
 
 Example::
 
-    >>> from stores.config import Config
+    >>> from weir.stores.config import Config
     >>> opts = RocksDBOptions.from_config(
     ...     Config({"stores.counts.rocksdb.compression": "zstd"}), "counts")
     >>> opts.compression
@@ -26,13 +26,13 @@ from typing import Any
 
 import rocksdict
 
-from ..config import Config, ConfigKey, declare
-from ..errors import ConfigError
+from weir.stores.config import Config, ConfigKey, declare
+from weir.stores.errors import ConfigError
 
 __all__ = ["Compression", "CompactionStyle", "RocksDBOptions", "ROCKSDB_KEYS"]
 
 _MIB = 1024 * 1024
-_COMPONENT = "stores.engines.rocksdb"
+_COMPONENT = "stores: rocksdb engine"
 
 
 class Compression(str, Enum):

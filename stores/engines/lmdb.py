@@ -41,12 +41,12 @@ from typing import Any
 
 import lmdb
 
-from ..errors import NullKeyOrValueError, StoreClosedError, StoreError
-from ._base import DerivedScans, is_empty_range
-from ._lmdb_commit import CommitAndGrow
-from ._lmdb_iter import LMDBIterator, LMDBSnapshot, ReadHandle, walk
-from ._lmdb_options import LMDB_KEYS, MAX_READERS, LMDBOptions
-from ..locking import DirectoryLock
+from weir.stores.errors import NullKeyOrValueError, StoreClosedError, StoreError
+from weir.stores.engines._base import DerivedScans, is_empty_range
+from weir.stores.engines._lmdb_commit import CommitAndGrow
+from weir.stores.engines._lmdb_iter import LMDBIterator, LMDBSnapshot, ReadHandle, walk
+from weir.stores.engines._lmdb_options import LMDB_KEYS, MAX_READERS, LMDBOptions
+from weir.stores.locking import DirectoryLock
 
 __all__ = ["LMDBEngine", "LMDBOptions", "LMDB_KEYS", "LMDBIterator", "LMDBSnapshot"]
 

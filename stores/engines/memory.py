@@ -22,9 +22,9 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 
-from .._iterators import ClosingSnapshot, IteratorRegistry, ListIterator
-from ..errors import NullKeyOrValueError, StoreClosedError
-from ._base import DerivedScans
+from weir.stores._iterators import ClosingSnapshot, IteratorRegistry, ListIterator
+from weir.stores.errors import NullKeyOrValueError, StoreClosedError
+from weir.stores.engines._base import DerivedScans
 
 __all__ = ["MemoryEngine", "MemorySnapshot"]
 

@@ -8,7 +8,7 @@ keeps the WAL on and ``flush()`` fsyncs the WAL. Either way, once ``flush()`` re
 are lost on a crash and come back from the changelog. ``close()`` flushes the memtable too, so
 a clean shutdown needs no replay.
 
-The directory is locked (``WEIR.LOCK``, see :mod:`stores.locking`) for the engine's life.
+The directory is locked (``WEIR.LOCK``, see :mod:`weir.stores.locking`) for the engine's life.
 
 Example::
 
@@ -32,11 +32,11 @@ from pathlib import Path
 
 import rocksdict
 
-from ..errors import NullKeyOrValueError, StoreClosedError, StoreError, StoreLockedError
-from ._base import DerivedScans, is_empty_range
-from ..locking import DirectoryLock, read_lock_holder
-from ._rocksdb_iter import RocksIterator, RocksSnapshot
-from ._rocksdb_options import (
+from weir.stores.errors import NullKeyOrValueError, StoreClosedError, StoreError, StoreLockedError
+from weir.stores.engines._base import DerivedScans, is_empty_range
+from weir.stores.locking import DirectoryLock, read_lock_holder
+from weir.stores.engines._rocksdb_iter import RocksIterator, RocksSnapshot
+from weir.stores.engines._rocksdb_options import (
     ROCKSDB_KEYS,
     CompactionStyle,
     Compression,
@@ -171,7 +171,7 @@ class RocksDBEngine(DerivedScans):
         """``write_batch(zip(keys, values))`` from two parallel lists, atomically; ``None``
         deletes. ``deletes=False`` promises no ``None`` value. Without deletes the batch is
         filled by a loop in C (``map`` over ``WriteBatch.put``), no Python step per entry:
-        the layers above hand their write-downs over this way (``stores.layers._columns``)."""
+        the layers above hand their write-downs over this way (``weir.stores.layers._columns``)."""
         if self._closed:
             raise self._closed_error()
         if len(keys) != len(values):

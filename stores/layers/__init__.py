@@ -5,13 +5,13 @@
 - :class:`LoggedLayer`: every change also appended to a ChangelogSink;
 - :class:`ReadOnlyView`: reads only, writes raise ReadOnlyStoreError.
 
-They are composed in one place, :func:`stores.builder.build_store`.
+They are composed in one place, :func:`weir.stores.builder.build_store`.
 """
 
-from .cached import CachedLayer
-from .logged import LoggedLayer
-from .readonly import ReadOnlyView
-from .serialized import SerializedLayer, SerializedSnapshot
+from weir.stores.layers.cached import CachedLayer
+from weir.stores.layers.logged import LoggedLayer
+from weir.stores.layers.readonly import ReadOnlyView
+from weir.stores.layers.serialized import SerializedLayer, SerializedSnapshot
 
 __all__ = ["CachedLayer", "LoggedLayer", "ReadOnlyView", "SerializedLayer",
            "SerializedSnapshot"]

@@ -2,7 +2,7 @@
 
 ``CachedLayer`` works over any store with the store contract (``get``, ``get_all``,
 ``write_batch``, ``range`` ... ``close``): over the typed :class:`SerializedLayer` it caches
-Python objects (what :func:`stores.builder.build_store` does, see docs/STORES.md for why), over
+Python objects (what :func:`weir.stores.builder.build_store` does, see docs/STORES.md for why), over
 a bytes engine it caches bytes. Semantics, from Samza:
 
 - ``get`` serves hits from the cache; a miss reads the inner store and caches the result, also
@@ -31,7 +31,7 @@ thread-safe: one task's thread at a time.
 
 Example::
 
-    >>> from stores.engines.memory import MemoryEngine
+    >>> from weir.stores.engines.memory import MemoryEngine
     >>> engine = MemoryEngine("s")
     >>> store = CachedLayer(engine, capacity=4, write_batch_size=2)
     >>> store.put(b"a", b"1"); engine.get(b"a") is None     # still only in the cache
@@ -46,10 +46,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ..api import (checked_keys, checked_pairs, closed_store_error, null_key_error,
+from weir.stores.api import (checked_keys, checked_pairs, closed_store_error, null_key_error,
                    null_value_error)
-from ..errors import SerdeError, StoreError
-from ._columns import columns_writer
+from weir.stores.errors import SerdeError, StoreError
+from weir.stores.layers._columns import columns_writer
 
 __all__ = ["CachedLayer"]
 

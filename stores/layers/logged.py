@@ -10,7 +10,7 @@ of such a key (never present) is not logged, so the changelog only holds changes
 can replay.
 
 Batches (write-downs, ``put_all``, ``delete_all``) go to the sink in one call when it offers
-one: ``append_columns(keys, values)`` (as :class:`stores.filesink.FileChangelog` does), else
+one: ``append_columns(keys, values)`` (as :class:`weir.stores.filesink.FileChangelog` does), else
 ``append_all(pairs)``, else one ``append`` per change.
 
 ``flush()`` flushes the engine, then the sink: when it returns, the changelog holds every change
@@ -19,7 +19,7 @@ same way, then closes the engine; the sink is not closed (the store does not own
 
 Example::
 
-    >>> from stores.engines.memory import MemoryEngine
+    >>> from weir.stores.engines.memory import MemoryEngine
     >>> class ListSink:
     ...     def __init__(self): self.records = []
     ...     def append(self, key, value): self.records.append((key, value))
@@ -33,10 +33,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from ..api import closed_store_error
-from ..changelog import ChangelogSink
-from ..engines._base import BytesEngine, BytesIterator, BytesSnapshot
-from ._columns import columns_writer
+from weir.stores.api import closed_store_error
+from weir.stores.changelog import ChangelogSink
+from weir.stores.engines._base import BytesEngine, BytesIterator, BytesSnapshot
+from weir.stores.layers._columns import columns_writer
 
 __all__ = ["LoggedLayer"]
 
@@ -130,7 +130,7 @@ class LoggedLayer:
 
     def write_columns(self, keys: list[bytes], values: list[bytes | None], *,
                       deletes: bool = True) -> None:
-        """``write_batch`` in columns (see :mod:`stores.layers._columns`)."""
+        """``write_batch`` in columns (see :mod:`weir.stores.layers._columns`)."""
         self._check_open()
         logged_keys, logged_values = self._loggable(keys, values)
         self._append_columns(logged_keys, logged_values)

@@ -7,7 +7,7 @@ does nothing (nothing can have been written through it).
 
 Example::
 
-    >>> from stores.engines.memory import MemoryEngine
+    >>> from weir.stores.engines.memory import MemoryEngine
     >>> engine = MemoryEngine("rates"); engine.put(b"eur", b"1.1")
     >>> view = ReadOnlyView(engine)
     >>> view.get(b"eur")
@@ -15,7 +15,7 @@ Example::
     >>> view.put(b"eur", b"2")
     Traceback (most recent call last):
     ...
-    stores.errors.ReadOnlyStoreError: store 'rates': is read-only here (put); ...
+    weir.stores.errors.ReadOnlyStoreError: store 'rates': is read-only here (put); ...
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..api import ReadOnlyKeyValueStore, closed_store_error
-from ..errors import ReadOnlyStoreError
+from weir.stores.api import ReadOnlyKeyValueStore, closed_store_error
+from weir.stores.errors import ReadOnlyStoreError
 
 __all__ = ["ReadOnlyView"]
 

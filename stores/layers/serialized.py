@@ -1,7 +1,7 @@
-"""The typed edge of a store: a :class:`~stores.api.KeyValueStore` over a bytes engine.
+"""The typed edge of a store: a :class:`~weir.stores.api.KeyValueStore` over a bytes engine.
 
 Keys and values go through the store's serdes on the way down and come back typed. Every
-serde failure becomes a :class:`~stores.errors.SerdeError` naming the store, the key and the
+serde failure becomes a :class:`~weir.stores.errors.SerdeError` naming the store, the key and the
 serde, so a poison record is found without a debugger. Ranges and snapshots serialize their
 bounds with the key serde and iterate in byte order of the serialized keys.
 
@@ -12,8 +12,8 @@ raises ``SerdeError``; use ``range(lo, hi)`` instead.
 
 Example::
 
-    >>> from stores.engines.memory import MemoryEngine
-    >>> from stores.serdes import StringSerde, Int64Serde
+    >>> from weir.stores.engines.memory import MemoryEngine
+    >>> from weir.stores.serdes import StringSerde, Int64Serde
     >>> store = SerializedLayer(MemoryEngine("s"), StringSerde(), Int64Serde())
     >>> store.put("x", -5); store.get("x"), store.get_all(["x", "nope"])
     (-5, {'x': -5})
@@ -24,12 +24,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .._iterators import MappedIterator
-from ..api import checked_keys, checked_pairs, null_key_error, null_value_error
-from ..engines._base import BytesEngine, BytesSnapshot
-from ..errors import SerdeError
-from ..serdes import BytesSerde, Serde
-from ._columns import columns_writer, has_none
+from weir.stores._iterators import MappedIterator
+from weir.stores.api import checked_keys, checked_pairs, null_key_error, null_value_error
+from weir.stores.engines._base import BytesEngine, BytesSnapshot
+from weir.stores.errors import SerdeError
+from weir.stores.serdes import BytesSerde, Serde
+from weir.stores.layers._columns import columns_writer, has_none
 
 __all__ = ["SerializedLayer", "SerializedSnapshot"]
 
@@ -70,7 +70,7 @@ class SerializedSnapshot:
 
 
 class SerializedLayer:
-    """Typed keys and values over a :class:`~stores.engines._base.BytesEngine`."""
+    """Typed keys and values over a :class:`~weir.stores.engines._base.BytesEngine`."""
 
     def __init__(self, inner: BytesEngine, key_serde: Serde, value_serde: Serde):
         self.name: str = inner.name
@@ -212,7 +212,7 @@ class SerializedLayer:
         self.write_columns([k for k, _ in items], [v for _, v in items])
 
     def write_columns(self, keys: list[Any], values: list[Any], *, deletes: bool = True) -> None:
-        """``write_batch`` in columns (see :mod:`stores.layers._columns`); ``None`` deletes."""
+        """``write_batch`` in columns (see :mod:`weir.stores.layers._columns`); ``None`` deletes."""
         try:
             encoded_keys = self._kser_many(keys)
             if deletes and has_none(values):

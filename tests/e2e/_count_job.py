@@ -7,8 +7,8 @@ stream sends every count to ``totals``. Output goes to the partition the task re
 
 from __future__ import annotations
 
-from engine.model import OutgoingMessageEnvelope, SystemStream
-from engine.task import EndOfStreamListenerTask, InitableTask, StreamTask
+from weir.engine.model import OutgoingMessageEnvelope, SystemStream
+from weir.engine.task import EndOfStreamListenerTask, InitableTask, StreamTask
 
 __all__ = ["CountJob"]
 

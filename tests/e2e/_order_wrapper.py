@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from engine.task import TaskWrapper
+from weir.engine.task import TaskWrapper
 
 __all__ = ["ORDER", "RecordOrder"]
 

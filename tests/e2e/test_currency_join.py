@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("engine.systems.filelog", reason="the file log system is not built yet")
+pytest.importorskip("weir.engine.systems.filelog", reason="the file log system is not built yet")
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "currency_join"
 sys.path.insert(0, str(EXAMPLE))
@@ -16,11 +16,11 @@ sys.path.insert(0, str(EXAMPLE))
 from generate import CURRENCIES, generate  # noqa: E402
 from run_example import check, job_config, main, read_outputs  # noqa: E402
 
-from engine.model import SystemStream  # noqa: E402
-from engine.runner import ExitCode, run_job  # noqa: E402
-from engine.status import StatusMode  # noqa: E402
+from weir.engine.model import SystemStream  # noqa: E402
+from weir.engine.container.runner import ExitCode, run_job  # noqa: E402
+from weir.engine.container.status import StatusMode  # noqa: E402
 
-from . import _order_wrapper  # noqa: E402
+from tests.e2e import _order_wrapper  # noqa: E402
 
 TRANSACTIONS, REPLAY = 1500, 700
 

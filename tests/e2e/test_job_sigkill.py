@@ -23,16 +23,16 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("engine.systems.filelog", reason="the file log system is not built yet")
+pytest.importorskip("weir.engine.systems.filelog", reason="the file log system is not built yet")
 
-from engine._container_parts import TaskStorage  # noqa: E402
-from engine.config import JobConfig, load_config  # noqa: E402
-from engine.container import store_specs  # noqa: E402
-from engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition  # noqa: E402
-from engine.systems.api import StreamSpec  # noqa: E402
-from engine.systems.registry import SystemRegistry  # noqa: E402
-from recovery.checkpoint import FileCheckpointManager  # noqa: E402
-from recovery.storage import ProgressMode  # noqa: E402
+from weir.engine.container.task_storage import TaskStorage  # noqa: E402
+from weir.engine.config.job import JobConfig, load_config  # noqa: E402
+from weir.engine.container.container import store_specs  # noqa: E402
+from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition  # noqa: E402
+from weir.engine.systems.api import StreamSpec  # noqa: E402
+from weir.engine.systems.registry import SystemRegistry  # noqa: E402
+from weir.recovery.checkpoint import FileCheckpointManager  # noqa: E402
+from weir.recovery.storage import ProgressMode  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

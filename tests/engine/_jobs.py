@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import signal
 
-from engine.model import OutgoingMessageEnvelope, SystemStream
-from engine.task import EndOfStreamListenerTask, InitableTask, StreamTask
+from weir.engine.model import OutgoingMessageEnvelope, SystemStream
+from weir.engine.task import EndOfStreamListenerTask, InitableTask, StreamTask
 
 __all__ = ["PassThrough", "CountWords", "FailAt", "SigtermAt", "ShutdownAt"]
 
@@ -66,7 +66,7 @@ class ShutdownAt(CountWords):
     def process(self, envelope, collector, coordinator):
         super().process(envelope, collector, coordinator)
         if envelope.message == "stop":
-            from engine.task import RequestScope
+            from weir.engine.task import RequestScope
             coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
 
 

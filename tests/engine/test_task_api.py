@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from engine.task import (AsyncStreamTask, RequestScope, ShutdownScope, StreamTask, TaskKind,
+from weir.engine.task import (AsyncStreamTask, RequestScope, ShutdownScope, StreamTask, TaskKind,
                          TaskWrapper, WindowableTask, describe_task, load_object,
                          load_task_factory)
-from stores.config import Config
-from stores.errors import ConfigError
+from weir.stores.config import Config
+from weir.stores.errors import ConfigError
 
 
 class Upper(StreamTask):

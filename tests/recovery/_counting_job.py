@@ -17,11 +17,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from recovery.checkpoint import Checkpoint, FileCheckpointManager
-from recovery.storage import ProgressMode, TaskStorageManager
-from stores.config import Config
-from stores.filesink import FileChangelog
-from stores.spec import StoreSpec
+from weir.recovery.checkpoint import Checkpoint, FileCheckpointManager
+from weir.recovery.storage import ProgressMode, TaskStorageManager
+from weir.stores.config import Config
+from weir.stores.filesink import FileChangelog
+from weir.stores.spec import StoreSpec
 
 __all__ = ["INPUT", "KEYS", "TASK", "count_of", "make_input", "open_counts", "restart_and_stop", "run",
            "truth"]

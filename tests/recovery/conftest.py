@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from recovery.checkpoint import Checkpoint
-from recovery.storage import ProgressMode, TaskStorageManager
-from stores.config import Config
-from stores.filesink import FileChangelog
-from stores.spec import StoreSpec
+from weir.recovery.checkpoint import Checkpoint
+from weir.recovery.storage import ProgressMode, TaskStorageManager
+from weir.stores.config import Config
+from weir.stores.filesink import FileChangelog
+from weir.stores.spec import StoreSpec
 
 TASK = "Partition 0"
 

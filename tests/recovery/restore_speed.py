@@ -15,10 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from recovery.storage import ProgressMode, TaskStorageManager
-from stores.config import Config
-from stores.filesink import FileChangelog
-from stores.spec import StoreSpec
+from weir.recovery.storage import ProgressMode, TaskStorageManager
+from weir.stores.config import Config
+from weir.stores.filesink import FileChangelog
+from weir.stores.spec import StoreSpec
 
 
 def main() -> None:

@@ -9,11 +9,11 @@ import re
 import orjson
 import pytest
 
-from recovery.checkpoint import (Checkpoint, CheckpointManager, CorruptCheckpointPolicy,
+from weir.recovery.checkpoint import (Checkpoint, CheckpointManager, CorruptCheckpointPolicy,
                                  FileCheckpointManager, MemoryCheckpointManager,
                                  decode_checkpoint, encode_checkpoint)
-from recovery.errors import CheckpointCorruptError, RecoveryError
-from stores.changelog import NO_OFFSET
+from weir.recovery.errors import CheckpointCorruptError, RecoveryError
+from weir.stores.changelog import NO_OFFSET
 
 TASK = "Partition 0"
 
@@ -44,7 +44,7 @@ def test_read_last_without_a_checkpoint_returns_none(manager):
 
 
 def test_checkpoint_accepts_ssp_named_tuples_and_looks_them_up_by_plain_tuple():
-    from engine.model import SystemStreamPartition
+    from weir.engine.model import SystemStreamPartition
     ssp = SystemStreamPartition("filelog", "clicks", 2)
     cp = Checkpoint({ssp: 9}, {})
     assert cp.input_offsets[("filelog", "clicks", 2)] == 9

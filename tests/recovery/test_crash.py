@@ -22,8 +22,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from . import _counting_job as job
-from .conftest import changelog_state
+from tests.recovery import _counting_job as job
+from tests.recovery.conftest import changelog_state
 
 pytestmark = pytest.mark.slow
 

@@ -7,8 +7,8 @@ import logging
 
 from rich.console import Console
 
-from recovery._progress import ProgressMode, RestoreProgress
-from recovery.restore import Action, RestorePlan, RestoreStats
+from weir.recovery._progress import ProgressMode, RestoreProgress
+from weir.recovery.restore import Action, RestorePlan, RestoreStats
 
 
 def _plan(warning: str | None = None) -> RestorePlan:
@@ -42,7 +42,7 @@ def test_terminal_gets_a_bar_and_the_summary_line():
 
 def test_without_terminal_progress_and_summary_are_log_lines(caplog):
     console = Console(file=io.StringIO(), force_terminal=False)
-    with caplog.at_level(logging.INFO, logger="recovery.restore"):
+    with caplog.at_level(logging.INFO, logger="weir.recovery.restore"):
         with RestoreProgress("Partition 0", ProgressMode.AUTO, console=console) as progress:
             assert progress.mode is ProgressMode.LOG
             handle = progress.begin(_plan(warning="checkpointed offset outside the range"))

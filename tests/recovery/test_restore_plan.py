@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from recovery.offset_file import (OffsetFileCorruptError, StoreOffset, read_offset_file,
+from weir.recovery.offset_file import (OffsetFileCorruptError, StoreOffset, read_offset_file,
                                   remove_offset_file, write_offset_file)
-from recovery.restore import Action, CheckpointedOffset, LocalState, plan_restore
-from stores.changelog import NO_OFFSET
+from weir.recovery.restore import Action, CheckpointedOffset, LocalState, plan_restore
+from weir.stores.changelog import NO_OFFSET
 
 NOW = 10_000_000
 DAY = 86_400_000

@@ -7,15 +7,15 @@ import shutil
 
 import pytest
 
-from recovery.checkpoint import Checkpoint
-from recovery.errors import RecoveryError
-from recovery.offset_file import read_offset_file, write_offset_file
-from recovery.restore import Action
-from stores.changelog import NO_OFFSET
-from stores.locking import DirectoryLock
-from stores.errors import StoreLockedError
+from weir.recovery.checkpoint import Checkpoint
+from weir.recovery.errors import RecoveryError
+from weir.recovery.offset_file import read_offset_file, write_offset_file
+from weir.recovery.restore import Action
+from weir.stores.changelog import NO_OFFSET
+from weir.stores.locking import DirectoryLock
+from weir.stores.errors import StoreLockedError
 
-from .conftest import TASK, changelog_state, store_config
+from tests.recovery.conftest import TASK, changelog_state, store_config
 
 ENGINES = ["memory", "rocksdb", "lmdb"]
 PERSISTENT = ["rocksdb", "lmdb"]
@@ -134,7 +134,7 @@ def test_after_restore_the_changelog_describes_exactly_the_restored_store(make_t
     task.tsm.flush()
     task.close()
     task.open(committed)
-    from stores.serdes import Int64Serde
+    from weir.stores.serdes import Int64Serde
     expected = {f"k{i}".encode(): Int64Serde().to_bytes(i) for i in range(20)}
     assert changelog_state(task.log()) == expected
     task.close()
@@ -255,9 +255,9 @@ def test_store_directories_follow_samzas_layout(make_task):
 
 
 def test_logged_store_without_its_changelog_is_a_clear_error(make_task, tmp_path):
-    from recovery.storage import TaskStorageManager
-    from stores.config import Config
-    from stores.spec import StoreSpec
+    from weir.recovery.storage import TaskStorageManager
+    from weir.stores.config import Config
+    from weir.stores.spec import StoreSpec
     cfg = Config(store_config("memory"))
     with pytest.raises(RecoveryError, match="store 'counts'.*stores.counts.changelog"):
         TaskStorageManager(TASK, [StoreSpec.from_config(cfg, "counts")], tmp_path, {}, cfg)
@@ -291,13 +291,13 @@ def test_using_the_manager_before_open_or_after_close_is_an_error(make_task):
 
 
 def test_restore_logs_one_summary_line_per_store(make_task, caplog):
-    from recovery.storage import ProgressMode
+    from weir.recovery.storage import ProgressMode
     task = make_task(store_config("rocksdb"))
     task.open(None)["counts"].put_all([(f"k{i}", i) for i in range(50)])
     task.tsm.flush()
     task.close()
     shutil.rmtree(task.base / "state")
-    with caplog.at_level(logging.INFO, logger="recovery.restore"):
+    with caplog.at_level(logging.INFO, logger="weir.recovery.restore"):
         task.open(None, progress=ProgressMode.LOG)
         task.close()
     summaries = [r.getMessage() for r in caplog.records if "records/s" in r.getMessage()]

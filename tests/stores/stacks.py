@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from stores.builder import build_store
-from stores.config import Config
-from stores.filesink import FileChangelog
-from stores.spec import StoreSpec
+from weir.stores.builder import build_store
+from weir.stores.config import Config
+from weir.stores.filesink import FileChangelog
+from weir.stores.spec import StoreSpec
 
 __all__ = ["ENGINES", "STACKS", "StoreFactory", "engine_param", "engine_available"]
 
@@ -30,8 +30,8 @@ ENGINES = ("memory", "rocksdb", "lmdb")
 STACKS = ("raw", "cached", "cached+logged")
 PERSISTENT = ("rocksdb", "lmdb")
 
-_MODULES = {"memory": "stores.engines.memory", "rocksdb": "stores.engines.rocksdb",
-            "lmdb": "stores.engines.lmdb"}
+_MODULES = {"memory": "weir.stores.engines.memory", "rocksdb": "weir.stores.engines.rocksdb",
+            "lmdb": "weir.stores.engines.lmdb"}
 
 
 def engine_available(engine: str) -> bool:

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from stores.builder import build_store
-from stores.config import Config
-from stores.engines.lmdb import LMDBEngine
-from stores.engines.memory import MemoryEngine
-from stores.filesink import FileChangelog
-from stores.layers.cached import CachedLayer
-from stores.layers.logged import LoggedLayer
-from stores.layers.serialized import SerializedLayer
-from stores.spec import EngineKind, StoreSpec
+from weir.stores.builder import build_store
+from weir.stores.config import Config
+from weir.stores.engines.lmdb import LMDBEngine
+from weir.stores.engines.memory import MemoryEngine
+from weir.stores.filesink import FileChangelog
+from weir.stores.layers.cached import CachedLayer
+from weir.stores.layers.logged import LoggedLayer
+from weir.stores.layers.serialized import SerializedLayer
+from weir.stores.spec import EngineKind, StoreSpec
 
 
 def _config(**keys: str) -> Config:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from stores.api import KeyValueStore
-from stores.errors import NullKeyOrValueError, SerdeError, StoreClosedError
+from weir.stores.api import KeyValueStore
+from weir.stores.errors import NullKeyOrValueError, SerdeError, StoreClosedError
 
-from .stacks import ENGINES, STACKS, StoreFactory, engine_param
+from tests.stores.stacks import ENGINES, STACKS, StoreFactory, engine_param
 
 
 @pytest.fixture(params=[engine_param(e) for e in ENGINES])

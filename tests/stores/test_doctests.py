@@ -7,9 +7,9 @@ import importlib
 
 import pytest
 
-MODULES = ["stores.api", "stores.serdes", "stores.spec", "stores.builder", "stores.filesink",
-           "stores.engines.memory", "stores.locking", "stores.layers.cached", "stores.layers.logged",
-           "stores.layers.readonly", "stores.layers.serialized"]
+MODULES = ["weir.stores.api", "weir.stores.serdes", "weir.stores.spec", "weir.stores.builder", "weir.stores.filesink",
+           "weir.stores.engines.memory", "weir.stores.locking", "weir.stores.layers.cached", "weir.stores.layers.logged",
+           "weir.stores.layers.readonly", "weir.stores.layers.serialized"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -9,14 +9,14 @@ import socket
 
 import pytest
 
-from stores.locking import LOCK_FILE_NAME, DirectoryLock, acquire_lock, read_holder, read_lock_holder
-from stores.errors import StoreLockedError
+from weir.stores.locking import LOCK_FILE_NAME, DirectoryLock, acquire_lock, read_holder, read_lock_holder
+from weir.stores.errors import StoreLockedError
 
-from .engines._proc import Child
+from tests.stores.engines._proc import Child
 
 HOLD_LOCK = """
     import sys
-    from stores.locking import DirectoryLock
+    from weir.stores.locking import DirectoryLock
     lock = DirectoryLock.acquire(sys.argv[1], store="counts")
     print("ready", flush=True)
     sys.stdin.read()
@@ -25,8 +25,8 @@ HOLD_LOCK = """
 
 HOLD_ENGINE = """
     import sys
-    from stores.engines.rocksdb import RocksDBEngine
-    from stores.engines.lmdb import LMDBEngine
+    from weir.stores.engines.rocksdb import RocksDBEngine
+    from weir.stores.engines.lmdb import LMDBEngine
     if sys.argv[2] == "rocksdb":
         engine = RocksDBEngine("counts", sys.argv[1], logged=True)
     else:
@@ -92,7 +92,7 @@ def test_lock_of_a_killed_process_is_released_by_the_kernel(tmp_path):
 
 HOLD_LOCK_AND_FORK = """
     import os, sys, time
-    from stores.locking import DirectoryLock
+    from weir.stores.locking import DirectoryLock
     lock = DirectoryLock.acquire(sys.argv[1], store="counts")
     pid = os.fork()  # a forked helper (multiprocessing, a forking server) outlives the holder
     if pid == 0:
@@ -127,7 +127,7 @@ def test_opener_whose_lock_file_was_replaced_before_it_locked_it_checks_again(tm
     """Between opening the lock file and locking it, another locker may install its record
     (a rename: a new inode). Locking the old, replaced inode must not count as holding the
     lock."""
-    import stores.locking as locking
+    import weir.stores.locking as locking
 
     opened = locking._open_lock_file
     others: list[DirectoryLock] = []
@@ -179,8 +179,8 @@ def test_lock_held_under_the_record_of_an_exited_process_says_how_to_find_the_ho
 
 @pytest.mark.parametrize("engine", ["rocksdb", "lmdb"])
 def test_engine_refuses_a_directory_open_in_another_process(tmp_path, engine):
-    from stores.engines.lmdb import LMDBEngine
-    from stores.engines.rocksdb import RocksDBEngine
+    from weir.stores.engines.lmdb import LMDBEngine
+    from weir.stores.engines.rocksdb import RocksDBEngine
 
     with Child(HOLD_ENGINE, tmp_path, engine) as child:
         with pytest.raises(StoreLockedError) as info:

@@ -16,10 +16,10 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from stores.engines._base import prefix_upper_bound
+from weir.stores.engines._base import prefix_upper_bound
 
-from ._dict_model import dict_model_rules
-from .stacks import ENGINES, STACKS, StoreFactory, engine_available
+from tests.stores._dict_model import dict_model_rules
+from tests.stores.stacks import ENGINES, STACKS, StoreFactory, engine_available
 
 EDGE_KEYS = [b"\x00", b"a", b"a\x00", b"a\xff", b"a\xff\xff", b"ab", b"b", b"\x7f", b"\x80",
              b"\xff", b"\xff\x00", b"\xff\xff"]

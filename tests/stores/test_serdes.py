@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stores.config import Config
-from stores.errors import ConfigError
-from stores.serdes import (BUILTIN_SERDES, BytesSerde, Int64Serde, JsonSerde, MsgpackSerde,
+from weir.stores.config import Config
+from weir.stores.errors import ConfigError
+from weir.stores.serdes import (BUILTIN_SERDES, BytesSerde, Int64Serde, JsonSerde, MsgpackSerde,
                            Serde, StringSerde, serde_from_name)
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
@@ -245,7 +245,7 @@ class _StrSerde:
 
 
 def test_user_serde_returning_str_fails_with_serde_error_naming_serde_store_and_key(tmp_path):
-    from stores import SerdeError, StoreSpec, build_store
+    from weir.stores import SerdeError, StoreSpec, build_store
 
     config = Config({"serializers.registry.bad.class": f"{__name__}:_StrSerde",
                      "stores.s.factory": "rocksdb", "stores.s.key.serde": "string",

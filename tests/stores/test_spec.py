@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
-from stores.config import Config
-from stores.errors import ConfigError
-from stores.spec import EngineKind, StoreSpec, stores_in
+from weir.stores.config import Config
+from weir.stores.errors import ConfigError
+from weir.stores.spec import EngineKind, StoreSpec, stores_in
 
-from .stacks import engine_available
+from tests.stores.stacks import engine_available
 
 
 def with_keys(**keys: str) -> Config:

@@ -4,16 +4,16 @@ that any number of processes read while one writer per partition appends.
 See ``docs/FILELOG.md`` for the format, the guarantees and the configuration.
 """
 
-from .admin import FileLogAdmin
-from .consumer import FileLogConsumer
-from .errors import OffsetOutOfRangeError, StreamConflictError, StreamEndedError
-from .factory import FileLogSystemFactory
-from .producer import FileLogProducer
-from .reader import LogRecord, PartitionReader
-from .retention import MaintenanceReport, Retention
-from .settings import Compression, FileLogSettings, OffsetReset, StreamSettings
-from .stream import StreamMeta
-from .writer import PartitionWriter
+from weir.engine.systems.filelog.admin import FileLogAdmin
+from weir.engine.systems.filelog.consumer import FileLogConsumer
+from weir.engine.systems.filelog.errors import OffsetOutOfRangeError, StreamConflictError, StreamEndedError
+from weir.engine.systems.filelog.factory import FileLogSystemFactory
+from weir.engine.systems.filelog.producer import FileLogProducer
+from weir.engine.systems.filelog.reader import LogRecord, PartitionReader
+from weir.engine.systems.filelog.retention import MaintenanceReport, Retention
+from weir.engine.systems.filelog.settings import Compression, FileLogSettings, OffsetReset, StreamSettings
+from weir.engine.systems.filelog.stream import StreamMeta
+from weir.engine.systems.filelog.writer import PartitionWriter
 
 __all__ = [
     "FileLogSystemFactory",

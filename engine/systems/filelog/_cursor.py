@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING
 
 import zstandard
 
-from engine.errors import CorruptRecordError
+from weir.engine.errors import CorruptRecordError
 
-from ._format import MAX_BODY, ParseStop, TailState, classify_tail, parse_records, skip_records
-from .segment import Segment
+from weir.engine.systems.filelog._format import MAX_BODY, ParseStop, TailState, classify_tail, parse_records, skip_records
+from weir.engine.systems.filelog.segment import Segment
 
 if TYPE_CHECKING:
-    from .reader import PartitionReader
+    from weir.engine.systems.filelog.reader import PartitionReader
 
 __all__ = ["Step", "Cursor", "skip_in_file"]
 

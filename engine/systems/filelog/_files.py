@@ -24,8 +24,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from stores import locking
-from stores.locking import LockHolder
+from weir.stores import locking
+from weir.stores.locking import LockHolder
 
 __all__ = [
     "STREAM_META",
@@ -130,7 +130,7 @@ def _busy(path: Path, holder: LockHolder | None) -> LockBusy:
 
 
 class FileLock:
-    """A partition's writer or maintenance lock: a :mod:`stores.locking` lock on ``path``
+    """A partition's writer or maintenance lock: a :mod:`weir.stores.locking` lock on ``path``
     that records the holder's role and command line.
 
     The OS releases the lock when the holding process dies, so a crash never leaves a

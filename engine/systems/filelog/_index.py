@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
-from ._files import write_atomic
+from weir.engine.systems.filelog._files import write_atomic
 
 __all__ = ["FLAG_DENSE", "FLAG_ZSTD", "INDEX_INTERVAL", "SegmentIndex", "load_index",
            "index_path"]

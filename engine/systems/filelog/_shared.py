@@ -12,7 +12,7 @@ import os
 import threading
 from collections.abc import Callable
 
-from .writer import PartitionWriter
+from weir.engine.systems.filelog.writer import PartitionWriter
 
 __all__ = ["acquire", "release"]
 

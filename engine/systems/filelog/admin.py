@@ -7,7 +7,7 @@ repeated calls cost one ``listdir`` and one ``stat`` per partition plus the new 
 Example::
 
     >>> import tempfile
-    >>> from engine.model import SystemStreamPartition as SSP
+    >>> from weir.engine.model import SystemStreamPartition as SSP
     >>> admin = FileLogAdmin(FileLogSettings("filelog", tempfile.mkdtemp()))
     >>> admin.create_stream(StreamSpec("clicks", 2))
     True
@@ -21,18 +21,18 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from engine.errors import StreamNotFoundError, SystemError_
-from engine.model import SystemStreamPartition
+from weir.engine.errors import StreamNotFoundError, SystemError_
+from weir.engine.model import SystemStreamPartition
 
-from ..api import CleanupPolicy, PartitionMetadata, StreamSpec
-from . import _shared
-from .reader import PartitionReader
-from .retention import MaintenanceReport, Retention
-from .segment import Segment, build_index, index_for, list_segments, scan_plain
-from .settings import CONSUMER_RESET, FileLogSettings, StreamSettings
-from .stream import (StreamMeta, create_stream, list_streams, load_meta, partition_dir,
+from weir.engine.systems.api import CleanupPolicy, PartitionMetadata, StreamSpec
+from weir.engine.systems.filelog import _shared
+from weir.engine.systems.filelog.reader import PartitionReader
+from weir.engine.systems.filelog.retention import MaintenanceReport, Retention
+from weir.engine.systems.filelog.segment import Segment, build_index, index_for, list_segments, scan_plain
+from weir.engine.systems.filelog.settings import CONSUMER_RESET, FileLogSettings, StreamSettings
+from weir.engine.systems.filelog.stream import (StreamMeta, create_stream, list_streams, load_meta, partition_dir,
                      stream_dir)
-from .writer import PartitionWriter
+from weir.engine.systems.filelog.writer import PartitionWriter
 
 __all__ = ["FileLogAdmin"]
 

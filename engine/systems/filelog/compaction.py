@@ -37,10 +37,10 @@ from dataclasses import dataclass
 
 import zstandard
 
-from ._files import fsync_dir
-from ._format import parse_records
-from ._index import SegmentIndex
-from .segment import Segment, remove_segment, write_segment
+from weir.engine.systems.filelog._files import fsync_dir
+from weir.engine.systems.filelog._format import parse_records
+from weir.engine.systems.filelog._index import SegmentIndex
+from weir.engine.systems.filelog.segment import Segment, remove_segment, write_segment
 
 __all__ = ["CompactionReport", "compact_sealed"]
 

@@ -23,12 +23,12 @@ from __future__ import annotations
 import time
 from collections.abc import Collection
 
-from engine.errors import SystemError_
-from engine.model import IncomingMessageEnvelope, SystemStreamPartition
+from weir.engine.errors import SystemError_
+from weir.engine.model import IncomingMessageEnvelope, SystemStreamPartition
 
-from .reader import PartitionReader
-from .settings import CONSUMER_RESET, FileLogSettings
-from .stream import load_meta
+from weir.engine.systems.filelog.reader import PartitionReader
+from weir.engine.systems.filelog.settings import CONSUMER_RESET, FileLogSettings
+from weir.engine.systems.filelog.stream import load_meta
 
 __all__ = ["FileLogConsumer"]
 

@@ -1,12 +1,12 @@
-"""Errors of the file log beyond the engine's shared ones (``engine.errors``).
+"""Errors of the file log beyond the engine's shared ones (``weir.engine.errors``).
 
-Raised elsewhere in this package: :class:`~engine.errors.StreamNotFoundError`,
-:class:`~engine.errors.CorruptRecordError` and :class:`~engine.errors.PartitionLockedError`.
+Raised elsewhere in this package: :class:`~weir.engine.errors.StreamNotFoundError`,
+:class:`~weir.engine.errors.CorruptRecordError` and :class:`~weir.engine.errors.PartitionLockedError`.
 """
 
 from __future__ import annotations
 
-from engine.errors import SystemError_
+from weir.engine.errors import SystemError_
 
 __all__ = ["StreamConflictError", "OffsetOutOfRangeError", "StreamEndedError"]
 

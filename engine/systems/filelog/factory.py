@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..api import StreamSpec  # noqa: F401  (used in the example)
-from .admin import FileLogAdmin
-from .consumer import FileLogConsumer
-from .producer import FileLogProducer
-from .settings import FileLogSettings
+from weir.engine.systems.api import StreamSpec  # noqa: F401  (used in the example)
+from weir.engine.systems.filelog.admin import FileLogAdmin
+from weir.engine.systems.filelog.consumer import FileLogConsumer
+from weir.engine.systems.filelog.producer import FileLogProducer
+from weir.engine.systems.filelog.settings import FileLogSettings
 
 __all__ = ["FileLogSystemFactory"]
 

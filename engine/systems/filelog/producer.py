@@ -26,13 +26,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from engine.errors import SystemError_
-from engine.model import NO_TIMESTAMP, OutgoingMessageEnvelope, SystemStream, partition_for
+from weir.engine.errors import SystemError_
+from weir.engine.model import NO_TIMESTAMP, OutgoingMessageEnvelope, SystemStream, partition_for
 
-from . import _shared
-from .settings import FileLogSettings
-from .stream import StreamMeta, load_meta
-from .writer import PartitionWriter
+from weir.engine.systems.filelog import _shared
+from weir.engine.systems.filelog.settings import FileLogSettings
+from weir.engine.systems.filelog.stream import StreamMeta, load_meta
+from weir.engine.systems.filelog.writer import PartitionWriter
 
 __all__ = ["FileLogProducer"]
 

@@ -14,7 +14,7 @@ segment files with ``os.pread`` in large chunks and parses them with ``struct.un
   and byte position.
 * **Gaps**: compacted segments skip offsets; the reader just delivers the next record.
 * **Out of range**: an offset before the oldest retained one (deleted by retention) or beyond
-  the end is handled per :class:`~engine.systems.filelog.settings.OffsetReset`.
+  the end is handled per :class:`~weir.engine.systems.filelog.settings.OffsetReset`.
 * **End of stream**: :attr:`PartitionReader.ended` turns true once every record before the
   partition's end marker was delivered.
 
@@ -33,14 +33,14 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from typing import NamedTuple
 
-from engine.errors import CorruptRecordError
+from weir.engine.errors import CorruptRecordError
 
-from ._cursor import Cursor, Step, skip_in_file
-from ._format import skip_records
-from .errors import OffsetOutOfRangeError
-from .segment import Segment, build_index, index_for, list_segments
-from .settings import OffsetReset
-from .stream import partition_dir, read_end_marker
+from weir.engine.systems.filelog._cursor import Cursor, Step, skip_in_file
+from weir.engine.systems.filelog._format import skip_records
+from weir.engine.systems.filelog.errors import OffsetOutOfRangeError
+from weir.engine.systems.filelog.segment import Segment, build_index, index_for, list_segments
+from weir.engine.systems.filelog.settings import OffsetReset
+from weir.engine.systems.filelog.stream import partition_dir, read_end_marker
 
 __all__ = ["LogRecord", "PartitionReader", "partition_bounds"]
 

@@ -30,15 +30,15 @@ from dataclasses import dataclass, field
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from engine.errors import PartitionLockedError, SystemError_
+from weir.engine.errors import PartitionLockedError, SystemError_
 
-from ..api import CleanupPolicy
-from ._files import MAINTENANCE_LOCK, FileLock, LockBusy, fsync_dir, parse_segment_name
-from ._index import SegmentIndex
-from .compaction import CompactionReport, compact_sealed
-from .segment import Segment, build_index, compress_segment, index_for, list_segments, remove_segment
-from .settings import Compression, StreamSettings
-from .stream import partition_dir
+from weir.engine.systems.api import CleanupPolicy
+from weir.engine.systems.filelog._files import MAINTENANCE_LOCK, FileLock, LockBusy, fsync_dir, parse_segment_name
+from weir.engine.systems.filelog._index import SegmentIndex
+from weir.engine.systems.filelog.compaction import CompactionReport, compact_sealed
+from weir.engine.systems.filelog.segment import Segment, build_index, compress_segment, index_for, list_segments, remove_segment
+from weir.engine.systems.filelog.settings import Compression, StreamSettings
+from weir.engine.systems.filelog.stream import partition_dir
 
 __all__ = ["MaintenanceReport", "maintain", "Retention"]
 

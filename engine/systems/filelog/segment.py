@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import zstandard
 from crc32c import crc32c
 
-from ._files import SegmentName, fsync_dir, parse_segment_name
-from ._format import MAX_BODY, MIN_BODY, ParseStop, body_ok, skip_records
-from ._index import FLAG_DENSE, FLAG_ZSTD, INDEX_INTERVAL, SegmentIndex, index_path, load_index
+from weir.engine.systems.filelog._files import SegmentName, fsync_dir, parse_segment_name
+from weir.engine.systems.filelog._format import MAX_BODY, MIN_BODY, ParseStop, body_ok, skip_records
+from weir.engine.systems.filelog._index import FLAG_DENSE, FLAG_ZSTD, INDEX_INTERVAL, SegmentIndex, index_path, load_index
 
 __all__ = [
     "Segment",

@@ -10,7 +10,7 @@ compaction, compression, fsync policy, fetch size) can be set per stream, first 
 
 Example::
 
-    >>> from stores.config import Config
+    >>> from weir.stores.config import Config
     >>> s = FileLogSettings.from_config("filelog", Config({
     ...     "systems.filelog.root": "/tmp/weir-log", "systems.filelog.segment.bytes": "1048576",
     ...     "systems.filelog.streams.clicks.segment.bytes": "4096"}))
@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from stores.config import Config, ConfigError, ConfigKey, declare
+from weir.stores.config import Config, ConfigError, ConfigKey, declare
 
 __all__ = [
     "Compression",

@@ -19,11 +19,11 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from engine.errors import StreamNotFoundError, SystemError_
+from weir.engine.errors import StreamNotFoundError, SystemError_
 
-from ..api import CleanupPolicy, StreamSpec
-from ._files import END_MARKER, STREAM_META, write_atomic
-from .errors import StreamConflictError
+from weir.engine.systems.api import CleanupPolicy, StreamSpec
+from weir.engine.systems.filelog._files import END_MARKER, STREAM_META, write_atomic
+from weir.engine.systems.filelog.errors import StreamConflictError
 
 __all__ = [
     "FORMAT_VERSION",

@@ -19,7 +19,7 @@ records is never cut off: opening the writer raises ``CorruptRecordError``.
 Example::
 
     >>> import tempfile
-    >>> from engine.systems.filelog.stream import StreamMeta
+    >>> from weir.engine.systems.filelog.stream import StreamMeta
     >>> root = tempfile.mkdtemp()
     >>> with PartitionWriter(root, StreamMeta("s", 1), 0) as w:
     ...     w.append(b"k", b"v", 1000), w.append(None, b"v2", -1)
@@ -39,17 +39,17 @@ from collections.abc import Iterable
 
 from crc32c import crc32c
 
-from engine.errors import CorruptRecordError, PartitionLockedError, SystemError_
+from weir.engine.errors import CorruptRecordError, PartitionLockedError, SystemError_
 
-from ._files import (END_MARKER, WRITER_LOCK, FileLock, LockBusy, SegmentName, fsync_dir,
+from weir.engine.systems.filelog._files import (END_MARKER, WRITER_LOCK, FileLock, LockBusy, SegmentName, fsync_dir,
                      write_atomic)
-from ._format import NULL_LEN, TailState, classify_tail
-from ._index import INDEX_INTERVAL, SegmentIndex, load_index
-from .errors import StreamEndedError
-from .retention import maintain
-from .segment import Segment, build_index, list_segments, scan_plain
-from .settings import StreamSettings
-from .stream import StreamMeta, partition_dir, read_end_marker
+from weir.engine.systems.filelog._format import NULL_LEN, TailState, classify_tail
+from weir.engine.systems.filelog._index import INDEX_INTERVAL, SegmentIndex, load_index
+from weir.engine.systems.filelog.errors import StreamEndedError
+from weir.engine.systems.filelog.retention import maintain
+from weir.engine.systems.filelog.segment import Segment, build_index, list_segments, scan_plain
+from weir.engine.systems.filelog.settings import StreamSettings
+from weir.engine.systems.filelog.stream import StreamMeta, partition_dir, read_end_marker
 
 __all__ = ["PartitionWriter"]
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from engine.chooser import MessageChooser
-from engine.model import NO_TIMESTAMP, IncomingMessageEnvelope, SystemStream, SystemStreamPartition
+from weir.engine.chooser import MessageChooser
+from weir.engine.model import NO_TIMESTAMP, IncomingMessageEnvelope, SystemStream, SystemStreamPartition
 
 __all__ = ["ssp", "env", "eos", "drain", "ss"]
 

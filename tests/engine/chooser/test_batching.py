@@ -1,8 +1,8 @@
 import pytest
 
-from engine.chooser import BatchingChooser, ChooserError, RoundRobinChooser
+from weir.engine.chooser import BatchingChooser, ChooserError, RoundRobinChooser
 
-from ._envelopes import env
+from tests.engine.chooser._envelopes import env
 
 
 def run(chooser, streams, picks):

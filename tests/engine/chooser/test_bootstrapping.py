@@ -1,7 +1,7 @@
-from engine.chooser import BootstrapLag, BootstrappingChooser, RoundRobinChooser, TieredPriorityChooser
-from engine.systems.api import PartitionMetadata
+from weir.engine.chooser import BootstrapLag, BootstrappingChooser, RoundRobinChooser, TieredPriorityChooser
+from weir.engine.systems.api import PartitionMetadata
 
-from ._envelopes import drain, env, eos, ss, ssp
+from tests.engine.chooser._envelopes import drain, env, eos, ss, ssp
 
 
 def head(newest, oldest=0):

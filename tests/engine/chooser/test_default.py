@@ -1,6 +1,6 @@
 import pytest
 
-from engine.chooser import (
+from weir.engine.chooser import (
     BOOTSTRAP_PRIORITY,
     BaseMessageChooser,
     ChooserSpec,
@@ -8,10 +8,10 @@ from engine.chooser import (
     Tiebreak,
     chooser_from_config,
 )
-from engine.systems.api import PartitionMetadata
-from stores.config import Config, ConfigError, find_declared
+from weir.engine.systems.api import PartitionMetadata
+from weir.stores.config import Config, ConfigError, find_declared
 
-from ._envelopes import drain, env, ss, ssp
+from tests.engine.chooser._envelopes import drain, env, ss, ssp
 
 
 class FavouriteFirstChooser(BaseMessageChooser):

@@ -6,9 +6,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.chooser import chooser_from_config
-from engine.model import NO_TIMESTAMP, IncomingMessageEnvelope, SystemStreamPartition
-from engine.systems.api import PartitionMetadata
+from weir.engine.chooser import chooser_from_config
+from weir.engine.model import NO_TIMESTAMP, IncomingMessageEnvelope, SystemStreamPartition
+from weir.engine.systems.api import PartitionMetadata
 
 SYSTEM = "mem"
 

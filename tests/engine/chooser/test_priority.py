@@ -1,8 +1,8 @@
 import pytest
 
-from engine.chooser import BaseMessageChooser, ChooserError, RoundRobinChooser, TieredPriorityChooser
+from weir.engine.chooser import BaseMessageChooser, ChooserError, RoundRobinChooser, TieredPriorityChooser
 
-from ._envelopes import drain, env, ss, ssp
+from tests.engine.chooser._envelopes import drain, env, ss, ssp
 
 
 class RecordingChooser(RoundRobinChooser):

@@ -1,8 +1,8 @@
 import pytest
 
-from engine.chooser import ChooserError, RoundRobinChooser
+from weir.engine.chooser import ChooserError, RoundRobinChooser
 
-from ._envelopes import drain, env
+from tests.engine.chooser._envelopes import drain, env
 
 
 def test_returns_envelopes_in_arrival_order():

@@ -1,8 +1,8 @@
 import pytest
 
-from engine.chooser import ChooserError, TimeAlignedChooser
+from weir.engine.chooser import ChooserError, TimeAlignedChooser
 
-from ._envelopes import drain, env, eos
+from tests.engine.chooser._envelopes import drain, env, eos
 
 
 def test_smallest_event_timestamp_first():

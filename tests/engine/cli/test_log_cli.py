@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
-from engine.systems.memory import reset_memory_systems
+from weir.engine.cli import main
+from weir.engine.systems.memory import reset_memory_systems
 
 try:
-    from engine.systems.filelog import FileLogSystemFactory
+    from weir.engine.systems.filelog import FileLogSystemFactory
 except ImportError:  # the file log is being built concurrently
     FileLogSystemFactory = None
 
@@ -203,9 +203,9 @@ def test_weir_script_creates_and_describes_a_stream(tmp_path):
 def test_tail_follow_prints_records_produced_while_it_waits(capsys, root):
     import threading
 
-    from engine.model import OutgoingMessageEnvelope, SystemStream
-    from engine.systems.registry import SystemRegistry
-    from stores.config import Config
+    from weir.engine.model import OutgoingMessageEnvelope, SystemStream
+    from weir.engine.systems.registry import SystemRegistry
+    from weir.stores.config import Config
 
     run(capsys, "create", "live", "--root", root)
     codes = []

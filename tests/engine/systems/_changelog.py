@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from engine.model import SystemStreamPartition
-from engine.systems.changelog import SystemChangelogSink, ensure_changelog_stream
+from weir.engine.model import SystemStreamPartition
+from weir.engine.systems.changelog import SystemChangelogSink, ensure_changelog_stream
 
 __all__ = ["open_sink"]
 

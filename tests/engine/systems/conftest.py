@@ -6,9 +6,9 @@ import uuid
 
 import pytest
 
-from engine.systems.memory import reset_memory_systems
-from engine.systems.registry import SystemRegistry
-from stores.config import Config
+from weir.engine.systems.memory import reset_memory_systems
+from weir.engine.systems.registry import SystemRegistry
+from weir.stores.config import Config
 
 
 @pytest.fixture(params=["memory", "filelog"])

@@ -6,24 +6,24 @@ import uuid
 
 import pytest
 
-from engine.errors import SystemError_
-from engine.model import SystemStreamPartition
-from engine.systems.api import CleanupPolicy
-from engine.systems.changelog import (
+from weir.engine.errors import SystemError_
+from weir.engine.model import SystemStreamPartition
+from weir.engine.systems.api import CleanupPolicy
+from weir.engine.systems.changelog import (
     SystemChangelogSink,
     SystemChangelogSource,
     ensure_changelog_stream,
 )
-from engine.systems.memory import (
+from weir.engine.systems.memory import (
     MemorySystemConsumer,
     MemorySystemFactory,
     reset_memory_systems,
 )
-from engine.systems.registry import SystemRegistry
-from stores.changelog import NO_OFFSET, ChangelogSink, ChangelogSource
-from stores.config import Config
+from weir.engine.systems.registry import SystemRegistry
+from weir.stores.changelog import NO_OFFSET, ChangelogSink, ChangelogSource
+from weir.stores.config import Config
 
-from ._changelog import open_sink
+from tests.engine.systems._changelog import open_sink
 
 
 def test_sink_appends_changes_and_tombstones_to_its_partition(registry):
@@ -209,9 +209,9 @@ def test_restore_equals_the_checkpoint_when_compaction_ran_between_commit_and_cr
         tmp_path, engine):
     """A committed record superseded only by uncommitted writes must survive the writer's
     roll-time compaction: restore rebuilds the state *at the checkpoint* and trims the rest."""
-    from recovery.checkpoint import Checkpoint
-    from recovery.storage import ProgressMode, TaskStorageManager
-    from stores.spec import StoreSpec
+    from weir.recovery.checkpoint import Checkpoint
+    from weir.recovery.storage import ProgressMode, TaskStorageManager
+    from weir.stores.spec import StoreSpec
 
     cfg = Config({"systems.filelog.root": str(tmp_path / "log"),
                   "systems.filelog.segment.bytes": "300",

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from engine._container_parts import TrackedChangelog
-from engine.errors import SystemError_
-from engine.systems.changelog import SystemChangelogSource
-from stores.layers.logged import LoggedLayer
-from stores.engines.memory import MemoryEngine
+from weir.engine.container.task_storage import TrackedChangelog
+from weir.engine.errors import SystemError_
+from weir.engine.systems.changelog import SystemChangelogSource
+from weir.stores.layers.logged import LoggedLayer
+from weir.stores.engines.memory import MemoryEngine
 
-from ._changelog import open_sink
+from tests.engine.systems._changelog import open_sink
 
 
 def test_batches_append_in_order_after_single_appends(registry):

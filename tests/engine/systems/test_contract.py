@@ -1,6 +1,6 @@
 """The system contract, run against every built-in system (memory and file log).
 
-Each test speaks only the protocols of ``engine.systems.api`` (plus the bounded-stream end
+Each test speaks only the protocols of ``weir.engine.systems.api`` (plus the bounded-stream end
 call), so a new system proves itself by adding one harness below.
 """
 
@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import StreamNotFoundError
-from engine.model import (
+from weir.engine.errors import StreamNotFoundError
+from weir.engine.model import (
     OutgoingMessageEnvelope,
     SystemStream,
     SystemStreamPartition,
 )
-from engine.systems.api import (
+from weir.engine.systems.api import (
     PartitionMetadata,
     StreamSpec,
     SystemAdmin,
@@ -28,13 +28,13 @@ from engine.systems.api import (
     SystemFactory,
     SystemProducer,
 )
-from engine.systems.memory import MemorySystemFactory, reset_memory_systems
-from stores.config import Config
-from stores.errors import WeirError
+from weir.engine.systems.memory import MemorySystemFactory, reset_memory_systems
+from weir.stores.config import Config
+from weir.stores.errors import WeirError
 
 FETCH_MAX = 50
 try:
-    from engine.systems.filelog import FileLogSystemFactory
+    from weir.engine.systems.filelog import FileLogSystemFactory
 except ImportError:  # the file log is being built concurrently
     FileLogSystemFactory = None
 HAVE_FILELOG = FileLogSystemFactory is not None

@@ -7,10 +7,10 @@ import uuid
 
 import pytest
 
-from engine.errors import StreamNotFoundError, SystemError_
-from engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition, partition_for
-from engine.systems.api import CleanupPolicy, StreamSpec
-from engine.systems.memory import (
+from weir.engine.errors import StreamNotFoundError, SystemError_
+from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition, partition_for
+from weir.engine.systems.api import CleanupPolicy, StreamSpec
+from weir.engine.systems.memory import (
     MemorySystemAdmin,
     MemorySystemConsumer,
     MemorySystemFactory,

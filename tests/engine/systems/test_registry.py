@@ -8,20 +8,20 @@ import uuid
 
 import pytest
 
-from engine.errors import DeserializationError, StreamNotFoundError
-from engine.model import (
+from weir.engine.errors import DeserializationError, StreamNotFoundError
+from weir.engine.model import (
     EnvelopeKind,
     IncomingMessageEnvelope,
     OutgoingMessageEnvelope,
     SystemStream,
     SystemStreamPartition,
 )
-from engine.serde_config import NO_SERDE, SerdeManager, stream_serdes
-from engine.systems.api import StreamSpec
-from engine.systems.memory import MemorySystemFactory, reset_memory_systems
-from engine.systems.registry import SystemRegistry, configured_systems, resolve_factory
-from stores.config import Config
-from stores.errors import ConfigError, SerdeError
+from weir.engine.config.serdes import NO_SERDE, SerdeManager, stream_serdes
+from weir.engine.systems.api import StreamSpec
+from weir.engine.systems.memory import MemorySystemFactory, reset_memory_systems
+from weir.engine.systems.registry import SystemRegistry, configured_systems, resolve_factory
+from weir.stores.config import Config
+from weir.stores.errors import ConfigError, SerdeError
 
 
 @pytest.fixture
@@ -80,7 +80,7 @@ def test_builtin_system_names_need_no_factory_config():
 
 def test_filelog_system_name_resolves_to_the_file_log():
     try:
-        from engine.systems.filelog import FileLogSystemFactory
+        from weir.engine.systems.filelog import FileLogSystemFactory
     except ImportError:
         pytest.skip("engine/systems/filelog is not built yet")
     assert isinstance(resolve_factory(Config(), "filelog"), FileLogSystemFactory)

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from stores.config import Config
-from stores.engines.lmdb import LMDBEngine
-from stores.engines.rocksdb import RocksDBEngine
-from stores.errors import ConfigError
+from weir.stores.config import Config
+from weir.stores.engines.lmdb import LMDBEngine
+from weir.stores.engines.rocksdb import RocksDBEngine
+from weir.stores.errors import ConfigError
 
 __all__ = ["PERSISTENT", "bad_option_error", "keys_of", "open_persistent"]
 

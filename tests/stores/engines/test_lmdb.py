@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stores.config import Config
-from stores.engines.lmdb import LMDB_KEYS, LMDBEngine, LMDBOptions
-from stores.errors import ConfigError, StoreError
+from weir.stores.config import Config
+from weir.stores.engines.lmdb import LMDB_KEYS, LMDBEngine, LMDBOptions
+from weir.stores.errors import ConfigError, StoreError
 
-from ._helpers import bad_option_error, keys_of
-from ._proc import Child
+from tests.stores.engines._helpers import bad_option_error, keys_of
+from tests.stores.engines._proc import Child
 
 KIB = 1024
 
@@ -316,7 +316,7 @@ def test_ingest_sorted_rejects_keys_out_of_order(engine):
 
 WRITE_FLUSH_WRITE = """
     import sys
-    from stores.engines.lmdb import LMDBEngine, LMDBOptions
+    from weir.stores.engines.lmdb import LMDBEngine, LMDBOptions
     engine = LMDBEngine("s", sys.argv[1], LMDBOptions(sync=sys.argv[2] == "sync"))
     engine.put_all([(b"flushed-%04d" % i, b"v%d" % i) for i in range(500)])
     engine.delete(b"flushed-0000")

@@ -15,10 +15,10 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
-from stores.engines.lmdb import LMDBEngine, LMDBOptions
-from stores.errors import StoreError
+from weir.stores.engines.lmdb import LMDBEngine, LMDBOptions
+from weir.stores.errors import StoreError
 
-from .._dict_model import dict_model_rules
+from tests.stores._dict_model import dict_model_rules
 
 keys = st.binary(min_size=1, max_size=2)
 values = st.one_of(st.binary(max_size=4), st.just(b"x" * 3000))

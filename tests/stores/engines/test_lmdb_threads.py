@@ -15,12 +15,12 @@ import textwrap
 
 import pytest
 
-from ._proc import REPO
+from tests.stores.engines._proc import REPO
 
 RACE = """
     import json, random, sys, tempfile, threading, time
-    from stores.engines.lmdb import LMDBEngine
-    from stores.errors import StoreClosedError
+    from weir.stores.engines.lmdb import LMDBEngine
+    from weir.stores.errors import StoreClosedError
 
     what, trials = sys.argv[1], int(sys.argv[2])
     path = tempfile.mkdtemp()

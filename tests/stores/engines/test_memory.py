@@ -6,11 +6,11 @@ import random
 
 import pytest
 
-from stores.engines._base import BytesEngine
-from stores.engines.memory import MemoryEngine
-from stores.errors import NullKeyOrValueError
+from weir.stores.engines._base import BytesEngine
+from weir.stores.engines.memory import MemoryEngine
+from weir.stores.errors import NullKeyOrValueError
 
-from ._helpers import keys_of
+from tests.stores.engines._helpers import keys_of
 
 
 def test_memory_engine_is_a_bytes_engine():

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from stores.errors import NullKeyOrValueError, StoreClosedError
+from weir.stores.errors import NullKeyOrValueError, StoreClosedError
 
-from ._helpers import PERSISTENT, keys_of, open_persistent
+from tests.stores.engines._helpers import PERSISTENT, keys_of, open_persistent
 
 
 @pytest.fixture(params=PERSISTENT)

@@ -9,18 +9,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stores.config import Config, find_declared
-from stores.engines.rocksdb import (
+from weir.stores.config import Config, find_declared
+from weir.stores.engines.rocksdb import (
     ROCKSDB_KEYS,
     CompactionStyle,
     Compression,
     RocksDBEngine,
     RocksDBOptions,
 )
-from stores.errors import ConfigError, StoreError
+from weir.stores.errors import ConfigError, StoreError
 
-from ._helpers import bad_option_error, keys_of
-from ._proc import Child
+from tests.stores.engines._helpers import bad_option_error, keys_of
+from tests.stores.engines._proc import Child
 
 
 @pytest.fixture
@@ -133,7 +133,7 @@ def test_every_option_choice_opens_a_working_store(tmp_path, opts):
 
 WRITE_FLUSH_WRITE = """
     import sys
-    from stores.engines.rocksdb import RocksDBEngine
+    from weir.stores.engines.rocksdb import RocksDBEngine
     engine = RocksDBEngine("s", sys.argv[1], logged=sys.argv[2] == "logged")
     engine.put_all([(b"flushed-%04d" % i, b"v%d" % i) for i in range(500)])
     engine.delete(b"flushed-0000")

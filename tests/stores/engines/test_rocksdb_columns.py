@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from stores.engines.rocksdb import RocksDBEngine
-from stores.errors import NullKeyOrValueError, StoreClosedError
-from stores.layers._columns import columns_writer
+from weir.stores.engines.rocksdb import RocksDBEngine
+from weir.stores.errors import NullKeyOrValueError, StoreClosedError
+from weir.stores.layers._columns import columns_writer
 
-from ._helpers import keys_of
+from tests.stores.engines._helpers import keys_of
 
 
 @pytest.fixture

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from stores.engines.memory import MemoryEngine
-from stores.errors import SerdeError, StoreClosedError
-from stores.layers.cached import CachedLayer
-from stores.layers.logged import LoggedLayer
-from stores.layers.serialized import SerializedLayer
-from stores.serdes import Int64Serde, JsonSerde, StringSerde
+from weir.stores.engines.memory import MemoryEngine
+from weir.stores.errors import SerdeError, StoreClosedError
+from weir.stores.layers.cached import CachedLayer
+from weir.stores.layers.logged import LoggedLayer
+from weir.stores.layers.serialized import SerializedLayer
+from weir.stores.serdes import Int64Serde, JsonSerde, StringSerde
 
 
 class RecordingSink:

@@ -6,17 +6,17 @@ import random
 
 import pytest
 
-from stores.builder import build_store, open_engine
-from stores.config import Config
-from stores.engines.memory import MemoryEngine
-from stores.errors import StoreClosedError, StoreError
-from stores.filesink import FileChangelog
-from stores.layers.logged import LoggedLayer
-from stores.layers.serialized import SerializedLayer
-from stores.serdes import Int64Serde, JsonSerde
-from stores.spec import StoreSpec
+from weir.stores.builder import build_store, open_engine
+from weir.stores.config import Config
+from weir.stores.engines.memory import MemoryEngine
+from weir.stores.errors import StoreClosedError, StoreError
+from weir.stores.filesink import FileChangelog
+from weir.stores.layers.logged import LoggedLayer
+from weir.stores.layers.serialized import SerializedLayer
+from weir.stores.serdes import Int64Serde, JsonSerde
+from weir.stores.spec import StoreSpec
 
-from ..stacks import ENGINES, engine_param
+from tests.stores.stacks import ENGINES, engine_param
 
 
 class RecordingSink:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from stores.api import ReadOnlyKeyValueStore
-from stores.engines.memory import MemoryEngine
-from stores.errors import ReadOnlyStoreError, StoreClosedError
-from stores.layers.readonly import ReadOnlyView
+from weir.stores.api import ReadOnlyKeyValueStore
+from weir.stores.engines.memory import MemoryEngine
+from weir.stores.errors import ReadOnlyStoreError, StoreClosedError
+from weir.stores.layers.readonly import ReadOnlyView
 
 
 @pytest.fixture

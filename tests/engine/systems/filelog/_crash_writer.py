@@ -16,8 +16,8 @@ import time
 
 sys.path.insert(0, sys.argv[1])
 
-from engine.systems.filelog._format import encode_record  # noqa: E402
-from engine.systems.filelog.segment import list_segments  # noqa: E402
+from weir.engine.systems.filelog._format import encode_record  # noqa: E402
+from weir.engine.systems.filelog.segment import list_segments  # noqa: E402
 from tests.engine.systems.filelog.conftest import Log  # noqa: E402
 
 root, seed, tear_after = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.systems.api import CleanupPolicy, StreamSpec
-from engine.systems.filelog import FileLogAdmin, FileLogSettings, PartitionWriter
-from stores.config import Config
+from weir.engine.systems.api import CleanupPolicy, StreamSpec
+from weir.engine.systems.filelog import FileLogAdmin, FileLogSettings, PartitionWriter
+from weir.stores.config import Config
 
 SYSTEM = "fl"
 

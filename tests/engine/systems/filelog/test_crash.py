@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from engine.systems.filelog.segment import list_segments, scan_plain
+from weir.engine.systems.filelog.segment import list_segments, scan_plain
 
-from .conftest import Log
+from tests.engine.systems.filelog.conftest import Log
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))

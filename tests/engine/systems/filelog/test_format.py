@@ -8,7 +8,7 @@ from crc32c import crc32c
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.systems.filelog._format import (
+from weir.engine.systems.filelog._format import (
     MIN_RECORD,
     NULL_LEN,
     ParseStop,

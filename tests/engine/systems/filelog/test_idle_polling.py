@@ -8,12 +8,12 @@ import os
 
 import pytest
 
-from engine.model import SystemStreamPartition
-from engine.systems.filelog import FileLogSystemFactory
-from engine.systems.filelog import consumer as consumer_module
-from engine.systems.filelog import reader as reader_module
+from weir.engine.model import SystemStreamPartition
+from weir.engine.systems.filelog import FileLogSystemFactory
+from weir.engine.systems.filelog import consumer as consumer_module
+from weir.engine.systems.filelog import reader as reader_module
 
-from .conftest import SYSTEM
+from tests.engine.systems.filelog.conftest import SYSTEM
 
 
 class VirtualTime:

@@ -8,9 +8,9 @@ import uuid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.systems.filelog.segment import list_segments
+from weir.engine.systems.filelog.segment import list_segments
 
-from .conftest import Log
+from tests.engine.systems.filelog.conftest import Log
 
 records_st = st.lists(
     st.tuples(st.sampled_from([b"a", b"b", b"c", b"d", None]),
@@ -47,7 +47,7 @@ def test_readers_get_exactly_the_surviving_records_from_any_offset(
 
 
 def _ssp():
-    from engine.model import SystemStreamPartition
+    from weir.engine.model import SystemStreamPartition
     return SystemStreamPartition("fl", "s", 0)
 
 

@@ -10,12 +10,12 @@ import textwrap
 
 import pytest
 
-from engine.errors import CorruptRecordError
-from engine.systems.filelog import OffsetOutOfRangeError
-from engine.systems.filelog._format import encode_record
-from engine.systems.filelog.segment import list_segments
+from weir.engine.errors import CorruptRecordError
+from weir.engine.systems.filelog import OffsetOutOfRangeError
+from weir.engine.systems.filelog._format import encode_record
+from weir.engine.systems.filelog.segment import list_segments
 
-from .test_writer import _flip_byte
+from tests.engine.systems.filelog.test_writer import _flip_byte
 
 
 def _fill(log, n, stream="s", size=40):
@@ -232,7 +232,7 @@ def test_an_offset_beyond_the_end_is_out_of_range(make_log):
 def test_a_roll_in_the_same_mtime_tick_as_the_last_look_is_not_missed(make_log, monkeypatch):
     """Directory mtimes are coarse: a roll can leave the mtime equal to the one the reader saw
     while it was still young. The reader must not later trust that value as "unchanged"."""
-    import engine.systems.filelog.reader as reader_module
+    import weir.engine.systems.filelog.reader as reader_module
 
     log = make_log(segment_bytes="300")
     log.create()
@@ -255,7 +255,7 @@ def test_a_roll_in_the_same_mtime_tick_as_the_last_look_is_not_missed(make_log, 
 
 def test_a_compacted_segment_replaced_while_the_reader_opens_it_is_read_from_its_replacement(
         make_log, monkeypatch):
-    import engine.systems.filelog.reader as reader_module
+    import weir.engine.systems.filelog.reader as reader_module
 
     log = make_log(segment_bytes="400", compaction_min_lag_ms="0")
     log.create(compact=True)

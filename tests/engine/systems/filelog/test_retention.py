@@ -8,10 +8,10 @@ import shutil
 
 import pytest
 
-from engine.errors import SystemError_
-from engine.systems.filelog._index import load_index
-from engine.systems.filelog.retention import maintain
-from engine.systems.filelog.segment import list_segments
+from weir.engine.errors import SystemError_
+from weir.engine.systems.filelog._index import load_index
+from weir.engine.systems.filelog.retention import maintain
+from weir.engine.systems.filelog.segment import list_segments
 
 DAY_MS = 86_400_000
 
@@ -37,7 +37,7 @@ def test_retention_by_size_deletes_the_oldest_sealed_segments(make_log):
 
 
 def _ssp():
-    from engine.model import SystemStreamPartition
+    from weir.engine.model import SystemStreamPartition
     return SystemStreamPartition("fl", "s", 0)
 
 

@@ -10,14 +10,14 @@ import os
 
 import pytest
 
-from engine.errors import StreamNotFoundError, SystemError_
-from engine.model import (OutgoingMessageEnvelope, SystemStream, SystemStreamPartition,
+from weir.engine.errors import StreamNotFoundError, SystemError_
+from weir.engine.model import (OutgoingMessageEnvelope, SystemStream, SystemStreamPartition,
                           partition_for)
-from engine.systems.api import StreamSpec
-from engine.systems.filelog import FileLogSystemFactory
-from engine.systems.filelog.segment import list_segments
+from weir.engine.systems.api import StreamSpec
+from weir.engine.systems.filelog import FileLogSystemFactory
+from weir.engine.systems.filelog.segment import list_segments
 
-from .conftest import SYSTEM
+from tests.engine.systems.filelog.conftest import SYSTEM
 
 
 def _ssp(stream="s", partition=0):
@@ -54,7 +54,7 @@ def test_stream_level_settings_override_system_settings(make_log):
     log.create("b")
     assert log.admin.stream_settings("a").segment_bytes == 5000
     assert log.admin.stream_settings("b").segment_bytes == 100000
-    from engine.systems.filelog.settings import FileLogSettings
+    from weir.engine.systems.filelog.settings import FileLogSettings
     job = FileLogSettings.from_config(SYSTEM, log.config.merged(
         {f"systems.{SYSTEM}.streams.a.segment.bytes": "7000"}))
     assert job.for_stream("a", log.admin.stream_meta("a").config).segment_bytes == 7000
@@ -224,6 +224,6 @@ def test_segments_roll_under_the_producer(make_log):
 
 @pytest.mark.parametrize("module", ["_format", "writer", "admin", "settings", "factory"])
 def test_docstring_examples_run(module):
-    mod = importlib.import_module(f"engine.systems.filelog.{module}")
+    mod = importlib.import_module(f"weir.engine.systems.filelog.{module}")
     result = doctest.testmod(mod)
     assert result.failed == 0 and result.attempted > 0

@@ -9,11 +9,11 @@ import textwrap
 
 import pytest
 
-from engine.errors import CorruptRecordError, PartitionLockedError
-from engine.systems.filelog import StreamEndedError
-from engine.systems.filelog._format import encode_record
-from engine.systems.filelog._index import load_index
-from engine.systems.filelog.segment import list_segments
+from weir.engine.errors import CorruptRecordError, PartitionLockedError
+from weir.engine.systems.filelog import StreamEndedError
+from weir.engine.systems.filelog._format import encode_record
+from weir.engine.systems.filelog._index import load_index
+from weir.engine.systems.filelog.segment import list_segments
 
 
 def _flip_byte(path: str, position: int) -> None:
@@ -179,7 +179,7 @@ def test_end_stream_writes_the_marker_and_refuses_more_records(log):
 
 
 def test_a_failure_while_recording_the_holder_releases_the_writer_lock(log, monkeypatch):
-    import stores.locking as locking
+    import weir.stores.locking as locking
 
     log.create()
     real = locking.os.write

@@ -9,13 +9,13 @@ import shutil
 
 import pytest
 
-from engine.errors import SystemError_
-from engine.model import OutgoingMessageEnvelope, SystemStream
-from engine.systems.filelog import FileLogProducer, StreamEndedError
-from engine.systems.filelog._index import load_index
-from engine.systems.filelog.segment import list_segments
+from weir.engine.errors import SystemError_
+from weir.engine.model import OutgoingMessageEnvelope, SystemStream
+from weir.engine.systems.filelog import FileLogProducer, StreamEndedError
+from weir.engine.systems.filelog._index import load_index
+from weir.engine.systems.filelog.segment import list_segments
 
-from .conftest import SYSTEM, Log
+from tests.engine.systems.filelog.conftest import SYSTEM, Log
 
 RECORDS = [(b"k%03d" % i, None if i % 7 == 3 else b"v" * (i % 50)) for i in range(300)]
 

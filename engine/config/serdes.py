@@ -1,0 +1,231 @@
+"""Per-stream serdes: which serde turns a stream's bytes into keys and messages.
+
+Systems move ``bytes``; tasks see objects. For a stream ``(system, stream)`` the key serde is
+the stream property ``samza.key.serde`` (looked up in Samza's order by
+:func:`weir.engine.config.streams.stream_property`: ``streams.<id>.samza.key.serde``, then
+``systems.<system>.streams.<stream>.samza.key.serde``, then
+``systems.<system>.default.stream.samza.key.serde``), then the system default
+``systems.<system>.samza.key.serde``; with none of them set the key stays ``bytes``. The
+message serde is found the same way from ``samza.msg.serde``. Serde names are resolved by
+:func:`weir.stores.serdes.serde_from_name` (``string``, ``int64``, ``json``, ``msgpack``, ``bytes``
+or a user serde registered with ``serializers.registry.<name>.class``).
+
+Deserialization failures raise :class:`~weir.engine.errors.DeserializationError` naming the SSP
+and offset; whether to drop such a message or stop the job is the caller's decision
+(``task.drop.deserialization.errors``, read by the consumer multiplexer).
+
+Example::
+
+    >>> from weir.stores.config import Config
+    >>> from weir.engine.model import IncomingMessageEnvelope, SystemStream, SystemStreamPartition
+    >>> cfg = Config({"systems.filelog.samza.msg.serde": "json",
+    ...               "systems.filelog.streams.orders.samza.key.serde": "string"})
+    >>> serdes = stream_serdes(cfg, SystemStream("filelog", "orders"))
+    >>> (serdes.key_serde_name, serdes.msg_serde_name)
+    ('string', 'json')
+    >>> env = IncomingMessageEnvelope(SystemStreamPartition("filelog", "orders", 0), 7,
+    ...                               b"alice", b'{"amount": 3}')
+    >>> typed = serdes.deserialize(env)
+    >>> (typed.key, typed.message)
+    ('alice', {'amount': 3})
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from weir.stores.config import Config, declare
+from weir.stores.errors import SerdeError
+
+from weir.engine.errors import DeserializationError
+from weir.engine.model import EnvelopeKind, IncomingMessageEnvelope, OutgoingMessageEnvelope, SystemStream
+from weir.engine.config.streams import stream_property, stream_property_origin
+
+__all__ = [
+    "STREAM_ID_KEY_SERDE",
+    "STREAM_ID_MSG_SERDE",
+    "STREAM_KEY_SERDE",
+    "STREAM_MSG_SERDE",
+    "DEFAULT_STREAM_KEY_SERDE",
+    "DEFAULT_STREAM_MSG_SERDE",
+    "SYSTEM_KEY_SERDE",
+    "SYSTEM_MSG_SERDE",
+    "NO_SERDE",
+    "StreamSerdes",
+    "SerdeManager",
+    "stream_serdes",
+]
+
+_C = "serdes"
+STREAM_ID_KEY_SERDE = declare(
+    "streams.<id>.samza.key.serde", str, None,
+    "Key serde of the stream with this stream id (wins over the system-level settings).",
+    component=_C)
+STREAM_ID_MSG_SERDE = declare(
+    "streams.<id>.samza.msg.serde", str, None,
+    "Message serde of the stream with this stream id (wins over the system-level settings).",
+    component=_C)
+STREAM_KEY_SERDE = declare(
+    "systems.<system>.streams.<stream>.samza.key.serde", str, None,
+    "Key serde of one stream of a system.", component=_C)
+STREAM_MSG_SERDE = declare(
+    "systems.<system>.streams.<stream>.samza.msg.serde", str, None,
+    "Message serde of one stream of a system.", component=_C)
+DEFAULT_STREAM_KEY_SERDE = declare(
+    "systems.<system>.default.stream.samza.key.serde", str, None,
+    "Key serde of every stream of the system that sets none itself.", component=_C)
+DEFAULT_STREAM_MSG_SERDE = declare(
+    "systems.<system>.default.stream.samza.msg.serde", str, None,
+    "Message serde of every stream of the system that sets none itself.", component=_C)
+SYSTEM_KEY_SERDE = declare(
+    "systems.<system>.samza.key.serde", str, None,
+    "System-wide default key serde (Samza's older form), used after the stream-level "
+    "settings; unset everywhere means keys stay bytes.", component=_C)
+SYSTEM_MSG_SERDE = declare(
+    "systems.<system>.samza.msg.serde", str, None,
+    "System-wide default message serde (Samza's older form), used after the stream-level "
+    "settings; unset everywhere means messages stay bytes.", component=_C)
+
+NO_SERDE = "bytes"
+"""The serde name reported for a stream without a serde: keys or messages stay ``bytes``."""
+
+
+def _serde_from_name(name: str, config: Config, key: str | None):
+    # Imported late: stores.serdes is the storage core's serde registry. Unknown names raise
+    # ConfigError naming ``key`` (the key that chose the serde) and where it was set.
+    from weir.stores.serdes import serde_from_name
+    return serde_from_name(name, config, key=key)
+
+
+def _resolve(config: Config, ss: SystemStream, prop: str, system_key) -> tuple[str | None, str | None]:
+    """``(serde name, config key)`` for one of ``samza.key.serde``/``samza.msg.serde``."""
+    found = stream_property_origin(config, ss, prop)
+    if found is not None:
+        return stream_property(config, ss, prop), found[0]
+    key = system_key.key(system=ss.system)
+    if key in config:
+        return config.get_str(key), key
+    return None, None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSerdes:
+    """The key and message serdes of one stream. A ``None`` serde means *bytes as they are*.
+
+    ``deserialize`` returns a new envelope with typed key and message (the same envelope when
+    both serdes are bytes, or for a control envelope); ``None`` keys and messages (null keys,
+    tombstones) stay ``None``. ``serialize`` gives the bytes to send for an outgoing envelope.
+    """
+
+    system_stream: SystemStream
+    key_serde: Any = None
+    msg_serde: Any = None
+    key_serde_name: str = NO_SERDE
+    msg_serde_name: str = NO_SERDE
+
+    @property
+    def is_passthrough(self) -> bool:
+        return self.key_serde is None and self.msg_serde is None
+
+    def deserialize(self, envelope: IncomingMessageEnvelope) -> IncomingMessageEnvelope:
+        """Typed copy of ``envelope``; raises DeserializationError naming SSP and offset."""
+        if self.is_passthrough or envelope.kind is not EnvelopeKind.MESSAGE:
+            return envelope
+        key, message = envelope.key, envelope.message
+        try:
+            if key is not None and self.key_serde is not None:
+                key = self.key_serde.from_bytes(key)
+        except Exception as exc:
+            raise self._failure("key", self.key_serde_name, envelope, exc) from exc
+        try:
+            if message is not None and self.msg_serde is not None:
+                message = self.msg_serde.from_bytes(message)
+        except Exception as exc:
+            raise self._failure("message", self.msg_serde_name, envelope, exc) from exc
+        return IncomingMessageEnvelope(envelope.ssp, envelope.offset, key, message,
+                                       envelope.timestamp, envelope.size, envelope.kind)
+
+    def _failure(self, what: str, serde: str, envelope: IncomingMessageEnvelope,
+                 exc: Exception) -> DeserializationError:
+        return DeserializationError(
+            f"cannot deserialize the {what} with serde '{serde}' ({type(exc).__name__}: {exc})",
+            ssp=envelope.ssp, offset=envelope.offset)
+
+    def serialize_key(self, key: Any) -> bytes | None:
+        return self._to_bytes(key, self.key_serde, self.key_serde_name, "key")
+
+    def serialize_message(self, message: Any) -> bytes | None:
+        return self._to_bytes(message, self.msg_serde, self.msg_serde_name, "message")
+
+    def serialize(self, envelope: OutgoingMessageEnvelope) -> tuple[bytes | None, bytes | None]:
+        """``(key_bytes, message_bytes)`` of an outgoing envelope; raises SerdeError naming the
+        stream and serde."""
+        return self.serialize_key(envelope.key), self.serialize_message(envelope.message)
+
+    def _to_bytes(self, obj: Any, serde: Any, name: str, what: str) -> bytes | None:
+        if obj is None:
+            return None
+        if serde is None:
+            if type(obj) is bytes:
+                return obj
+            if isinstance(obj, (bytearray, memoryview)):
+                return bytes(obj)
+            prop = "key" if what == "key" else "msg"
+            raise SerdeError(
+                f"stream '{self.system_stream}' has no {what} serde, so its {what} must be "
+                f"bytes, got {type(obj).__name__}; set "
+                f"systems.{self.system_stream.system}.streams.{self.system_stream.stream}"
+                f".samza.{prop}.serde (e.g. json or string)")
+        try:
+            return serde.to_bytes(obj)
+        except Exception as exc:
+            raise SerdeError(
+                f"stream '{self.system_stream}': cannot serialize the {what} "
+                f"{_short_repr(obj)} with serde '{name}' ({type(exc).__name__}: {exc})") from exc
+
+
+def _short_repr(obj: Any, limit: int = 80) -> str:
+    text = repr(obj)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def stream_serdes(config: Config, ss: SystemStream) -> StreamSerdes:
+    """Build the serdes of ``ss`` from config. An unknown serde name raises ConfigError
+    naming the key that chose it and where it was set."""
+    serdes: dict[str, tuple[Any, str]] = {}
+    for what, prop, system_key in (("key", "samza.key.serde", SYSTEM_KEY_SERDE),
+                                   ("msg", "samza.msg.serde", SYSTEM_MSG_SERDE)):
+        name, key = _resolve(config, ss, prop, system_key)
+        if not name:
+            serdes[what] = (None, NO_SERDE)
+            continue
+        serdes[what] = (_serde_from_name(name, config, key), name)
+    return StreamSerdes(ss, serdes["key"][0], serdes["msg"][0], serdes["key"][1], serdes["msg"][1])
+
+
+class SerdeManager:
+    """The serdes of every stream of a job, built on first use and cached.
+
+    ``deserialize(envelope)`` / ``serialize(outgoing)`` pick the stream's serdes from the
+    envelope, so the consumer multiplexer and the message collector need one object.
+    """
+
+    __slots__ = ("_config", "_cache")
+
+    def __init__(self, config: Config):
+        self._config = config
+        self._cache: dict[SystemStream, StreamSerdes] = {}
+
+    def for_stream(self, ss: SystemStream) -> StreamSerdes:
+        serdes = self._cache.get(ss)
+        if serdes is None:
+            serdes = self._cache[ss] = stream_serdes(self._config, SystemStream(*ss))
+        return serdes
+
+    def deserialize(self, envelope: IncomingMessageEnvelope) -> IncomingMessageEnvelope:
+        ssp = envelope.ssp
+        return self.for_stream(SystemStream(ssp.system, ssp.stream)).deserialize(envelope)
+
+    def serialize(self, envelope: OutgoingMessageEnvelope) -> tuple[bytes | None, bytes | None]:
+        return self.for_stream(envelope.system_stream).serialize(envelope)

@@ -1,0 +1,401 @@
+"""SystemConsumers: the container's multiplexer of input SSPs (SAMZA-REFERENCE 1.7).
+
+It polls the systems' consumers, buffers what they return per SSP, hands the chooser one
+envelope per SSP (deserialized, so the chooser and the task see typed keys and messages) and
+answers the run loop's ``choose()`` with the chooser's pick.
+
+* **Polling**: only SSPs whose buffer is empty and whose envelope is not in the chooser are
+  fetched; SSPs that reached end-of-stream are never polled again. A poll happens when the
+  chooser has nothing to give, and at least every ``task.poll.interval.ms`` while messages
+  flow. When nothing is ready, ``choose()`` waits up to the no-new-messages timeout inside the
+  consumers' ``poll`` (they wake as soon as data arrives), so an idle job does not spin.
+* **Priorities**: the drained SSPs of every priority tier above the lowest are polled
+  (without waiting) before choosing, at most every millisecond, not only at the regular
+  poll: a high-priority stream's new messages are chosen within about a millisecond of
+  arriving instead of after up to ``task.poll.interval.ms`` of lower-tier messages
+  (:class:`~weir.engine.consumers.watches.PriorityWatch`).
+* **Bootstrap gating**: the heads (newest offsets) of every registered bootstrap SSP are read
+  at start, in one batched metadata call per system. ``choose()`` never asks the chooser
+  while a bootstrap stream that has not reached its head has no envelope in the chooser
+  (:class:`~weir.engine.chooser.BootstrapLag`); an SSP is caught up when a chosen envelope reaches
+  the head, when it starts past it, or at its end-of-stream.
+* **Deserialization** failures are fatal (:class:`~weir.engine.errors.DeserializationError`,
+  naming SSP and offset) unless ``task.drop.deserialization.errors=true``, which drops and
+  counts them.
+
+Differences from Samza: a poll *appends* to an SSP's buffer instead of replacing it (quirk 5:
+Samza's replace is only safe because of the empty-buffer rule); when ``choose()`` has to poll
+it chooses again at once instead of returning null first; the wait of one poll round is
+shared by all systems instead of applying to each.
+
+Example::
+
+    >>> from weir.stores.config import Config
+    >>> from weir.engine.chooser import chooser_from_config
+    >>> from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
+    >>> from weir.engine.systems.api import StreamSpec
+    >>> from weir.engine.systems.memory import MemorySystemFactory, reset_memory_systems
+    >>> f = MemorySystemFactory()
+    >>> _ = f.get_admin("mem-sc", {}).create_stream(StreamSpec("words", 1))
+    >>> f.get_producer("mem-sc", {}).send("doc", OutgoingMessageEnvelope(
+    ...     SystemStream("mem-sc", "words"), b"hello", partition=0))
+    >>> cfg = Config({"task.inputs": "mem-sc.words"})
+    >>> sc = SystemConsumers(chooser_from_config(cfg), {"mem-sc": f.get_consumer("mem-sc", {})},
+    ...                      {"mem-sc": f.get_admin("mem-sc", {})}, None, cfg)
+    >>> sc.register(SystemStreamPartition("mem-sc", "words", 0), 0); sc.start()
+    >>> sc.choose(timeout=0).message
+    b'hello'
+    >>> sc.stop(); reset_memory_systems("mem-sc")
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from weir.stores.config import Config, declare
+
+from weir.engine.consumers.watches import TIER_POLL_INTERVAL_S, ConsumerCounters, PriorityWatch, Refill
+from weir.engine.chooser.base import MessageChooser
+from weir.engine.chooser.bootstrapping import BootstrapLag
+from weir.engine.chooser.default import chooser_from_config
+from weir.engine.chooser.spec import bootstrap_streams
+from weir.engine.errors import DeserializationError, EngineError
+from weir.engine.model import EnvelopeKind, IncomingMessageEnvelope, SystemStream, SystemStreamPartition
+from weir.engine.systems.api import PartitionMetadata, SystemAdmin, SystemConsumer
+
+__all__ = [
+    "SystemConsumers",
+    "ConsumerCounters",
+    "Refill",
+    "TASK_POLL_INTERVAL_MS",
+    "TASK_NO_NEW_MESSAGES_TIMEOUT_MS",
+    "TASK_DROP_DESERIALIZATION_ERRORS",
+]
+
+_COMPONENT = "consumers"
+_MESSAGE = EnvelopeKind.MESSAGE
+_END_OF_STREAM = EnvelopeKind.END_OF_STREAM
+
+TASK_POLL_INTERVAL_MS = declare(
+    "task.poll.interval.ms", int, 50,
+    "Longest gap between two polls of the input systems while messages are flowing.",
+    component=_COMPONENT)
+TASK_NO_NEW_MESSAGES_TIMEOUT_MS = declare(
+    "task.poll.no.new.messages.timeout.ms", int, 10,
+    "How long `choose()` waits inside the consumers' poll when the chooser has nothing "
+    "(Samza's fixed noNewMessagesTimeout); keeps an idle job from spinning.",
+    component=_COMPONENT)
+TASK_DROP_DESERIALIZATION_ERRORS = declare(
+    "task.drop.deserialization.errors", bool, False,
+    "Drop (and count) input messages that cannot be deserialized instead of stopping the "
+    "job.", component=_COMPONENT)
+
+_IMMEDIATE = Refill.IMMEDIATE
+
+
+class SystemConsumers:
+    """Multiplexes the input SSPs of one container; see the module docstring.
+
+    ``consumers`` and ``admins`` map system names to that system's consumer and admin (one
+    consumer per system, shared by every SSP of it). ``serdes`` turns raw envelopes into typed
+    ones: an object with ``deserialize(envelope) -> envelope`` (such as
+    :class:`weir.engine.config.serdes.SerdeManager`), or None to hand over bytes. ``clock`` returns
+    seconds (``time.monotonic``).
+    """
+
+    def __init__(self, chooser: MessageChooser, consumers: Mapping[str, SystemConsumer],
+                 admins: Mapping[str, SystemAdmin], serdes: Any, config: Config | Mapping[str, str],
+                 *, clock: Callable[[], float] = time.monotonic) -> None:
+        config = config if isinstance(config, Config) else Config(config)
+        self._chooser = chooser
+        self._consumers = dict(consumers)
+        self._admins = dict(admins)
+        self._serdes = serdes
+        self._clock = clock
+        self._poll_interval = TASK_POLL_INTERVAL_MS.get(config) / 1000.0
+        self._idle_timeout = max(0, TASK_NO_NEW_MESSAGES_TIMEOUT_MS.get(config)) / 1000.0
+        self._drop_errors = bool(TASK_DROP_DESERIALIZATION_ERRORS.get(config))
+        self._bootstrap: frozenset[SystemStream] = frozenset(bootstrap_streams(config))
+        self._registered: dict[SystemStreamPartition, int] = {}
+        self._buffers: dict[SystemStreamPartition, deque[IncomingMessageEnvelope]] = {}
+        self._deserializers: dict[SystemStreamPartition, Callable | None] = {}
+        self._plain: set[SystemStreamPartition] = set()   # SSPs without a deserializer
+        # Per system, the SSPs to fetch: insertion-ordered (a dict used as a set) so the
+        # order of polls, and therefore of round robin, is deterministic.
+        self._empty: dict[str, dict[SystemStreamPartition, None]] = {}
+        self._ended: set[SystemStreamPartition] = set()
+        self._lag = BootstrapLag({})
+        self._gating = False            # cached ``self._lag.active``: checked per message
+        self._chooser_choose = chooser.choose
+        self._chooser_update = chooser.update
+        self._next_poll = 0.0           # when the next regular poll is due (clock time)
+        self._watch = PriorityWatch(chooser, (), 0.0)
+        self._tier_waiting = self._watch.waiting   # its ``waiting``: checked per message
+        self._started = False
+        self._counters = ConsumerCounters()
+
+    @classmethod
+    def from_registry(cls, registry: Any, systems: Iterable[str], *,
+                      chooser: MessageChooser | None = None,
+                      clock: Callable[[], float] = time.monotonic) -> "SystemConsumers":
+        """SystemConsumers over a :class:`~weir.engine.systems.registry.SystemRegistry`: one new
+        consumer and the cached admin per system in ``systems``, the registry's serdes, and
+        ``chooser_from_config(registry.config)`` unless a chooser is given."""
+        config = registry.config
+        names = list(dict.fromkeys(systems))
+        return cls(chooser if chooser is not None else chooser_from_config(config),
+                   {s: registry.consumer(s) for s in names}, {s: registry.admin(s) for s in names},
+                   registry.serdes, config, clock=clock)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def register(self, ssp: SystemStreamPartition, offset: int) -> None:
+        """Read ``ssp`` from ``offset`` (the first record to read); call once per task that
+        owns the SSP, before :meth:`start`. The consumer starts from the lowest offset."""
+        ssp = SystemStreamPartition(*ssp)
+        if self._started:
+            raise EngineError(f"{ssp}: register() after start(); register every input SSP "
+                              f"before starting SystemConsumers")
+        if ssp.system not in self._consumers:
+            raise EngineError(f"cannot register {ssp}: there is no consumer for system "
+                              f"'{ssp.system}'; configure systems.{ssp.system}.factory")
+        self._chooser.register(ssp, offset)
+        current = self._registered.get(ssp)
+        if current is None or offset < current:
+            self._registered[ssp] = offset
+        self._buffers.setdefault(ssp, deque())
+        deserialize = self._deserializers[ssp] = self._deserializer_for(ssp)
+        if deserialize is None:
+            self._plain.add(ssp)
+
+    def start(self) -> None:
+        """Register with the consumers, read the bootstrap heads, start everything and poll
+        once."""
+        for ssp, offset in self._registered.items():
+            self._consumers[ssp.system].register(ssp, offset)
+        self._empty = {system: {} for system in self._consumers}
+        for ssp in self._registered:
+            self._empty[ssp.system][ssp] = None
+        for consumer in self._consumers.values():
+            consumer.start()
+        self._lag = BootstrapLag(self._bootstrap_heads())
+        for ssp, offset in self._registered.items():
+            self._lag.register(ssp, offset)
+        self._lag.start()
+        self._gating = self._lag.active
+        self._chooser.start()
+        # Bound again after start: a chooser may set up its fast paths in start().
+        self._chooser_choose = self._chooser.choose
+        self._chooser_update = self._chooser.update
+        self._watch = PriorityWatch(self._chooser, self._registered,
+                                    min(TIER_POLL_INTERVAL_S, self._poll_interval))
+        self._tier_waiting = self._watch.waiting
+        for ssp in self._registered:
+            self._watch.drained(ssp)
+        self._started = True
+        self._refresh(0.0)
+
+    def stop(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        for consumer in self._consumers.values():
+            consumer.stop()
+        self._chooser.stop()
+
+    # -- choosing --------------------------------------------------------------------------
+    def choose(self, timeout: float | None = None, *,
+               refill: Refill = Refill.IMMEDIATE) -> IncomingMessageEnvelope | None:
+        """The next envelope to process, or None when none came within ``timeout`` seconds
+        (default ``task.poll.no.new.messages.timeout.ms``). End-of-stream envelopes are
+        returned like any other (``envelope.is_end_of_stream``)."""
+        now = self._clock()
+        if now >= self._next_poll:
+            self._refresh(0.0)
+        elif self._tier_waiting and now >= self._watch.next_poll:
+            self._poll_waiting(now)
+        envelope = self._choose_gated() if self._gating else self._chooser_choose()
+        if envelope is None:
+            self._refresh(self._idle_timeout if timeout is None else max(0.0, timeout))
+            envelope = self._choose_gated() if self._gating else self._chooser_choose()
+            if envelope is None:
+                if not self._started:
+                    raise EngineError("SystemConsumers.choose() before start(); register the "
+                                      "input SSPs and call start() first")
+                self._counters.chose_null += 1
+                return None
+        ssp = envelope.ssp
+        if envelope.kind is _END_OF_STREAM:
+            self._ended.add(ssp)
+        self._counters.chooses += 1
+        if refill is _IMMEDIATE:
+            buffer = self._buffers[ssp]
+            if buffer and ssp in self._plain and not self._gating:
+                self._chooser_update(buffer.popleft())   # hot path: bytes in, no bootstrap
+            else:
+                self._try_update(ssp)
+        return envelope
+
+    def refill(self, ssp: SystemStreamPartition) -> None:
+        """Offer the chooser ``ssp``'s next buffered envelope (with ``Refill.BY_CALLER``);
+        polls the SSP later if its buffer is empty. Call at most once per chosen envelope."""
+        self._try_update(ssp)
+
+    def _choose_gated(self) -> IncomingMessageEnvelope | None:
+        """``choose`` while some bootstrap SSP lags: ask the chooser only when allowed."""
+        lag = self._lag
+        if not lag.ok_to_choose:
+            self._counters.gated += 1
+            return None
+        envelope = self._chooser_choose()
+        if envelope is not None:
+            lag.on_chosen(envelope)
+            self._gating = lag.active
+        return envelope
+
+    def _try_update(self, ssp: SystemStreamPartition) -> bool:
+        """Hand the chooser the SSP's next envelope that deserializes; when the buffer runs
+        out, mark the SSP for polling (unless it has ended)."""
+        buffer = self._buffers[ssp]
+        deserialize = self._deserializers[ssp]
+        while buffer:
+            envelope = buffer.popleft()
+            if deserialize is not None and envelope.kind is _MESSAGE:
+                try:
+                    envelope = deserialize(envelope)
+                except Exception as exc:
+                    if not self._drop_errors:
+                        if isinstance(exc, DeserializationError):
+                            raise
+                        raise DeserializationError(f"{type(exc).__name__}: {exc}", ssp=ssp,
+                                                   offset=envelope.offset) from exc
+                    self._counters.deserialization_errors += 1
+                    if self._gating:
+                        self._dropped_at_head(envelope)
+                    continue
+            self._chooser_update(envelope)
+            if self._gating:
+                self._lag.on_update(envelope)
+            return True
+        if ssp not in self._ended:
+            self._empty[ssp.system][ssp] = None
+            self._watch.drained(ssp)
+        return False
+
+    def _dropped_at_head(self, envelope: IncomingMessageEnvelope) -> None:
+        """A dropped envelope at its lagging bootstrap SSP's head catches that SSP up."""
+        lag, head = self._lag, self._lag.head_of(envelope.ssp)
+        if lag.is_lagging(envelope.ssp) and head is not None and envelope.offset >= head.newest:
+            lag.mark_caught_up(envelope.ssp)
+            self._gating = lag.active
+
+    # -- polling ---------------------------------------------------------------------------
+    def _refresh(self, timeout: float,
+                 only: Iterable[SystemStreamPartition] | None = None) -> None:
+        """Poll every system once for its SSPs with empty buffers (of those in ``only``,
+        when given: then the regular poll stays due when it was). The first poll may wait up
+        to ``timeout`` seconds; once any envelope has arrived, the rest do not wait."""
+        now = self._clock()
+        if only is None:
+            self._next_poll = now + self._poll_interval
+        else:
+            only = set(only)
+        deadline = now + timeout
+        waited = False
+        counters, watch = self._counters, self._watch
+        for system, fetch in self._empty.items():
+            if not fetch:
+                continue
+            ssps = tuple(fetch) if only is None else tuple(s for s in fetch if s in only)
+            if not ssps:
+                continue
+            wait = max(0.0, deadline - self._clock()) if timeout > 0 and not waited else 0.0
+            result = self._consumers[system].poll(ssps, wait)
+            counters.polls += 1
+            got = False
+            for ssp, envelopes in result.items():
+                if not envelopes:
+                    continue
+                got = True
+                self._buffers[ssp].extend(envelopes)
+                counters.polled += len(envelopes)
+                if ssp in fetch:
+                    del fetch[ssp]
+                    if watch.waiting:
+                        watch.filled(ssp)
+                    self._try_update(ssp)
+            if got:
+                waited = True
+            else:
+                counters.empty_polls += 1
+
+    def _poll_waiting(self, now: float) -> None:
+        """Poll (without waiting) the drained SSPs of tiers above the lowest, so their new
+        envelopes are chosen before lower tiers' instead of after the next regular poll."""
+        watch = self._watch
+        watch.next_poll = now + watch.interval
+        self._counters.tier_polls += 1
+        self._refresh(0.0, tuple(watch.waiting))
+
+    def _bootstrap_heads(self) -> dict[SystemStreamPartition, PartitionMetadata]:
+        by_system: dict[str, list[SystemStreamPartition]] = {}
+        for ssp in self._registered:
+            if ssp.system_stream in self._bootstrap:
+                by_system.setdefault(ssp.system, []).append(ssp)
+        heads: dict[SystemStreamPartition, PartitionMetadata] = {}
+        for system, ssps in by_system.items():
+            admin = self._admins.get(system)
+            if admin is None:
+                raise EngineError(
+                    f"bootstrap stream(s) {sorted({str(s.system_stream) for s in ssps})} need "
+                    f"the admin of system '{system}' to read their heads; pass it to "
+                    f"SystemConsumers")
+            heads.update(admin.metadata(ssps))
+        return heads
+
+    def _deserializer_for(self, ssp: SystemStreamPartition) -> Callable | None:
+        serdes = self._serdes
+        if serdes is None:
+            return None
+        for_stream = getattr(serdes, "for_stream", None)
+        if for_stream is not None:
+            stream_serdes = for_stream(ssp.system_stream)
+            return None if getattr(stream_serdes, "is_passthrough", False) else stream_serdes.deserialize
+        return serdes.deserialize
+
+    # -- state -----------------------------------------------------------------------------
+    @property
+    def counters(self) -> ConsumerCounters:
+        """The live counters, with ``buffered`` brought up to date."""
+        counters = self._counters
+        counters.buffered = sum(len(b) for b in self._buffers.values())
+        return counters
+
+    @property
+    def chooser(self) -> MessageChooser:
+        return self._chooser
+
+    @property
+    def bootstrap(self) -> BootstrapLag:
+        """The bootstrap bookkeeping (lagging SSPs, per-stream lagging partitions)."""
+        return self._lag
+
+    @property
+    def registered(self) -> Mapping[SystemStreamPartition, int]:
+        """The lowest registered offset of each SSP."""
+        return dict(self._registered)
+
+    def is_end_of_stream(self, ssp: SystemStreamPartition) -> bool:
+        """True once the SSP's end-of-stream envelope has been chosen."""
+        return ssp in self._ended
+
+    @property
+    def all_end_of_stream(self) -> bool:
+        """Every registered SSP has ended: there is nothing more to choose."""
+        return len(self._ended) == len(self._registered)
+
+    def ssps_to_poll(self) -> Iterable[SystemStreamPartition]:
+        """The SSPs the next poll will fetch (buffer empty, not in the chooser, not ended)."""
+        return [ssp for fetch in self._empty.values() for ssp in fetch]

@@ -1,0 +1,399 @@
+"""The container: everything one process needs to run a set of tasks (Samza's SamzaContainer).
+
+A :class:`Container` runs the tasks the job model gives to one container id. ``run()`` goes
+through Samza's start order (SAMZA-REFERENCE 4.4), runs the loop, and stops in order:
+
+1. load the task class (a bad ``task.class`` fails before anything is opened);
+2. create the stores' changelog streams if missing (compacted, one partition per task);
+3. make one producer per system (configured systems, inputs, changelogs, the default
+   system), register every task and every changelog source, start them;
+4. read each task's last checkpoint (:class:`~weir.recovery.checkpoint.FileCheckpointManager` in
+   ``task.checkpoint.path``);
+5. restore each task's stores from their changelogs to exactly that checkpoint
+   (:class:`~weir.recovery.storage.TaskStorageManager`; progress on the terminal, a summary line
+   per store);
+6. compute starting offsets (checkpoint + 1, or ``samza.offset.default``, or from the start
+   with ``samza.reset.offset``), build the task instances and call ``init``; a task without
+   a checkpoint commits once here, so a crash before its first periodic commit restores the
+   state it started from, not what the crashed run wrote;
+7. register the starting offsets with :class:`~weir.engine.consumers.consumers.SystemConsumers` (bootstrap
+   gating, the configured chooser) and start the consumers;
+8. run the :class:`~weir.engine.runloop.loop.RunLoop` until every input ended, a task asked to stop,
+   :meth:`Container.shutdown` was called (signal handlers do) or a task failed;
+9. stop: the loop's final commit (not after a failure), close tasks and their stores,
+   stop consumers, checkpoint manager and producers -- in that order, every step attempted.
+
+Example (``weir.engine.container.runner`` does this, plus signals, status line and several processes)::
+
+    config = load_config("job.properties")
+    registry = SystemRegistry(config)
+    model = build_job_model(config, registry.partition_counts(all_input_streams(config)))
+    result = Container(config, model, "0", registry=registry).run()
+    print(result.summary())   # container 0 stopped (end-of-stream): 1,000 messages in, ...
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from enum import Enum
+from typing import Any
+
+from weir.recovery.checkpoint import Checkpoint, FileCheckpointManager
+from weir.recovery.storage import ProgressMode
+from weir.stores.config import Config
+from weir.stores.spec import StoreSpec, stores_in
+
+from weir.engine.container.progress import (ContainerProgress, ContainerResult, CountingProducer,
+                                           SspPosition)
+from weir.engine.container.task_storage import TaskStorage, changelog_source_name
+from weir.engine.runloop.asyncio_thread import AsyncioThread
+from weir.engine.chooser import chooser_from_config
+from weir.engine.config.job import JobConfig
+from weir.engine.consumers.consumers import SystemConsumers
+from weir.engine.errors import EngineError
+from weir.engine.runloop.instance import ProducerCollector, StoreDisposal, TaskInstance
+from weir.engine.jobmodel.model import ContainerModel, JobModel
+from weir.engine.model import SystemStream, SystemStreamPartition, TaskName
+from weir.engine.consumers.offsets import offset_policy, starting_offsets
+from weir.engine.runloop.loop import RunLoop, RunSummary
+from weir.engine.config.streams import JOB_DEFAULT_SYSTEM
+from weir.engine.systems.changelog import ensure_changelog_stream
+from weir.engine.systems.registry import SystemRegistry
+from weir.engine.task import load_task_factory
+
+__all__ = [
+    "Container",
+    "ContainerState",
+    "ContainerProgress",
+    "ContainerResult",
+    "SspPosition",
+    "ProgressMode",
+]
+
+log = logging.getLogger("weir.container")
+
+
+class ContainerState(Enum):
+    NEW = "new"
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+
+class Container:
+    """Runs the tasks of container ``container_id`` of ``job_model``; see the module docstring.
+
+    ``registry`` defaults to a new :class:`SystemRegistry` over ``config``; ``job`` to
+    ``JobConfig.from_config(config)``; ``progress`` is how restores report. ``run()`` runs
+    once and returns a :class:`ContainerResult`, or raises the error that stopped it (a
+    :class:`~weir.engine.errors.TaskError` names task, SSP and offset).
+    """
+
+    def __init__(self, config: Config, job_model: JobModel, container_id: str = "0", *,
+                 registry: SystemRegistry | None = None, job: JobConfig | None = None,
+                 progress: ProgressMode = ProgressMode.AUTO):
+        self.config = config if isinstance(config, Config) else Config(config)
+        self.container_id = str(container_id)
+        if self.container_id not in job_model.containers:
+            raise EngineError(f"the job model has no container '{self.container_id}' (it has "
+                              f"{', '.join(job_model.containers) or 'none'})")
+        self.job_model = job_model
+        self.model: ContainerModel = job_model.containers[self.container_id]
+        self.registry = registry if registry is not None else SystemRegistry(self.config)
+        self.job = job if job is not None else JobConfig.from_config(self.config)
+        self.progress = progress
+        self.state = ContainerState.NEW
+        self.instances: list[TaskInstance] = []
+        self.loop: RunLoop | None = None
+        self._disposal: StoreDisposal | None = None
+        self.consumers: SystemConsumers | None = None
+        self.positions: dict[TaskName, dict[SystemStreamPartition, SspPosition]] = {}
+        self._producers: dict[str, CountingProducer] = {}
+        self._closers = _Closers(self.container_id)
+        self._stop_requested = threading.Event()
+        self._started_at = 0.0
+
+    def __repr__(self) -> str:
+        return (f"<Container {self.container_id} of job '{self.job.name}' "
+                f"{self.state.value} tasks={list(self.model.tasks)}>")
+
+    # -- public ---------------------------------------------------------------------------
+    def run(self) -> ContainerResult:
+        """Start, run until done or stopped, stop. Raises what stopped the container."""
+        if self.state is not ContainerState.NEW:
+            raise EngineError(f"container {self.container_id} is {self.state.value}; a "
+                              f"container runs once, build a new one")
+        self._started_at = time.perf_counter()
+        self.state = ContainerState.STARTING
+        try:
+            self._start()
+            self.state = ContainerState.RUNNING
+            if self._stop_requested.is_set():
+                self.loop.shutdown()
+            summary = self.loop.run()
+        except BaseException:
+            self.state = ContainerState.FAILED
+            self._closers.close_all(failed=True)
+            raise
+        self.state = ContainerState.STOPPING
+        self._closers.close_all(failed=False)
+        self.state = ContainerState.STOPPED
+        return self._result(summary)
+
+    def shutdown(self) -> None:
+        """Stop soon with a final commit; safe from any thread and from signal handlers.
+        Before the loop runs (during restore) the container stops right after starting."""
+        self._stop_requested.set()
+        loop = self.loop
+        if loop is not None:
+            loop.shutdown()
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop_requested.is_set()
+
+    def progress_snapshot(self) -> ContainerProgress:
+        """What the status line shows; safe to call from another thread."""
+        processed = sent = last_commit = 0
+        positions: dict[SystemStreamPartition, int] = {}
+        for inst in list(self.instances):
+            processed += inst.metrics.processed.count
+            sent += inst.collector.sent
+            last_commit = max(last_commit, inst.metrics.last_commit_ms)
+            done = dict(inst.last_processed)
+            for ssp in inst.ssps:
+                nxt = done.get(ssp, -1) + 1
+                if ssp not in positions or nxt < positions[ssp]:
+                    positions[ssp] = nxt
+        consumers = self.consumers
+        ended = frozenset(s for s in positions if consumers is not None
+                          and consumers.is_end_of_stream(s))
+        return ContainerProgress(self.container_id, self.state.value, processed, positions,
+                                 ended, last_commit, sent)
+
+    def result_so_far(self) -> ContainerResult:
+        """Messages processed and sent until now (or until the container stopped or failed);
+        ``reason`` is the container's state."""
+        return self._result(None, self.state.value)
+
+    def metrics_snapshot(self) -> dict[str, Any]:
+        """The run loop's metrics (tasks, run loop, consumers) as plain data."""
+        return self.loop.metrics_snapshot() if self.loop is not None else {}
+
+    # -- start ----------------------------------------------------------------------------
+    def _start(self) -> None:
+        config, job, closers = self.config, self.job, self._closers
+        make_task = load_task_factory(config)
+        specs = store_specs(config, job)
+        tasks = self.model.tasks
+        self._create_changelogs(specs)
+        self._start_producers(specs)
+        checkpoints = FileCheckpointManager(job.checkpoint_dir)
+        for name in tasks:
+            checkpoints.register(name)
+        checkpoints.start()
+        closers.callback(checkpoints.stop)
+        last = {name: checkpoints.read_last(name) for name in tasks}
+        storages = self._restore(specs, last)
+        metadata = self.registry.metadata(self._ssps_without_position(last))
+        runner = AsyncioThread(f"weir-asyncio-{self.container_id}")
+        closers.callback(runner.stop)
+        producers = dict(self._producers)
+        for name, task in tasks.items():
+            cp = last[name]
+            done = {s: o for s, o in (cp.input_offsets.items() if cp else ()) if s in task.ssps}
+            starts = starting_offsets(config, task.ssps, done, metadata)
+            self.positions[name] = {s: SspPosition(o, o) for s, o in starts.items()}
+            inst = TaskInstance(
+                name, make_task(), task.ssps, config, storage=storages[name],
+                checkpoints=checkpoints,
+                collector=ProducerCollector(name, producers, self.registry.serdes,
+                                            self._partition_count),
+                last_processed={s: o - 1 for s, o in starts.items() if o > 0},
+                starting_offsets=starts, async_runner=runner)
+            self.instances.append(inst)
+            closers.callback(lambda inst=inst: inst.close(self._store_disposal()))
+        for inst in self.instances:
+            inst.init()
+        for inst in self.instances:
+            if last[inst.task_name] is None:
+                # Pin the state a first run starts from. Without it, a crash before the first
+                # commit would restore every changelog record the crashed run wrote, while
+                # the input starts over from its default offsets: counted twice.
+                inst.commit()
+                log.info("task '%s' had no checkpoint; wrote its first one (input from %s)",
+                         inst.task_name, _describe_starts(self.positions[inst.task_name]))
+        self._start_consumers()
+        self.loop = RunLoop(self.instances, self.consumers, config,
+                            name=f"container-{self.container_id}")
+
+    def _close_storage(self, storage: TaskStorage) -> None:
+        if self._store_disposal() is StoreDisposal.CLOSE:
+            storage.close()
+
+    def _store_disposal(self) -> StoreDisposal:
+        """Close the stores, unless user calls abandoned after a callback timeout still run
+        (closing a store under them could crash the process); the next start restores."""
+        if self._disposal is not None:  # decided once, when the first store is closed
+            return self._disposal
+        abandoned = self.loop.abandoned_calls if self.loop is not None else 0
+        self._disposal = StoreDisposal.LEAVE_OPEN if abandoned else StoreDisposal.CLOSE
+        if abandoned:
+            log.warning("container %s: %d task call(s) still running after a callback timeout; "
+                        "leaving the stores open until the process exits (the next start "
+                        "restores them from the changelog and the last checkpoint)",
+                        self.container_id, abandoned)
+        return self._disposal
+
+    def _ssps_without_position(self, last: dict[TaskName, Checkpoint | None]
+                               ) -> list[SystemStreamPartition]:
+        """Input SSPs whose starting offset comes from partition metadata: no checkpointed
+        offset, or ``samza.reset.offset``. (Metadata can be costly: the file log counts the
+        records of a partition's active segment.)"""
+        need = set()
+        for name, task in self.model.tasks.items():
+            done = last[name].input_offsets if last[name] is not None else {}
+            for ssp in task.ssps:
+                if ssp not in done or offset_policy(self.config, ssp.system_stream).reset:
+                    need.add(ssp)
+        return sorted(need)
+
+    def _create_changelogs(self, specs: list[StoreSpec]) -> None:
+        create_changelog_streams(specs, self.registry, self.job_model)
+
+    def _start_producers(self, specs: list[StoreSpec]) -> None:
+        systems = set(self.registry.systems())
+        systems.update(ssp.system for t in self.model.tasks.values() for ssp in t.ssps)
+        systems.update(spec.changelog[0] for spec in specs if spec.logged)
+        default = JOB_DEFAULT_SYSTEM.get(self.config)
+        if default:
+            systems.add(default)
+        for system in sorted(systems):
+            producer = CountingProducer(self.registry.producer(system))
+            for name in self.model.tasks:
+                producer.register(name)
+                for spec in specs:
+                    if spec.logged and spec.changelog[0] == system:
+                        producer.register(changelog_source_name(name, spec.name))
+            producer.start()
+            self._producers[system] = producer
+            self._closers.callback(producer.stop)
+
+    def _restore(self, specs: list[StoreSpec], last: dict[TaskName, Checkpoint | None]
+                 ) -> dict[TaskName, TaskStorage]:
+        raw = {system: p.inner for system, p in self._producers.items()}
+        out: dict[TaskName, TaskStorage] = {}
+        for name, task in self.model.tasks.items():
+            storage = TaskStorage(name, specs, self.job, task.changelog_partition, raw,
+                                  self.registry, self.config, self.progress)
+            storage.open(last[name])
+            out[name] = storage
+            # Closed by the task instance once it exists; this covers a failed start.
+            self._closers.callback(lambda storage=storage: self._close_storage(storage))
+        return out
+
+    def _start_consumers(self) -> None:
+        systems = sorted({ssp.system for t in self.model.tasks.values() for ssp in t.ssps})
+        consumers = {s: self.registry.consumer(s) for s in systems}
+        admins = {s: self.registry.admin(s) for s in systems}
+        sc = SystemConsumers(chooser_from_config(self.config), consumers, admins,
+                             self.registry.serdes, self.config)
+        for positions in self.positions.values():
+            for ssp, pos in positions.items():
+                sc.register(ssp, pos.start)
+        sc.start()
+        self.consumers = sc
+        self._closers.callback(sc.stop)
+
+    def _partition_count(self, ss: SystemStream) -> int:
+        return self.registry.partition_counts([ss])[ss]
+
+    # -- results --------------------------------------------------------------------------
+    def _result(self, summary: RunSummary | None, reason: str = "stopped") -> ContainerResult:
+        inputs: dict[SystemStream, int] = {}
+        for inst in list(self.instances):
+            done = inst.last_processed
+            for ssp, pos in self.positions.get(inst.task_name, {}).items():
+                n = done.get(ssp, -1) + 1 - pos.start
+                if n > 0:
+                    ss = ssp.system_stream
+                    inputs[ss] = inputs.get(ss, 0) + n
+        outputs: dict[SystemStream, int] = {}
+        for producer in self._producers.values():
+            for ss, n in producer.counts.items():
+                outputs[ss] = outputs.get(ss, 0) + n
+        processed = summary.processed if summary is not None else {
+            inst.task_name: inst.metrics.processed.count for inst in list(self.instances)}
+        reason = summary.reason.value if summary is not None else reason
+        return ContainerResult(self.container_id, reason, time.perf_counter() - self._started_at,
+                               dict(processed), inputs, outputs, os.getpid(),
+                               summary.seconds if summary is not None else 0.0)
+
+
+def _describe_starts(positions: dict[SystemStreamPartition, SspPosition]) -> str:
+    return ", ".join(f"{ssp} offset {pos.start}" for ssp, pos in sorted(positions.items()))
+
+
+def store_specs(config: Config, job: JobConfig) -> list[StoreSpec]:
+    """Every configured store (``stores.<name>.factory``), parsed; bare changelog stream
+    names go to the job's changelog system."""
+    return [StoreSpec.from_config(config, name, changelog_system=job.changelog_system)
+            for name in stores_in(config)]
+
+
+def create_changelog_streams(specs: list[StoreSpec], registry: SystemRegistry,
+                             job_model: JobModel) -> list[SystemStream]:
+    """Create the changelog stream of every logged store that lacks one: compacted, with
+    one partition per changelog partition of the job model. Returns the streams created; an
+    existing stream with another partition count raises (see ensure_changelog_stream)."""
+    partitions = job_model.max_change_log_stream_partitions
+    created = []
+    for spec in specs:
+        if spec.logged:
+            system, stream = spec.changelog
+            if ensure_changelog_stream(registry.admin(system), stream, partitions):
+                log.info("created changelog stream %s.%s with %d partitions for store '%s'",
+                         system, stream, partitions, spec.name)
+                created.append(SystemStream(system, stream))
+    return created
+
+
+class _Closers:
+    """Stop steps registered while starting, run in reverse order. Every step is attempted;
+    a failing step is logged, and re-raised after the others only when nothing failed
+    before (so a close error never hides the error that stopped the container)."""
+
+    def __init__(self, container_id: str):
+        self._container_id = container_id
+        self._steps: list[Callable[[], Any]] = []
+
+    def callback(self, step: Callable[[], Any]) -> None:
+        self._steps.append(step)
+
+    def close_all(self, *, failed: bool) -> None:
+        first: BaseException | None = None
+        while self._steps:
+            step = self._steps.pop()
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 - attempt every step
+                log.error("container %s: stopping %s failed: %s", self._container_id,
+                          getattr(step, "__qualname__", step), exc)
+                first = first or exc
+        if first is not None and not failed:
+            raise first
+
+
+def run_container(config: Config, job_model: JobModel, container_id: str = "0",
+                  **kwargs: Any) -> ContainerResult:
+    """Build and run one container (see :class:`Container`)."""
+    return Container(config, job_model, container_id, **kwargs).run()
+
+
+__all__ += ["run_container", "store_specs", "create_changelog_streams"]

@@ -1,0 +1,123 @@
+"""One container in its own OS process: the child side of the embedded runner.
+
+The runner starts :func:`container_process_main` with the *spawn* start method (a fresh
+interpreter: no forked locks, file handles or store locks). The child rebuilds the job model
+from its JSON, runs its container with SIGINT/SIGTERM wired to a graceful stop, and reports
+over a ``multiprocessing`` queue:
+
+* ``PROGRESS`` every ``interval_ms``: a :class:`~weir.engine.container.container.ContainerProgress`;
+* ``DONE``: the :class:`~weir.engine.container.container.ContainerResult` (exit code 0);
+* ``FAILED``: a :class:`~weir.engine.container.runner.ContainerFailure` with the error (exit code 1).
+
+When the runner process dies without stopping it (SIGKILL, a crash), the child notices (its
+parent's sentinel becomes ready) and stops as on SIGTERM: work in flight finishes, every task
+commits, the process exits. No container outlives its runner.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+from multiprocessing.connection import wait
+from enum import Enum
+from typing import Any
+
+from weir.recovery.storage import ProgressMode
+from weir.stores.config import Config
+
+__all__ = ["EventKind", "ChildEvent", "container_process_main"]
+
+log = logging.getLogger("weir.runner")
+
+
+class EventKind(Enum):
+    PROGRESS = "progress"
+    DONE = "done"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class ChildEvent:
+    kind: EventKind
+    container_id: str
+    payload: Any
+
+
+def _configure_child_logging(container_id: str) -> None:
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(
+        f"%(asctime)s %(levelname)s [container {container_id}] %(name)s: %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+
+
+def _stop_when_parent_dies(container: Any, events: Any) -> None:
+    """Stop ``container`` gracefully once the runner process is gone."""
+    parent = multiprocessing.parent_process()
+    if parent is None or parent.sentinel is None:
+        return
+
+    def watch() -> None:
+        wait([parent.sentinel])
+        log.error("container %s: the runner process (pid %s) is gone; stopping with a final "
+                  "commit", container.container_id, parent.pid)
+        events.cancel_join_thread()  # nobody reads the queue now: never block exit on it
+        container.shutdown()
+
+    threading.Thread(target=watch, name="weir-parent-watch", daemon=True).start()
+
+
+def container_process_main(config: Config, model_json: str, container_id: str, events: Any,
+                           interval_ms: int) -> None:
+    """The target of a container process; exits with 0 (done) or 1 (failed)."""
+    from weir.engine.container.container import Container
+    from weir.engine.jobmodel.model import JobModel
+    from weir.engine.container.runner import ContainerFailure
+
+    _configure_child_logging(container_id)
+    model = JobModel.from_json(model_json)
+    container = Container(config, model, container_id, progress=ProgressMode.LOG)
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if not container.stop_requested:
+            log.info("container %s: received %s, stopping with a final commit", container_id,
+                     signal.Signals(signum).name)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        container.shutdown()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    _stop_when_parent_dies(container, events)
+    done = threading.Event()
+
+    def report_progress() -> None:
+        while not done.wait(interval_ms / 1000):
+            try:
+                events.put(ChildEvent(EventKind.PROGRESS, container_id,
+                                      container.progress_snapshot()))
+            except Exception:  # noqa: BLE001 - progress is best effort
+                return
+
+    reporter = threading.Thread(target=report_progress, name="weir-progress", daemon=True)
+    reporter.start()
+    try:
+        result = container.run()
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, then exit 1
+        done.set()
+        log.error("container %s failed: %s", container_id, exc)
+        events.put(ChildEvent(EventKind.FAILED, container_id,
+                              ContainerFailure(container_id, type(exc).__name__, str(exc))))
+        events.close()
+        events.join_thread()
+        sys.exit(1)
+    done.set()
+    events.put(ChildEvent(EventKind.DONE, container_id, result))
+    events.close()
+    events.join_thread()

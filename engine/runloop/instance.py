@@ -1,0 +1,395 @@
+"""A task instance: one task object with its partitions, stores, output and offsets.
+
+:class:`TaskInstance` is what the run loop drives. It owns
+
+* the task object and its :class:`~weir.engine.task.TaskShape` (sync, callback or coroutine);
+* its input SSPs and the **last processed** offset of each (what a checkpoint records);
+* its stores, through a storage manager (``stores()``, ``flush() -> changelog offsets``,
+  ``close()``; :class:`weir.recovery.storage.TaskStorageManager` in a container);
+* its output, through a :class:`ProducerCollector` that serializes outgoing envelopes,
+  picks their partition and hands them to the system's producer;
+* the commit: flush producers, flush stores (and their changelogs), then write the
+  checkpoint (input offsets + changelog offsets) through a ``CheckpointManager``.
+
+The run loop decides *when* things happen (see :mod:`weir.engine.runloop.loop`); this module does them.
+Exceptions from user code are turned into :class:`~weir.engine.errors.TaskError` by
+:func:`task_error`, naming the task, SSP and offset and carrying the user traceback.
+
+Example::
+
+    >>> from weir.recovery.checkpoint import MemoryCheckpointManager
+    >>> from weir.engine.model import IncomingMessageEnvelope, SystemStreamPartition
+    >>> class Count:
+    ...     n = 0
+    ...     def process(self, envelope, collector, coordinator):
+    ...         self.n += 1
+    >>> ssp = SystemStreamPartition("memory", "clicks", 0)
+    >>> checkpoints = MemoryCheckpointManager()
+    >>> inst = TaskInstance("Partition 0", Count(), [ssp], checkpoints=checkpoints)
+    >>> inst.init()
+    >>> inst.process(IncomingMessageEnvelope(ssp, 41, None, b"x"), inst.coordinator)
+    >>> inst.mark_processed(ssp, 41)
+    >>> inst.commit().input_offsets
+    mappingproxy({('memory', 'clicks', 0): 41})
+    >>> inst.close()
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from enum import Enum
+from typing import Any, Protocol
+
+from weir.recovery.checkpoint import Checkpoint, CheckpointManager
+from weir.stores.config import Config, ConfigError
+from weir.stores.errors import SerdeError
+
+from weir.engine.runloop.asyncio_thread import AsyncioThread
+from weir.engine.runloop.failures import TASK_IGNORED_EXCEPTIONS, IgnoredExceptions, class_name, task_error
+from weir.engine.errors import EngineError
+from weir.engine.metrics import TaskMetrics
+from weir.engine.model import (IncomingMessageEnvelope, OutgoingMessageEnvelope, SystemStream,
+                    SystemStreamPartition, TaskName, partition_for)
+from weir.engine.systems.api import SystemProducer
+from weir.engine.task import RequestScope, TaskKind, TaskShape, describe_task
+
+__all__ = [
+    "TASK_IGNORED_EXCEPTIONS",
+    "TaskStorage",
+    "ProducerCollector",
+    "Coordinator",
+    "IgnoredExceptions",
+    "InstanceState",
+    "StoreDisposal",
+    "TaskInstance",
+    "task_error",
+]
+
+log = logging.getLogger("weir.task")
+
+
+class TaskStorage(Protocol):
+    """What a task instance needs from its storage manager."""
+
+    def stores(self) -> Mapping[str, Any]: ...
+    def flush(self) -> Mapping[str, int]: ...
+    def close(self) -> None: ...
+
+
+# ----------------------------------------------------------------------------------------
+# what the task sees
+# ----------------------------------------------------------------------------------------
+
+class ProducerCollector:
+    """The MessageCollector of one task: serialize, choose the partition, send.
+
+    Partition: ``envelope.partition`` when set; else ``crc32`` of the partition key's bytes
+    (the stream's key serde applied to ``partition_key``; bytes as they are; a str as UTF-8
+    when the stream has no key serde), else of the serialized key; with neither, round-robin
+    over the partitions per stream, starting at 0 -- what Kafka's default partitioner does
+    for null keys under Samza. The producer is called with the task name as ``source``.
+    """
+
+    __slots__ = ("source", "_producers", "_serializer", "_partition_count", "_counts",
+                 "_round_robin", "sent")
+
+    def __init__(self, source: str, producers: Mapping[str, SystemProducer] | None = None,
+                 serializer: Any = None,
+                 partition_count: Callable[[SystemStream], int] | None = None):
+        self.source = str(source)
+        self._producers = dict(producers or {})
+        self._serializer = serializer
+        self._partition_count = partition_count
+        self._counts: dict[SystemStream, int] = {}
+        self._round_robin: dict[SystemStream, int] = {}
+        self.sent = 0
+
+    def register(self) -> None:
+        """Register the task as a source with every producer (before producers start)."""
+        for producer in self._producers.values():
+            producer.register(self.source)
+
+    def _count(self, ss: SystemStream) -> int:
+        count = self._counts.get(ss)
+        if count is None:
+            if self._partition_count is None:
+                raise EngineError(f"task '{self.source}': cannot choose a partition of '{ss}' "
+                                  f"(no partition counts were given); set envelope.partition")
+            count = self._counts[ss] = self._partition_count(ss)
+        return count
+
+    def _key_bytes(self, ss: SystemStream, key: Any) -> bytes:
+        if isinstance(key, (bytes, bytearray, memoryview)):
+            return bytes(key)
+        if self._serializer is not None:
+            try:
+                kb = self._serializer.serialize(OutgoingMessageEnvelope(ss, None, key))[0]
+            except SerdeError:
+                if not isinstance(key, str):
+                    raise
+            else:
+                if kb is not None:
+                    return kb
+        if isinstance(key, str):
+            return key.encode()
+        raise EngineError(f"task '{self.source}': partition key {key!r} for '{ss}' is neither "
+                          f"bytes nor str and the stream has no key serde to serialize it")
+
+    def send(self, envelope: OutgoingMessageEnvelope) -> None:
+        ss = envelope.system_stream
+        producer = self._producers.get(ss.system)
+        if producer is None:
+            raise EngineError(f"task '{self.source}' sent a message to '{ss}' but system "
+                              f"'{ss.system}' has no producer; define systems.{ss.system}.factory")
+        if self._serializer is not None:
+            key, message = self._serializer.serialize(envelope)
+        else:
+            key, message = envelope.key, envelope.message
+        partition = envelope.partition
+        if partition is None:
+            count = self._count(ss)
+            pkey = envelope.partition_key
+            pbytes = self._key_bytes(ss, pkey) if pkey is not None else key
+            if pbytes is not None:
+                partition = partition_for(bytes(pbytes), count)
+            else:
+                n = self._round_robin.get(ss, 0)
+                self._round_robin[ss] = n + 1
+                partition = n % count
+        producer.send(self.source, OutgoingMessageEnvelope(
+            ss, message, key, None, partition, envelope.timestamp))
+        self.sent += 1
+
+    def flush(self) -> None:
+        """Make everything this task sent durable (every producer's ``flush(source)``)."""
+        for producer in self._producers.values():
+            producer.flush(self.source)
+
+
+def _wider(current: RequestScope | None, scope: RequestScope) -> RequestScope:
+    if not isinstance(scope, RequestScope):
+        raise TypeError(f"scope must be a RequestScope (ShutdownScope), got {scope!r}")
+    if current is RequestScope.ALL_TASKS_IN_CONTAINER:
+        return current
+    return scope
+
+
+class Coordinator:
+    """The TaskCoordinator given to task calls. Requests are recorded here and take effect
+    when the run loop takes them (after the call that made them has finished)."""
+
+    __slots__ = ("commit_scope", "shutdown_scope", "requested", "_notify")
+
+    def __init__(self, notify: Callable[[], None] | None = None):
+        self.commit_scope: RequestScope | None = None
+        self.shutdown_scope: RequestScope | None = None
+        self.requested = False
+        self._notify = notify
+
+    def commit(self, scope: RequestScope = RequestScope.CURRENT_TASK) -> None:
+        self.commit_scope = _wider(self.commit_scope, scope)
+        self.requested = True
+        if self._notify is not None:
+            self._notify()
+
+    def shutdown(self, scope: RequestScope) -> None:
+        self.shutdown_scope = _wider(self.shutdown_scope, scope)
+        self.requested = True
+        if self._notify is not None:
+            self._notify()
+
+    def take(self) -> tuple[RequestScope | None, RequestScope | None]:
+        """``(commit scope, shutdown scope)`` requested so far, and forget them."""
+        out = (self.commit_scope, self.shutdown_scope)
+        self.commit_scope = self.shutdown_scope = None
+        self.requested = False
+        return out
+
+
+class _Context:
+    """The TaskContext handed to ``init``."""
+
+    __slots__ = ("task_name", "ssps", "config", "metrics", "_stores")
+
+    def __init__(self, task_name: TaskName, ssps: frozenset[SystemStreamPartition],
+                 config: Config, stores: Mapping[str, Any], metrics: TaskMetrics):
+        self.task_name, self.ssps, self.config = task_name, ssps, config
+        self.metrics, self._stores = metrics, stores
+
+    def store(self, name: str) -> Any:
+        try:
+            return self._stores[name]
+        except KeyError:
+            known = ", ".join(sorted(self._stores)) or "none"
+            raise ConfigError(f"task '{self.task_name}' has no store '{name}' (its stores: "
+                              f"{known}); configure it with stores.{name}.factory",
+                              key=f"stores.{name}.factory") from None
+
+
+# ----------------------------------------------------------------------------------------
+# the instance
+# ----------------------------------------------------------------------------------------
+
+class StoreDisposal(Enum):
+    """What closing a task instance does with its stores."""
+
+    CLOSE = "close"
+    """Flush and close them (every normal ending)."""
+    LEAVE_OPEN = "leave-open"
+    """Leave them open for the process exit: a user call abandoned after a callback timeout
+    still runs and may use them. Nothing is lost: the changelog and the last checkpoint are
+    durable, and the next start restores from them."""
+
+
+class InstanceState(Enum):
+    CREATED = "created"
+    INITIALIZED = "initialized"
+    CLOSED = "closed"
+
+
+class TaskInstance:
+    """One task object with its SSPs, stores, collector, offsets and metrics.
+
+    ``last_processed`` maps SSP -> last processed offset (seeded from the checkpoint);
+    ``starting_offsets`` maps SSP -> first offset to process, used to skip envelopes of a
+    shared (broadcast) SSP that the consumer delivers from an earlier offset for another
+    task. ``async_runner`` runs ``async def`` hooks; give every instance of a container the
+    same one so they share one asyncio thread.
+    """
+
+    def __init__(self, task_name: str, task: Any, ssps: Iterable[SystemStreamPartition],
+                 config: Config | Mapping[str, str] | None = None, *,
+                 storage: TaskStorage | None = None,
+                 checkpoints: CheckpointManager | None = None,
+                 collector: ProducerCollector | None = None,
+                 last_processed: Mapping[SystemStreamPartition, int] | None = None,
+                 starting_offsets: Mapping[SystemStreamPartition, int] | None = None,
+                 async_runner: AsyncioThread | None = None,
+                 checkpoint_extras: Callable[[], Mapping[str, Any]] | None = None):
+        self.task_name = TaskName(task_name)
+        self.task = task
+        self.shape: TaskShape = describe_task(task)
+        self.ssps = frozenset(SystemStreamPartition(*s) for s in ssps)
+        self.config = config if isinstance(config, Config) else Config(config or {})
+        self.collector = collector if collector is not None else ProducerCollector(self.task_name)
+        self.coordinator = Coordinator()
+        self.metrics = TaskMetrics(self.task_name)
+        self.last_processed: dict[SystemStreamPartition, int] = {
+            SystemStreamPartition(*k): v for k, v in (last_processed or {}).items()}
+        self.starting_offsets = dict(starting_offsets or {})
+        self.ignored = IgnoredExceptions.from_config(self.config)
+        self.async_runner = async_runner
+        self.state = InstanceState.CREATED
+        self.context: _Context | None = None
+        self._storage = storage
+        self._checkpoints = checkpoints
+        self._extras = checkpoint_extras
+        self.last_checkpoint: Checkpoint | None = None
+        # Bound once: the run loop's inline path calls it directly.
+        self.process_fn = task.process if self.shape.kind is not TaskKind.CALLBACK else None
+
+    def __repr__(self) -> str:
+        return f"TaskInstance({self.task_name!r}, {self.shape.kind.value}, {len(self.ssps)} SSPs)"
+
+    # -- hooks ---------------------------------------------------------------------------
+    def asyncio_thread(self) -> AsyncioThread:
+        """The asyncio thread running this task's ``async def`` methods (made on first use
+        when none was given)."""
+        if self.async_runner is None:
+            self.async_runner = AsyncioThread(f"weir-asyncio-{self.task_name}")
+        return self.async_runner
+
+    def _call(self, result: Any) -> Any:
+        """Wait for ``result`` when a hook returned an awaitable (an ``async def`` hook)."""
+        if inspect.isawaitable(result):
+            return self.asyncio_thread().run(result)
+        return result
+
+    def init(self) -> None:
+        """Register with the producers, open the context and call ``task.init(context)``."""
+        if self.state is not InstanceState.CREATED:
+            raise EngineError(f"task '{self.task_name}' is {self.state.value}; init runs once")
+        self.collector.register()
+        stores = dict(self._storage.stores()) if self._storage is not None else {}
+        self.context = _Context(self.task_name, self.ssps, self.config, stores, self.metrics)
+        if self.shape.initable:
+            try:
+                self._call(self.task.init(self.context))
+            except Exception as exc:
+                raise task_error(self.task_name, exc, during="init") from exc
+        self.state = InstanceState.INITIALIZED
+
+    def process(self, envelope: IncomingMessageEnvelope, coordinator: Coordinator) -> None:
+        """Run a sync task's ``process`` (raises what the task raises)."""
+        self.process_fn(envelope, self.collector, coordinator)
+
+    def process_coroutine(self, envelope: IncomingMessageEnvelope, coordinator: Coordinator) -> Any:
+        """The coroutine of a coroutine-form task's ``process``."""
+        return self.process_fn(envelope, self.collector, coordinator)
+
+    def window(self, coordinator: Coordinator) -> None:
+        started = time.perf_counter_ns()
+        self._call(self.task.window(self.collector, coordinator))
+        self.metrics.window_ns.update(time.perf_counter_ns() - started)
+        self.metrics.windows.count += 1
+
+    def end_of_stream(self, coordinator: Coordinator) -> None:
+        """Call ``on_end_of_stream`` if the task listens for it."""
+        if self.shape.end_of_stream_listener:
+            self._call(self.task.on_end_of_stream(self.collector, coordinator))
+
+    def is_caught_up(self, envelope: IncomingMessageEnvelope) -> bool:
+        start = self.starting_offsets.get(envelope.ssp)
+        return start is None or envelope.offset >= start
+
+    def mark_processed(self, ssp: SystemStreamPartition, offset: int) -> None:
+        self.last_processed[ssp] = offset
+        self.metrics.processed.count += 1
+
+    def ignores(self, exc: BaseException) -> bool:
+        """True (and counted) when ``exc`` is listed in ``task.ignored.exceptions``."""
+        if self.ignored and self.ignored.matches(exc):
+            self.metrics.ignored_exception(class_name(type(exc)))
+            return True
+        return False
+
+    # -- commit and close ------------------------------------------------------------------
+    def commit(self) -> Checkpoint | None:
+        """Flush producers, flush stores (changelog offsets), then write the checkpoint.
+
+        Returns the checkpoint written (None without a checkpoint manager). The caller
+        guarantees no message of this task is in flight."""
+        started = time.perf_counter_ns()
+        offsets = dict(self.last_processed)
+        self.collector.flush()
+        changelog = dict(self._storage.flush()) if self._storage is not None else {}
+        checkpoint = None
+        if self._checkpoints is not None:
+            extras = dict(self._extras()) if self._extras is not None else {}
+            checkpoint = Checkpoint(offsets, changelog, extras)
+            self._checkpoints.write(self.task_name, checkpoint)
+            self.last_checkpoint = checkpoint
+        self.metrics.commit_ns.update(time.perf_counter_ns() - started)
+        self.metrics.commits.count += 1
+        self.metrics.last_commit_ms = time.time_ns() // 1_000_000
+        return checkpoint
+
+    def close(self, stores: StoreDisposal = StoreDisposal.CLOSE) -> None:
+        """Call ``task.close()``, then close the stores (unless ``stores`` is
+        :attr:`StoreDisposal.LEAVE_OPEN`). Runs once; later calls do nothing."""
+        if self.state is InstanceState.CLOSED:
+            return
+        self.state = InstanceState.CLOSED
+        try:
+            if self.shape.closable:
+                try:
+                    self._call(self.task.close())
+                except Exception as exc:
+                    raise task_error(self.task_name, exc, during="close") from exc
+        finally:
+            if self._storage is not None and stores is StoreDisposal.CLOSE:
+                self._storage.close()
+

@@ -1,0 +1,691 @@
+"""The run loop: choose a message, run it on its task, window, commit, stop.
+
+One :class:`RunLoop` drives the task instances of a container (SAMZA-REFERENCE section 6,
+seed design "Event Loop"). Guarantees, per task:
+
+* ``init`` happens before everything else and ``close`` after (the container calls them);
+* with ``task.max.concurrency=1`` each message's processing completes before the next
+  ``process`` of that task starts, in the order the chooser gave them;
+* ``window`` runs only when no ``process`` of the task is in flight, and nothing of the task
+  starts until it returns; the same holds for commit and the end-of-stream hook;
+* a checkpoint covers only fully processed messages and is taken only when nothing of the
+  task is in flight; with concurrency > 1 messages may finish out of order, but the
+  recorded offset only advances over the contiguous finished prefix (the high-watermark);
+* when every input SSP of a task has delivered end-of-stream, ``on_end_of_stream`` runs,
+  the task commits and is done; the loop ends when every task is done, when every task
+  voted ``shutdown(CURRENT_TASK)``, on ``shutdown(ALL_TASKS_IN_CONTAINER)`` or on
+  :meth:`RunLoop.shutdown` -- then it waits up to ``task.shutdown.ms`` for work in flight
+  and commits every task that is not done;
+* an exception in user code stops the loop with a :class:`~weir.engine.errors.TaskError` naming
+  the task, SSP and offset and carrying the user traceback (no final commit), unless its
+  class is listed in ``task.ignored.exceptions`` (then it is logged, counted and skipped).
+
+Execution has two dispatch paths, both in this class:
+
+* the **inline** path runs sync tasks on the loop thread: choose, call ``process``, record
+  the offset -- no locks, no futures, no clock read per message (every 64th call is timed
+  for the ``process-ns`` metric); everything else happens in ``_service`` when a timer, a
+  coordinator request or an end-of-stream sets the loop's attention flag;
+* the **general** path (``job.container.thread.pool.size`` > 0, ``process_async`` tasks,
+  ``async def process`` tasks on one asyncio thread) queues envelopes per task and
+  dispatches them up to ``task.max.concurrency`` in flight; completions come back through
+  the loop's queue and are released in sequence order.
+
+Both call ``_service`` when the attention flag is set: it turns due timers into per-task
+flags, takes coordinator requests, and starts what each task is ready for (COMMIT > WINDOW >
+END_OF_STREAM > PROCESS, SAMZA-REFERENCE 6.3). Timers only flip flags; the loop blocks on
+the source or on its completion queue, never spins. Per-task state lives in
+:class:`~weir.engine.runloop.worker.Worker`; only the loop thread touches it.
+
+Example (the container does this with its SystemConsumers and storage)::
+
+    loop = RunLoop(instances, consumers, config)
+    for inst in instances:
+        inst.init()
+    try:
+        summary = loop.run()        # returns at end-of-stream or shutdown; raises TaskError
+    finally:
+        for inst in instances:
+            inst.close()
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Protocol
+
+from weir.stores.config import Config, ConfigError, declare
+
+from weir.engine.runloop.pool import TaskPool
+from weir.engine.runloop.timers import Ticker
+from weir.engine.runloop.worker import (DUPLICATE, FAILED, OP_DONE, WAKE, Op, TaskCallback, Worker,
+                                        duplicate_completion_error, log_ignored, op_outcome,
+                                        run_callback, run_op, run_sync)
+from weir.engine.errors import CallbackTimeoutError, EngineError
+from weir.engine.runloop.instance import Coordinator, InstanceState, TaskInstance, task_error
+from weir.engine.metrics import MetricsRegistry, MetricsReporter
+from weir.engine.model import EnvelopeKind, IncomingMessageEnvelope
+from weir.engine.task import RequestScope, TaskKind
+
+__all__ = [
+    "TASK_MAX_CONCURRENCY", "JOB_CONTAINER_THREAD_POOL_SIZE", "TASK_WINDOW_MS", "TASK_COMMIT_MS",
+    "TASK_CALLBACK_TIMEOUT_MS", "TASK_SHUTDOWN_MS", "TASK_MAX_IDLE_MS",
+    "EnvelopeSource", "RunLoopConfig", "StopReason", "RunSummary", "RunLoop",
+]
+
+log = logging.getLogger("weir.runloop")
+
+_C = "run loop"
+TASK_MAX_CONCURRENCY = declare("task.max.concurrency", int, 1, "Messages in flight per task; "
+                               "> 1 lets async and thread-pool tasks finish out of order.", component=_C)
+JOB_CONTAINER_THREAD_POOL_SIZE = declare(
+    "job.container.thread.pool.size", int, 0, "Threads running sync process/window/commit; "
+    "0 runs them inline on the loop thread.", component=_C)
+TASK_WINDOW_MS = declare("task.window.ms", int, -1, "Call window() of windowable tasks this "
+                         "often (milliseconds); -1: never.", component=_C)
+TASK_COMMIT_MS = declare("task.commit.ms", int, 60_000, "Commit every task this often "
+                         "(milliseconds); -1: only on request, end-of-stream and shutdown.", component=_C)
+TASK_CALLBACK_TIMEOUT_MS = declare(
+    "task.callback.timeout.ms", int, -1, "Fail the task with CallbackTimeoutError when a "
+    "message is not finished within this time (milliseconds); -1: no limit. Applies to async "
+    "tasks (callback and coroutine) and to sync tasks run on the thread pool "
+    "(job.container.thread.pool.size > 0), not to sync tasks run inline on the loop thread.",
+    component=_C)
+TASK_SHUTDOWN_MS = declare("task.shutdown.ms", int, 30_000, "On shutdown, wait this long "
+                           "(milliseconds) for messages in flight before the final commit.", component=_C)
+TASK_MAX_IDLE_MS = declare("task.max.idle.ms", int, 10, "Longest wait (milliseconds) for new "
+                           "messages before the loop re-checks timers and requests.", component=_C)
+
+_perf = time.perf_counter_ns
+_MAX_PENDING = 64   # envelopes queued per busy task before the loop stops choosing
+_MESSAGE, _EOS = EnvelopeKind.MESSAGE, EnvelopeKind.END_OF_STREAM
+
+
+class StopReason(Enum):
+    END_OF_STREAM = "end-of-stream"
+    SHUTDOWN_REQUESTED = "shutdown-requested"
+    EXTERNAL_SHUTDOWN = "external-shutdown"
+
+
+class EnvelopeSource(Protocol):
+    """What the loop reads from (``weir.engine.consumers.consumers.SystemConsumers``): the next envelope,
+    deserialized, waiting up to ``timeout`` seconds; None when there is none."""
+
+    def choose(self, timeout: float) -> IncomingMessageEnvelope | None: ...
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    reason: StopReason
+    processed: Mapping[str, int]
+    seconds: float
+
+    def __str__(self) -> str:
+        total = sum(self.processed.values())
+        rate = total / self.seconds if self.seconds > 0 else 0.0
+        return (f"run loop stopped ({self.reason.value}): {total} messages in "
+                f"{self.seconds:.2f} s ({rate:,.0f} msg/s) over {len(self.processed)} tasks")
+
+
+def _at_least(config: Config, key, value: int, minimum: int) -> int:
+    if value < minimum:
+        raise ConfigError(f"must be >= {minimum}, got {value}", key=key.name,
+                          origin=config.origin(key.name))
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class RunLoopConfig:
+    max_concurrency: int = 1
+    thread_pool_size: int = 0
+    window_ms: int = -1
+    commit_ms: int = 60_000
+    callback_timeout_ms: int = -1
+    shutdown_ms: int = 30_000
+    max_idle_ms: int = 10
+
+    @classmethod
+    def from_config(cls, config: Config | Mapping[str, str]) -> "RunLoopConfig":
+        cfg = config if isinstance(config, Config) else Config(config)
+        return cls(_at_least(cfg, TASK_MAX_CONCURRENCY, TASK_MAX_CONCURRENCY.get(cfg), 1),
+                   _at_least(cfg, JOB_CONTAINER_THREAD_POOL_SIZE,
+                             JOB_CONTAINER_THREAD_POOL_SIZE.get(cfg), 0),
+                   TASK_WINDOW_MS.get(cfg), TASK_COMMIT_MS.get(cfg),
+                   TASK_CALLBACK_TIMEOUT_MS.get(cfg),
+                   _at_least(cfg, TASK_SHUTDOWN_MS, TASK_SHUTDOWN_MS.get(cfg), 0),
+                   _at_least(cfg, TASK_MAX_IDLE_MS, TASK_MAX_IDLE_MS.get(cfg), 1))
+
+
+class RunLoop:
+    """Runs the task instances of one container over one envelope source. Runs once."""
+
+    def __init__(self, instances: Iterable[TaskInstance], source: EnvelopeSource,
+                 config: Config | Mapping[str, str] | RunLoopConfig | None = None, *,
+                 name: str = "container", reporter: MetricsReporter | None = None,
+                 extra_metrics: Mapping[str, Callable[[], Any]] | None = None):
+        job_config = Config({}) if isinstance(config, RunLoopConfig) else (
+            config if isinstance(config, Config) else Config(config or {}))
+        self.settings = config if isinstance(config, RunLoopConfig) else RunLoopConfig.from_config(job_config)
+        self.name = name
+        self._source = source
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._post = self._q.put
+        self._workers = [Worker(inst, self._notify) for inst in instances]
+        names = [w.inst.task_name for w in self._workers]
+        if len(set(names)) != len(names):
+            raise EngineError(f"run loop '{name}': duplicate task names in {names}")
+        owners: dict[Any, list[Worker]] = {}
+        for w in self._workers:
+            for ssp in w.inst.ssps:
+                owners.setdefault(ssp, []).append(w)
+        self._single = {s: ws[0] for s, ws in owners.items() if len(ws) == 1}
+        self._shared = {s: tuple(ws) for s, ws in owners.items() if len(ws) > 1}
+        self._inline = (self.settings.thread_pool_size == 0
+                        and all(w.kind is TaskKind.SYNC for w in self._workers))
+        self._max_conc = self.settings.max_concurrency
+        self._timeouts = self.settings.callback_timeout_ms > 0 and not self._inline
+        self._attention = True  # the first service ends tasks without inputs at once
+        self._shutdown_now = False
+        self._reason: StopReason | None = None
+        self._error: BaseException | None = None
+        self._votes = 0
+        self._window_due = self._commit_due = self._report_due = self._timeout_due = False
+        self._dirty: list[Worker] = []
+        self._busy = 0          # messages and operations in flight, all tasks
+        self._backlogged = 0    # workers whose pending queue is full
+        self._pool: TaskPool | None = None
+        self._ran = False
+        self._warned: set = set()
+        self.metrics = MetricsRegistry("run-loop")
+        self._m_null = self.metrics.counter("null-choices")
+        self._m_waits = self.metrics.counter("blocked-waits")
+        self._m_skipped = self.metrics.counter("skipped-envelopes")
+        self.metrics.gauge("in-flight", lambda: self._busy)
+        self._reporter = reporter if reporter is not None else MetricsReporter.from_config(job_config, name)
+        self._owns_reporter = reporter is None  # made here from config: closed by run()
+        self._extra = dict(extra_metrics or {})
+        for attr in ("metrics", "counters"):  # SystemConsumers keeps ``counters``
+            source_metrics = getattr(getattr(source, attr, None), "snapshot", None)
+            if callable(source_metrics):
+                self._extra.setdefault("consumers", source_metrics)
+                break
+
+    # -- public ---------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Stop soon, from any thread or a signal handler: finish what is in flight (up to
+        ``task.shutdown.ms``), commit every task that is not done, and return from run()."""
+        self._stop(StopReason.EXTERNAL_SHUTDOWN)
+        self._post(WAKE)
+
+    @property
+    def abandoned_calls(self) -> int:
+        """How many user calls still run on pool threads after the loop failed on a callback
+        timeout (they cannot be killed). Their tasks' stores must stay open: closing a store
+        under a running call could crash the process (LMDB). 0 after any other ending."""
+        if self._pool is None or not isinstance(self._error, CallbackTimeoutError):
+            return 0
+        return self._pool.busy
+
+    def metrics_snapshot(self) -> dict[str, Any]:
+        snap: dict[str, Any] = {"run-loop": self.metrics.snapshot(), "tasks": {
+            w.inst.task_name: w.inst.metrics.snapshot() for w in self._workers}}
+        for key, read in self._extra.items():
+            snap[key] = read()
+        return snap
+
+    def run(self) -> RunSummary:
+        """Run until every task is done or shutdown; raise the first fatal error."""
+        if self._ran:
+            raise EngineError(f"run loop '{self.name}' already ran; build a new RunLoop")
+        self._ran = True
+        for w in self._workers:
+            if w.inst.state is not InstanceState.INITIALIZED:
+                raise EngineError(f"task '{w.inst.task_name}' is {w.inst.state.value}; call "
+                                  f"TaskInstance.init() before RunLoop.run()")
+        started = _perf()
+        ticker = self._start_timers()
+        try:
+            try:
+                if not self._workers:
+                    self._stop(StopReason.END_OF_STREAM)
+                elif self._inline:
+                    self._run_inline()
+                else:
+                    self._run_general()
+            except BaseException as exc:  # source failure, interrupt: stop without commit
+                self._fail(exc)
+            self._finish()
+        finally:
+            ticker.stop()
+            if self._pool is not None:
+                self._pool.shutdown()
+            if self._reporter is not None:
+                self._report()
+                if self._owns_reporter:
+                    self._reporter.close()
+        if self._error is not None:
+            raise self._error
+        summary = RunSummary(self._reason or StopReason.EXTERNAL_SHUTDOWN,
+                             {w.inst.task_name: w.processed.count for w in self._workers},
+                             (_perf() - started) / 1e9)
+        log.info("%s", summary)
+        return summary
+
+    # -- timers ---------------------------------------------------------------------------
+    def _start_timers(self) -> Ticker:
+        s, ticker = self.settings, Ticker(f"weir-timers-{self.name}")
+        if s.window_ms > 0 and any(w.inst.shape.windowable for w in self._workers):
+            ticker.every(s.window_ms, lambda: self._tick("_window_due"))
+        if s.commit_ms > 0:
+            ticker.every(s.commit_ms, lambda: self._tick("_commit_due"))
+        if self._reporter is not None:
+            ticker.every(self._reporter.interval_ms, lambda: self._tick("_report_due"))
+        if self._timeouts:
+            ticker.every(max(1, min(1000, s.callback_timeout_ms // 10)),
+                         lambda: self._tick("_timeout_due"))
+        if s.thread_pool_size > 0:
+            self._pool = TaskPool(s.thread_pool_size, f"weir-task-{self.name}")
+        ticker.start()
+        return ticker
+
+    def _tick(self, flag: str) -> None:
+        setattr(self, flag, True)
+        self._attention = True
+        if not self._inline:
+            self._post(WAKE)
+
+    def _notify(self) -> None:
+        self._attention = True
+
+    def _report(self) -> None:
+        try:
+            self._reporter.report(self.metrics_snapshot())
+        except Exception:  # metrics must never stop processing
+            log.exception("metrics reporter '%s' failed", self.name)
+
+    # -- stopping -------------------------------------------------------------------------
+    def _finish(self) -> None:
+        """Let work in flight finish (up to task.shutdown.ms, starting nothing new), then
+        commit every task that is not done -- unless the loop failed."""
+        deadline = _perf() + self.settings.shutdown_ms * 1_000_000
+        while self._busy > 0:
+            left = deadline - _perf()
+            if left <= 0:
+                break
+            try:
+                item = self._q.get(True, left / 1e9)
+            except queue.Empty:
+                break
+            self._complete(item)
+        if self._error is not None:
+            return
+        for w in self._workers:
+            if w.complete:
+                continue
+            if w.busy:
+                log.warning("task '%s': %d messages still in flight after task.shutdown.ms=%d; "
+                            "not committing it (they will be processed again on restart)",
+                            w.inst.task_name, w.in_flight, self.settings.shutdown_ms)
+                continue
+            for released in w.releasable(ignore_hold=True):
+                self._apply(w, released)
+            failure = op_outcome(w, Op.COMMIT, Coordinator())
+            if failure is not None:
+                self._fail_task(w, *failure)
+                return
+
+
+    # -- the inline loop: sync tasks on the loop thread -------------------------------------
+    def _run_inline(self) -> None:
+        choose, single, idle = self._source.choose, self._single, self.settings.max_idle_ms / 1000
+        null = self._m_null
+        n = 0
+        if self._service():
+            return
+        while True:
+            env = choose(idle)
+            if env is None:
+                null.count += 1
+            else:
+                w = single.get(env.ssp)
+                if w is None or env.kind is not _MESSAGE:
+                    self._route_inline(env)
+                else:
+                    n += 1
+                    if n & 63:
+                        try:
+                            w.process_fn(env, w.collector, w.coordinator)
+                        except Exception as exc:
+                            self._inline_failure(w, env, exc)
+                        else:
+                            w.offsets[env.ssp] = env.offset
+                            w.processed.count += 1
+                    else:  # every 64th message is timed for the process-ns metric
+                        self._process_inline(w, env)
+            if self._attention and self._service():
+                return
+
+    def _process_inline(self, w: Worker, env: IncomingMessageEnvelope) -> None:
+        started = _perf()
+        try:
+            w.process_fn(env, w.collector, w.coordinator)
+        except Exception as exc:
+            self._inline_failure(w, env, exc)
+            return
+        w.inst.metrics.process_ns.update(_perf() - started)
+        w.offsets[env.ssp] = env.offset
+        w.processed.count += 1
+
+    def _inline_failure(self, w: Worker, env: IncomingMessageEnvelope, exc: Exception) -> None:
+        if w.inst.ignores(exc):
+            log_ignored(w.inst, exc, "process", env)
+            w.offsets[env.ssp] = env.offset
+        else:
+            self._fail_task(w, exc, "process", env)
+
+    def _route_inline(self, env: IncomingMessageEnvelope) -> None:
+        for w in self._owners(env):
+            if env.kind is _EOS:
+                w.ssp_ended(env.ssp)
+                self._attention = self._attention or w.end_of_stream
+            elif env.kind is _MESSAGE and not w.complete:
+                self._process_inline(w, env)
+
+    # -- the general loop: thread pool, callbacks, coroutines --------------------------------
+    def _run_general(self) -> None:
+        get, choose = self._q.get, self._source.choose
+        idle = self.settings.max_idle_ms / 1000
+        for w in self._workers:
+            self._mark(w)
+        while True:
+            while True:
+                try:
+                    item = get(False)
+                except queue.Empty:
+                    break
+                self._complete(item)
+            if self._attention:
+                if self._service():
+                    return
+            elif self._dirty:
+                self._pump_dirty()
+            if self._error is not None or self._shutdown_now:
+                return
+            if not self._backlogged:
+                env = choose(0.0 if self._busy else idle)
+                if env is not None:
+                    self._route(env)
+                    continue
+                self._m_null.count += 1
+                if not self._busy:
+                    continue
+            self._m_waits.count += 1
+            try:
+                item = get(True, idle)
+            except queue.Empty:
+                continue
+            self._complete(item)
+
+    def _route(self, env: IncomingMessageEnvelope) -> None:
+        for w in self._owners(env):
+            if w.complete or env.kind is EnvelopeKind.WATERMARK:
+                continue
+            w.pending.append(env)
+            if not w.backlogged and len(w.pending) >= _MAX_PENDING:
+                w.backlogged = True
+                self._backlogged += 1
+            self._mark(w)
+
+    def _owners(self, env: IncomingMessageEnvelope) -> tuple[Worker, ...] | list[Worker]:
+        """The workers an envelope goes to; envelopes of a shared SSP before a task's
+        starting offset are skipped for that task (SAMZA-REFERENCE 1.8)."""
+        w = self._single.get(env.ssp)
+        if w is not None:
+            return (w,)
+        ws = self._shared.get(env.ssp)
+        if ws is None:
+            self._m_skipped.count += 1
+            if env.ssp not in self._warned:
+                self._warned.add(env.ssp)
+                log.warning("run loop '%s': no task consumes %s; skipping its envelopes",
+                            self.name, env.ssp)
+            return ()
+        if env.kind is not _MESSAGE:
+            return ws
+        out = [w for w in ws if w.inst.is_caught_up(env)]
+        for w in ws:
+            if w not in out:
+                w.inst.metrics.skipped.count += 1
+        return out
+
+    def _mark(self, w: Worker) -> None:
+        if not w.dirty:
+            w.dirty = True
+            self._dirty.append(w)
+
+    def _pump_dirty(self) -> None:
+        while self._dirty and self._error is None:
+            batch, self._dirty = self._dirty, []
+            for w in batch:
+                w.dirty = False
+                self._pump(w)
+
+    def _pump(self, w: Worker) -> None:
+        while self._error is None:
+            nxt = w.next_op(self._max_conc)
+            if nxt is None:
+                break
+            if nxt.__class__ is Op:
+                self._start_op(w, nxt)
+            else:
+                self._dispatch(w, nxt)
+        if w.backlogged and len(w.pending) < _MAX_PENDING:
+            w.backlogged = False
+            self._backlogged -= 1
+
+    def _dispatch(self, w: Worker, env: IncomingMessageEnvelope) -> None:
+        seq = w.next_seq
+        w.next_seq = seq + 1
+        w.in_flight += 1
+        self._busy += 1
+        inst, coord = w.inst, Coordinator()
+        cb = TaskCallback(self._post, w, seq, env, coord)
+        if self._timeouts:
+            w.callbacks[seq] = cb
+        if w.kind is TaskKind.COROUTINE:
+            try:
+                cb.future = inst.asyncio_thread().submit(inst.process_coroutine(env, coord))
+            except Exception as exc:
+                cb.fail(exc)
+                return
+            cb.future.add_done_callback(cb.done_from_future)
+        elif self._pool is not None:
+            self._pool.submit(run_sync if w.kind is TaskKind.SYNC else run_callback,
+                              inst, env, coord, cb)
+        elif w.kind is TaskKind.SYNC:
+            run_sync(inst, env, coord, cb)
+        else:
+            run_callback(inst, env, coord, cb)
+
+    def _complete(self, item: tuple) -> None:
+        code, subject, payload = item
+        if code is None:
+            return
+        if code == OP_DONE:
+            self._busy -= 1
+            self._op_done(*subject, payload)
+            return
+        cb: TaskCallback = subject
+        if code == DUPLICATE:
+            self._fail(duplicate_completion_error(cb))
+            return
+        w = cb.worker
+        w.in_flight -= 1
+        self._busy -= 1
+        if self._timeouts:
+            w.callbacks.pop(cb.seq, None)
+        if code == FAILED:
+            inst = w.inst
+            if not (isinstance(payload, Exception) and inst.ignores(payload)):
+                self._fail_task(w, payload, "process", cb.envelope)
+                return
+            log_ignored(inst, payload, "process", cb.envelope)
+            cb.skipped = True
+        if self._max_conc == 1:
+            self._apply(w, cb)
+        else:
+            for released in w.add_done(cb):
+                self._apply(w, released)
+        self._mark(w)
+
+    def _apply(self, w: Worker, cb: TaskCallback) -> None:
+        """A released message: record its offset and take its coordinator requests."""
+        env = cb.envelope
+        w.offsets[env.ssp] = env.offset
+        if not cb.skipped:
+            w.processed.count += 1
+            if cb.elapsed_ns >= 0:
+                w.inst.metrics.process_ns.update(cb.elapsed_ns)
+        if cb.coordinator.requested:
+            self._merge(w, cb.coordinator)
+
+    def _expire_callbacks(self) -> None:
+        limit = _perf() - self.settings.callback_timeout_ms * 1_000_000
+        for w in self._workers:
+            for cb in w.callbacks.values():  # in dispatch order: the oldest first
+                if cb.started_ns > limit:
+                    break
+                if cb.claim():
+                    cb.timed_out = True
+                    if cb.future is not None:
+                        cb.future.cancel()
+                    w.in_flight -= 1
+                    self._busy -= 1
+                    del w.callbacks[cb.seq]
+                    env, name = cb.envelope, w.inst.task_name
+                    err = CallbackTimeoutError(
+                        f"task '{name}': processing of {env.ssp} offset {env.offset} did not "
+                        f"finish within task.callback.timeout.ms="
+                        f"{self.settings.callback_timeout_ms}; make sure every path calls "
+                        f"callback.complete() or callback.fail(exc), or raise the timeout")
+                    err.task_name, err.ssp, err.offset = name, env.ssp, env.offset
+                    self._fail(err)
+                    return
+
+
+    # -- operations, requests, timers (both loops) ---------------------------------------
+    def _service(self) -> bool:
+        """Timers, coordinator requests and operations; True when the loop must stop."""
+        self._attention = False
+        if self._window_due:
+            self._window_due = False
+            for w in self._workers:
+                if w.inst.shape.windowable and not w.complete:
+                    w.need_window = True
+        if self._commit_due:
+            self._commit_due = False
+            for w in self._workers:
+                w.need_commit = not w.complete
+        if self._timeout_due:
+            self._timeout_due = False
+            self._expire_callbacks()
+        if self._report_due:
+            self._report_due = False
+            self._report()
+        for w in self._workers:
+            if w.coordinator.requested:
+                self._merge(w, w.coordinator)
+            self._mark(w)
+        self._pump_dirty()
+        return self._error is not None or self._shutdown_now
+
+    def _start_op(self, w: Worker, op: Op) -> None:
+        if op is Op.COMMIT:
+            w.need_commit = False
+        elif op is Op.WINDOW:
+            w.need_window = False
+        else:
+            w.complete = True
+        w.op = op
+        coord = Coordinator()
+        if self._pool is not None:
+            self._busy += 1
+            self._pool.submit(run_op, self._post, w, op, coord)
+        else:
+            self._op_done(w, op, coord, op_outcome(w, op, coord))
+
+    def _op_done(self, w: Worker, op: Op, coord: Coordinator, failure) -> None:
+        w.op = None
+        if failure is not None:
+            self._fail_task(w, *failure)
+            return
+        self._merge(w, coord)
+        if op is Op.WINDOW:
+            self._check_window_time(w)
+        elif op is Op.COMMIT and w.hold:
+            w.hold = False
+            for released in w.releasable():
+                self._apply(w, released)
+        elif op is Op.END_OF_STREAM:
+            self._vote(w)
+        self._mark(w)
+
+    def _check_window_time(self, w: Worker) -> None:
+        timer, period = w.inst.metrics.window_ns, self.settings.window_ms
+        if (period > 0 and timer.count >= 10 and timer.total_ns >= timer.count * period * 1_000_000
+                and ("window", w.inst.task_name) not in self._warned):
+            self._warned.add(("window", w.inst.task_name))
+            log.warning("task '%s': window() takes %.1f ms on average, not less than "
+                        "task.window.ms=%d; windows now starve processing -- raise "
+                        "task.window.ms or make window() cheaper", w.inst.task_name,
+                        timer.total_ns / timer.count / 1e6, period)
+
+    def _merge(self, w: Worker, coord: Coordinator) -> None:
+        commit, shutdown = coord.take()
+        if commit is RequestScope.CURRENT_TASK:
+            w.need_commit = True
+        elif commit is RequestScope.ALL_TASKS_IN_CONTAINER:
+            for x in self._workers:
+                if not x.complete:
+                    x.need_commit = True
+                    self._mark(x)
+        if shutdown is RequestScope.CURRENT_TASK:
+            self._vote(w)
+        elif shutdown is RequestScope.ALL_TASKS_IN_CONTAINER:
+            self._stop(StopReason.SHUTDOWN_REQUESTED)
+        self._mark(w)
+
+    def _vote(self, w: Worker) -> None:
+        if not w.voted:
+            w.voted = True
+            self._votes += 1
+        if self._votes == len(self._workers):
+            done = all(x.complete for x in self._workers)
+            self._stop(StopReason.END_OF_STREAM if done else StopReason.SHUTDOWN_REQUESTED)
+
+    def _stop(self, reason: StopReason) -> None:
+        if self._reason is None:
+            self._reason = reason
+        self._shutdown_now = True
+        self._attention = True
+
+    def _fail_task(self, w: Worker, exc: BaseException, during: str, env=None) -> None:
+        """Stop the loop for ``exc`` raised by ``w``'s task ``during`` an operation or a
+        message: a TaskError naming task, SSP and offset -- except an interrupt (a second
+        Ctrl-C landing in user code), which stops the loop as it is."""
+        if isinstance(exc, KeyboardInterrupt):
+            self._fail(exc)
+            return
+        self._fail(task_error(w.inst.task_name, exc, during=during,
+                              ssp=env.ssp if env is not None else None,
+                              offset=env.offset if env is not None else None))
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._error is None:
+            self._error = exc
+        self._attention = True
