@@ -102,7 +102,8 @@ def start_job(tmp_path: Path) -> subprocess.Popen:
 
 def committed(tmp_path: Path) -> dict[int, int]:
     """The checkpointed offset of each input partition (-1 before any)."""
-    mgr = FileCheckpointManager(tmp_path / "checkpoints")
+    job = JobConfig.from_config(load_config(tmp_path / "job.properties"), cwd=tmp_path)
+    mgr = FileCheckpointManager(job.checkpoint_dir)
     out = {}
     for p in range(PARTITIONS):
         try:

@@ -365,13 +365,48 @@ def test_job_config_requires_job_name():
         JobConfig.from_config(Config({}), environ={})
 
 
-def test_job_config_defaults_resolve_against_the_working_directory(tmp_path):
+def test_job_config_defaults_put_every_path_under_one_directory_per_job(tmp_path):
     job = JobConfig.from_config(Config({"job.name": "wc"}), cwd=tmp_path, environ={})
     assert (job.name, job.id) == ("wc", "1")
-    assert job.logged_store_base_dir == tmp_path / "state"
-    assert job.non_logged_store_base_dir == tmp_path / "state"
-    assert job.checkpoint_dir == tmp_path / "checkpoints"
+    root = tmp_path / "weir-data" / "wc-1"
+    assert job.data_dir == root
+    assert job.logged_store_base_dir == root / "state"
+    assert job.non_logged_store_base_dir == root / "state"
+    assert job.checkpoint_dir == root / "checkpoints"
     assert job.changelog_system is None and job.coordinator_system is None
+
+
+def test_two_ids_of_one_job_name_get_separate_data_directories(tmp_path):
+    one = JobConfig.from_config(Config({"job.name": "wc"}), cwd=tmp_path, environ={})
+    two = JobConfig.from_config(Config({"job.name": "wc", "job.id": "2"}), cwd=tmp_path,
+                                environ={})
+    assert one.data_dir != two.data_dir
+    assert two.checkpoint_dir == tmp_path / "weir-data/wc-2/checkpoints"
+
+
+def test_job_data_dir_moves_every_default_path_and_explicit_keys_still_win(tmp_path):
+    cfg = Config({"job.name": "wc", "job.data.dir": "jobs/wc",
+                  "task.checkpoint.path": "/cp"})
+    job = JobConfig.from_config(cfg, cwd=tmp_path, environ={})
+    assert job.data_dir == tmp_path / "jobs/wc"
+    assert job.logged_store_base_dir == tmp_path / "jobs/wc/state"
+    assert job.non_logged_store_base_dir == tmp_path / "jobs/wc/state"
+    assert job.checkpoint_dir == Path("/cp")
+
+
+def test_a_job_name_with_a_path_separator_needs_an_explicit_data_dir(tmp_path):
+    with pytest.raises(ConfigError, match="job.name.*cannot name a directory.*job.data.dir"):
+        JobConfig.from_config(Config({"job.name": "a/b"}), cwd=tmp_path, environ={})
+    job = JobConfig.from_config(Config({"job.name": "a/b", "job.data.dir": "ab"}),
+                                cwd=tmp_path, environ={})
+    assert job.checkpoint_dir == tmp_path / "ab/checkpoints"
+
+
+def test_an_empty_directory_key_is_refused_with_its_origin(tmp_path):
+    cfg = Config({"job.name": "wc", "task.checkpoint.path": " "},
+                 origins={"task.checkpoint.path": "job.properties:4"})
+    with pytest.raises(ConfigError, match="task.checkpoint.path.*job.properties:4"):
+        JobConfig.from_config(cfg, cwd=tmp_path, environ={})
 
 
 def test_logged_store_base_dir_env_var_wins_and_is_per_job(tmp_path):
@@ -387,7 +422,8 @@ def test_logged_store_base_dir_env_var_wins_and_is_per_job(tmp_path):
 def test_store_dir_is_base_store_and_task_with_underscores(tmp_path):
     job = JobConfig.from_config(Config({"job.name": "wc", "job.non-logged.store.base.dir": "nl"}),
                                 cwd=tmp_path, environ={})
-    assert job.store_dir("counts", "Partition 0", StoreBase.LOGGED) == tmp_path / "state/counts/Partition_0"
+    assert job.store_dir("counts", "Partition 0", StoreBase.LOGGED) == \
+        tmp_path / "weir-data/wc-1/state/counts/Partition_0"
     assert job.store_dir("cache", "SystemStreamPartition [a, b, 1]", StoreBase.NON_LOGGED) == \
         tmp_path / "nl/cache/SystemStreamPartition_[a,_b,_1]"
 

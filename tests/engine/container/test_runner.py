@@ -46,6 +46,7 @@ def write_job(tmp_path: Path, task: str = "CountWords", **extra: str) -> Path:
         "task.inputs": "filelog.words",
         "systems.filelog.factory": "filelog",
         "systems.filelog.root": "log",
+        "job.data.dir": "job",
         "systems.filelog.samza.key.serde": "string",
         "systems.filelog.samza.msg.serde": "string",
         "systems.filelog.streams.counts-out.samza.msg.serde": "int64",
@@ -66,9 +67,7 @@ def config_of(tmp_path: Path, **extra: str) -> Config:
     cfg = dict(line.split("=", 1) for line in
                (tmp_path / "job.properties").read_text().splitlines())
     cfg.update({"systems.filelog.root": str(tmp_path / "log"),
-                "task.checkpoint.path": str(tmp_path / "checkpoints"),
-                "job.logged.store.base.dir": str(tmp_path / "state"),
-                "job.non-logged.store.base.dir": str(tmp_path / "state")})
+                "job.data.dir": str(tmp_path / "job")})
     cfg.update(extra)
     return Config(cfg)
 
@@ -100,7 +99,7 @@ def weir_run(tmp_path: Path, *args: str) -> subprocess.Popen:
 
 
 def checkpoints(tmp_path: Path, tasks: int = PARTITIONS) -> dict[int, int]:
-    mgr = FileCheckpointManager(tmp_path / "checkpoints")
+    mgr = FileCheckpointManager(tmp_path / "job" / "checkpoints")
     names = [f"Partition {p}" for p in range(tasks)]
     for name in names:
         mgr.register(name)
