@@ -24,6 +24,7 @@ from weir.engine.config.job import (
 )
 from weir.engine.model import SystemStream
 from weir.stores.config import Config, ConfigError, declare
+from weir.stores.spec import StoreSpec
 
 
 @pytest.fixture
@@ -492,3 +493,38 @@ def test_docstring_examples_run(module):
 
     result = doctest.testmod(importlib.import_module(module))
     assert result.failed == 0 and result.attempted > 0
+
+
+# -- store keys: one message ---------------------------------------------------------------------
+
+_STORE = {"job.name": "wc", "stores.counts.factory": "memory", "stores.counts.key.serde": "string",
+          "stores.counts.msg.serde": "int64"}
+
+
+def test_an_unknown_key_of_a_defined_store_is_an_error_naming_key_origin_and_the_right_key(caplog):
+    cfg = Config({**_STORE, "stores.counts.cache.size": "10"},
+                 origins={"stores.counts.cache.size": "job.properties:7"})
+    with caplog.at_level(logging.WARNING), \
+            pytest.raises(ConfigError, match="stores.counts.cache.size.*job.properties:7.*"
+                                             "did you mean stores.counts.object.cache.size"):
+        warn_unknown_keys(cfg)
+    assert "is ignored" not in caplog.text  # no warning that contradicts the error
+
+
+def test_the_config_check_and_the_store_spec_refuse_an_unknown_store_key_alike():
+    cfg = Config({**_STORE, "stores.counts.cache.size": "10"})
+    with pytest.raises(ConfigError) as from_check:
+        validate_config(cfg)
+    with pytest.raises(ConfigError) as from_spec:
+        StoreSpec.from_config(cfg, "counts")
+    assert str(from_check.value) == str(from_spec.value)
+
+
+def test_a_key_of_a_store_without_factory_is_ignored_with_a_warning_that_says_why():
+    (warning,) = validate_config(Config({**_STORE, "stores.count.changelog": "filelog.c"}))
+    assert warning.kind is WarningKind.UNDEFINED_STORE
+    assert "is ignored: no store 'count' is defined (stores.count.factory is not set)" in \
+        warning.message
+    assert "did you mean 'stores.counts.changelog'?" in warning.message
+    (alone,) = validate_config(Config({"stores.other.changelog": "filelog.c"}))
+    assert "set stores.other.factory (rocksdb, lmdb or memory)" in alone.message

@@ -296,3 +296,17 @@ def test_a_container_the_runner_stops_while_it_starts_is_not_reported_as_failed(
     assert children["0"].process.exitcode == -signal.SIGTERM
     assert children["0"].failure is None
     assert children["1"].failure == ContainerFailure("1", "TaskError", "boom")
+
+
+def test_an_unknown_store_key_fails_the_run_with_one_error_and_no_ignored_warning(tmp_path):
+    write_job(tmp_path, **{"stores.counts.cache.size": "10"})
+    produce(tmp_path, words(4))
+
+    proc = weir_run(tmp_path, "--status", "off")
+    out, err = proc.communicate(timeout=60)
+
+    assert proc.returncode == 2, out + err
+    assert "is ignored" not in err
+    assert err.count("stores.counts.cache.size") == 1
+    assert "job.properties:" in err and "did you mean stores.counts.object.cache.size" in err
+    assert not (tmp_path / "job").exists()  # nothing ran
