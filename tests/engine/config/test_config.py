@@ -486,15 +486,6 @@ def test_cli_show_bad_value_exits_2_naming_key_and_line(tmp_path, capsys):
     assert "job.container.count" in err and f"{path}:4" in err
 
 
-@pytest.mark.parametrize("module", ["weir.engine.config.job", "weir.engine.config.files"])
-def test_docstring_examples_run(module):
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(module))
-    assert result.failed == 0 and result.attempted > 0
-
-
 # -- store keys: one message ---------------------------------------------------------------------
 
 _STORE = {"job.name": "wc", "stores.counts.factory": "memory", "stores.counts.key.serde": "string",
