@@ -95,9 +95,8 @@ JOB_DATA_DIR = declare(
     "the working directory. Deleting it (with the job's changelog streams) resets the job. "
     "Weir's key; Samza has none.", component=_COMPONENT)
 JOB_LOGGED_STORE_BASE_DIR = declare(
-    "job.logged.store.base.dir", str, None, "Base directory of stores with a changelog and of "
-    "side-input stores (`<base>/<store>/<task name, spaces as _>`); relative to the working "
-    "directory. Unset: `<job.data.dir>/state`. The environment variable "
+    "job.logged.store.base.dir", str, None, "Base directory of stores with a changelog "
+    "(`<base>/<store>/<task name, spaces as _>`); relative to the working directory. Unset: `<job.data.dir>/state`. The environment variable "
     "`LOGGED_STORE_BASE_DIR`, when set, wins: `$LOGGED_STORE_BASE_DIR/<job.name>-<job.id>`.",
     component=_COMPONENT)
 JOB_NON_LOGGED_STORE_BASE_DIR = declare(
@@ -210,7 +209,7 @@ def config_docs_markdown() -> str:
 
 class StoreBase(Enum):
     """Which base directory a store lives under (SAMZA-REFERENCE 4.1): ``LOGGED`` for stores
-    with a changelog (or backup) and side-input stores, ``NON_LOGGED`` for the rest."""
+    with a changelog, ``NON_LOGGED`` for the rest."""
 
     LOGGED = "logged"
     NON_LOGGED = "non-logged"
