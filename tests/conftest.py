@@ -57,12 +57,21 @@ def repo_files(root: Path = REPO) -> dict[str, tuple[int, int]]:
 def leaks(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]],
           temp_dir: Path) -> list[str]:
     """What the session left behind: temporary files and changes to the repository tree."""
-    found = [f"left in the temporary directory: {p}" for p in sorted(temp_dir.iterdir())]
+    found = [f"left in the temporary directory: {p}{_peek(p)}" for p in sorted(temp_dir.iterdir())]
     found += [f"added to the repository: {p}" for p in sorted(after.keys() - before.keys())]
     found += [f"removed from the repository: {p}" for p in sorted(before.keys() - after.keys())]
     found += [f"changed in the repository: {p}" for p in sorted(before.keys() & after.keys())
               if before[p] != after[p]]
     return found
+
+
+def _peek(path: Path) -> str:
+    """A few names inside a leftover directory, to tell which test made it."""
+    if not path.is_dir() or path.is_symlink():
+        return ""
+    names = sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+    more = f", ... ({len(names)} entries)" if len(names) > 5 else ""
+    return f" (holding {', '.join(names[:5])}{more})" if names else " (empty)"
 
 
 @pytest.fixture(scope="session", autouse=True)

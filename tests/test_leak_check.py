@@ -22,7 +22,7 @@ def test_added_removed_and_changed_files_and_temp_leftovers_are_reported(tmp_pat
     (temp / "tmpabc").mkdir()
 
     assert leaks(before, repo_files(repo), temp) == [
-        f"left in the temporary directory: {temp / 'tmpabc'}",
+        f"left in the temporary directory: {temp / 'tmpabc'} (empty)",
         "added to the repository: stray.log",
         f"removed from the repository: {os.path.join('pkg', 'gone.py')}",
         f"changed in the repository: {os.path.join('pkg', 'edited.py')}"]
