@@ -32,11 +32,14 @@ class SystemError_(EngineError):
 
 
 class StreamNotFoundError(SystemError_):
-    def __init__(self, system: str, stream: str, hint: str = ""):
-        super().__init__(f"stream '{system}.{stream}' does not exist"
+    """A stream does not exist; ``where`` names the place searched (a file log's root)."""
+
+    def __init__(self, system: str, stream: str, hint: str = "", *, where: str | None = None):
+        place = f" in {where}" if where else ""
+        super().__init__(f"stream '{system}.{stream}' does not exist{place}"
                          + (f": {hint}" if hint else
                             f"; create it with `weir log create {stream}` or set the job's inputs right"))
-        self.system, self.stream = system, stream
+        self.system, self.stream, self.where = system, stream, where
 
 
 class CorruptRecordError(SystemError_):

@@ -131,6 +131,9 @@ class RestoreStats:
     target: int
     trimmed_keys: int
     reason: str = ""
+    trimmed_records: int = 0
+    """Changelog records after the checkpoint (written by a run that crashed before its next
+    commit) whose changes the trim reverted; ``trimmed_keys`` counts the keys they touched."""
 
     @property
     def records_per_second(self) -> float:
@@ -138,7 +141,8 @@ class RestoreStats:
 
     def summary(self) -> str:
         span = (f"offsets {self.start}..{self.target}" if self.records else "no records")
-        trimmed = f", reverted {self.trimmed_keys} uncommitted keys" if self.trimmed_keys else ""
+        trimmed = (f", reverted {self.trimmed_records:,} uncommitted changelog records "
+                   f"({self.trimmed_keys:,} keys)" if self.trimmed_keys else "")
         return (f"restored store '{self.store}' of task '{self.task}' ({self.action.value}, "
                 f"{span}): {self.records:,} records, {_human_bytes(self.bytes)}, "
                 f"{self.seconds:.2f} s, {self.records_per_second:,.0f} records/s{trimmed}")

@@ -241,7 +241,8 @@ class TaskStorageManager:
             raise
         stats = RestoreStats(self.task_name, name, plan.action, records, nbytes,
                              time.perf_counter() - started, plan.start, plan.target, trimmed,
-                             plan.reason)
+                             plan.reason,
+                             trimmed_records=plan.newest - plan.target if trimmed else 0)
         self.restore_stats[name] = stats
         handle.done(stats)
         return entry

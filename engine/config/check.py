@@ -1,5 +1,10 @@
 """Checking a loaded config against the declarations: bad values fail, unknown keys warn.
 
+Unknown keys of a defined store (one with ``stores.<s>.factory``) are errors, not warnings:
+the store's spec refuses them (:func:`weir.stores.spec.check_store_keys`), so the check raises
+that same ConfigError instead of announcing that the key "is ignored". Keys of a store that is
+not defined (no factory) are ignored, with a warning that says so.
+
 Internal to :mod:`weir.engine.config.job`. Which keys are Weir's (and so may be "unknown"):
 
 * everything under ``task.``, ``job.``, ``stores.``, ``serializers.`` and ``spark.weir.``;
@@ -20,6 +25,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from weir.stores.config import Config, ConfigKey, declared_keys, find_declared
+from weir.stores.spec import check_store_keys, stores_in
 
 __all__ = ["ConfigWarning", "WarningKind", "check_config"]
 
@@ -36,6 +42,8 @@ class WarningKind(Enum):
     """What a :class:`ConfigWarning` is about."""
 
     UNKNOWN_KEY = "unknown-key"
+    UNDEFINED_STORE = "undefined-store"
+    """A ``stores.<s>.*`` key of a store without ``stores.<s>.factory``."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,12 @@ class ConfigWarning:
     @property
     def message(self) -> str:
         where = f" (set at {self.origin})" if self.origin else ""
+        if self.kind is WarningKind.UNDEFINED_STORE:
+            store = self.key.split(".")[1]
+            hint = (f"did you mean '{self.suggestion}'?" if self.suggestion else
+                    f"set stores.{store}.factory (rocksdb, lmdb or memory) to define it")
+            return (f"config key '{self.key}'{where} is ignored: no store '{store}' is defined "
+                    f"(stores.{store}.factory is not set); {hint}")
         hint = (f"; did you mean '{self.suggestion}'?" if self.suggestion
                 else "; see docs/CONFIG.md for the keys Weir reads")
         return f"unknown config key '{self.key}'{where} is ignored{hint}"
@@ -154,16 +168,36 @@ def _suggest(key: str, declared: list[ConfigKey]) -> str | None:
     return matches[0] if matches else None
 
 
+def _suggest_store(parts: list[str], stores: list[str], decl: ConfigKey | None,
+                   declared: list[ConfigKey]) -> str | None:
+    """For a key of an undefined store: the key with the closest defined store's name (a typo
+    in the name), else the closest declared key when the key itself is unknown."""
+    close = difflib.get_close_matches(parts[1], stores, n=1, cutoff=0.6)
+    if close:
+        return ".".join([parts[0], close[0], *parts[2:]])
+    return None if decl is not None else _suggest(".".join(parts), declared)
+
+
 # -- the check ----------------------------------------------------------------------------------
 
 def check_config(config: Config) -> list[ConfigWarning]:
     """Parse every set key that has a declaration (a bad value raises ConfigError) and return
-    a warning for every unknown key under a prefix Weir owns, in key order."""
+    a warning for every unknown key under a prefix Weir owns, in key order. An unknown key of
+    a defined store raises ConfigError (see the module docstring)."""
+    stores = stores_in(config)
+    for store in stores:
+        check_store_keys(config, store)
+    defined = set(stores)
     stream_props = _stream_prop_declarations()
     declared = declared_keys()
     warnings: list[ConfigWarning] = []
     for key in sorted(config):
         decl = _declaration(key, stream_props)
+        parts = key.split(".")
+        if parts[0] == "stores" and len(parts) > 2 and parts[1] not in defined:
+            warnings.append(ConfigWarning(WarningKind.UNDEFINED_STORE, key, config.origin(key),
+                                          _suggest_store(parts, stores, decl, declared)))
+            continue
         if decl is not None:
             decl.parse(config, key)
         elif _owned(config, key):

@@ -219,6 +219,10 @@ class Container:
                 starting_offsets=starts, async_runner=runner)
             self.instances.append(inst)
             closers.callback(lambda inst=inst: inst.close(self._store_disposal()))
+        for name in tasks:
+            if last[name] is not None:
+                log.info("%s", resume_line(name, self.positions[name],
+                                           storages[name].restore_stats()))
         for inst in self.instances:
             inst.init()
         for inst in self.instances:
@@ -340,6 +344,39 @@ def _describe_starts(positions: dict[SystemStreamPartition, SspPosition]) -> str
     return ", ".join(f"{ssp} offset {pos.start}" for ssp, pos in sorted(positions.items()))
 
 
+def resume_line(task: TaskName, positions: dict[SystemStreamPartition, SspPosition],
+                restored: list[Any]) -> str:
+    """The line a task with a checkpoint logs at start: the offset each input resumes from
+    and how many changelog records of a crashed run's uncommitted work the restore reverted.
+
+    >>> from weir.engine.model import SystemStreamPartition as SSP
+    >>> from weir.recovery.restore import Action, RestoreStats
+    >>> stats = RestoreStats("Partition 0", "counts", Action.CATCH_UP, 10, 200, 0.1, 41, 50,
+    ...                      trimmed_keys=3, trimmed_records=7)
+    >>> resume_line("Partition 0", {SSP("filelog", "words", 0): SspPosition(1234, 1234)},
+    ...             [stats])
+    "task 'Partition 0' resumes from its checkpoint: filelog.words#0 at offset 1234; restore reverted 7 uncommitted changelog record(s) of store 'counts' (3 key(s))"
+    >>> other = RestoreStats("Partition 0", "totals", Action.REUSE, 0, 0, 0.0, 5, 5,
+    ...                      trimmed_keys=1, trimmed_records=1)
+    >>> resume_line("Partition 0", {}, [stats, other]).split("; ")[1]
+    "restore reverted 8 uncommitted changelog record(s): store 'counts' 7 (3 key(s)), store 'totals' 1 (1 key(s))"
+    """
+    inputs = ", ".join(f"{ssp} at offset {pos.start}" for ssp, pos in sorted(positions.items()))
+    reverted = [s for s in restored if s.trimmed_keys]
+    if not reverted:
+        undo = "no uncommitted changelog records to revert"
+    elif len(reverted) == 1:
+        (s,) = reverted
+        undo = (f"restore reverted {s.trimmed_records:,} uncommitted changelog record(s) of "
+                f"store '{s.store}' ({s.trimmed_keys:,} key(s))")
+    else:
+        records = sum(s.trimmed_records for s in reverted)
+        stores = ", ".join(f"store '{s.store}' {s.trimmed_records:,} ({s.trimmed_keys:,} "
+                           f"key(s))" for s in sorted(reverted, key=lambda s: s.store))
+        undo = f"restore reverted {records:,} uncommitted changelog record(s): {stores}"
+    return f"task '{task}' resumes from its checkpoint: {inputs or 'no inputs'}; {undo}"
+
+
 def store_specs(config: Config, job: JobConfig) -> list[StoreSpec]:
     """Every configured store (``stores.<name>.factory``), parsed; bare changelog stream
     names go to the job's changelog system."""
@@ -396,4 +433,4 @@ def run_container(config: Config, job_model: JobModel, container_id: str = "0",
     return Container(config, job_model, container_id, **kwargs).run()
 
 
-__all__ += ["run_container", "store_specs", "create_changelog_streams"]
+__all__ += ["run_container", "store_specs", "create_changelog_streams", "resume_line"]

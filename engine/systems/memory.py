@@ -222,6 +222,16 @@ class MemorySystemAdmin:
         with self._state.cond:
             return self._state.stream(stream).spec.cleanup_policy
 
+    def stream_spec(self, stream: str) -> StreamSpec:
+        """The spec the stream was created with (policy, bounded)."""
+        with self._state.cond:
+            return self._state.stream(stream).spec
+
+    def list_streams(self) -> list[str]:
+        """Names of the system's streams, sorted."""
+        with self._state.cond:
+            return sorted(self._state.streams)
+
     def describe(self, stream: str) -> list[MemoryPartitionInfo]:
         """Per-partition metadata, size and ended flag (for ``weir log describe``)."""
         with self._state.cond:

@@ -26,6 +26,7 @@ from weir.engine.model import SystemStreamPartition
 
 from weir.engine.systems.api import CleanupPolicy, PartitionMetadata, StreamSpec
 from weir.engine.systems.filelog import _shared
+from weir.engine.systems.filelog.deletion import DeletedStream, delete_stream
 from weir.engine.systems.filelog.reader import PartitionReader
 from weir.engine.systems.filelog.retention import MaintenanceReport, Retention
 from weir.engine.systems.filelog.segment import Segment, build_index, index_for, list_segments, scan_plain
@@ -128,6 +129,11 @@ class FileLogAdmin:
         return ends
 
     close_stream = end_stream
+
+    def delete_stream(self, stream: str) -> DeletedStream:
+        """Delete the stream and its files; refused while a partition has a writer or a
+        maintenance run (see :mod:`weir.engine.systems.filelog.deletion`)."""
+        return delete_stream(self.root, stream, self.system)
 
     def compact(self, stream: str, partition: int | None = None, *, progress: bool = False
                 ) -> list[MaintenanceReport]:
