@@ -24,6 +24,7 @@ from weir.engine.errors import (
     DeserializationError,
     EngineError,
     PartitionLockedError,
+    StreamIdentityMismatchError,
     StreamNotFoundError,
     TaskError,
 )
@@ -72,7 +73,7 @@ _LAZY = {
 __all__ = [
     "__version__",
     "CallbackTimeoutError", "CorruptRecordError", "DeserializationError", "EngineError",
-    "PartitionLockedError", "StreamNotFoundError", "TaskError",
+    "PartitionLockedError", "StreamIdentityMismatchError", "StreamNotFoundError", "TaskError",
     "NO_TIMESTAMP", "EnvelopeKind", "IncomingMessageEnvelope", "OutgoingMessageEnvelope",
     "SystemStream", "SystemStreamPartition", "TaskName",
     "AsyncStreamTask", "ClosableTask", "EndOfStreamListenerTask", "InitableTask",
