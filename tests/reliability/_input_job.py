@@ -94,19 +94,6 @@ class InputJob:
     def config_path(self) -> Path:
         return self.base / "job.properties"
 
-    def registry(self):
-        from weir.engine.config.job import load_config
-        from weir.engine.systems.registry import SystemRegistry
-
-        cwd = os.getcwd()
-        os.chdir(self.base)  # relative paths in the config, as `weir run` sees them
-        try:
-            registry = SystemRegistry(load_config(self.config_path))
-            registry.admin("filelog")
-            return registry
-        finally:
-            os.chdir(cwd)
-
     def admin(self):
         from weir.engine.systems.filelog import FileLogAdmin, FileLogSettings
         from weir.stores.config import Config
@@ -154,8 +141,17 @@ class InputJob:
                               cwd=self.base, env=self.env(), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, timeout=timeout)
 
-    def start(self) -> subprocess.Popen:
-        return subprocess.Popen(self.command("run", "job.properties", "--status", "off"),
+    def run_to_end(self, *overrides: str, runs: int = 5) -> subprocess.CompletedProcess:
+        """Run again after each ``STOP`` until the input ends (or a run fails)."""
+        for _ in range(runs):
+            result = self.run(*overrides)
+            if result.returncode != 0 or "ended (end-of-stream)" in result.stdout:
+                return result
+        raise AssertionError(f"the job did not reach the end of its input in {runs} runs")
+
+    def start(self, *overrides: str) -> subprocess.Popen:
+        sets = [a for o in overrides for a in ("--set", o)]
+        return subprocess.Popen(self.command("run", "job.properties", "--status", "off", *sets),
                                 cwd=self.base, env=self.env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
 
