@@ -20,6 +20,7 @@ __all__ = [
     "TaskError",
     "CallbackTimeoutError",
     "StreamIdentityMismatchError",
+    "ChangelogNotCompactedError",
 ]
 
 
@@ -89,3 +90,12 @@ class StreamIdentityMismatchError(EngineError):
         super().__init__(message)
         self.task, self.ssp, self.recorded, self.current = task, ssp, recorded, current
         self.checkpoint_path, self.store = checkpoint_path, store
+
+
+class ChangelogNotCompactedError(SystemError_):
+    """A store's changelog stream exists but is not compacted: retention would delete the
+    records its state is rebuilt from. Names the stream, the store and the fix."""
+
+    def __init__(self, message: str, *, stream: str, store: str | None, policy: str):
+        super().__init__(message)
+        self.stream, self.store, self.policy = stream, store, policy

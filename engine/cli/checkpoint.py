@@ -181,7 +181,7 @@ def _show(args: argparse.Namespace) -> int:
         print(json.dumps({"job": job.job.name, "checkpoint_dir": str(job.directory),
                           "tasks": [_entry_json(e) for e in entries]}, indent=2))
         return 0
-    console = Console(file=sys.stdout)
+    console = _console()
     if not entries:
         console.print(f"job '{job.job.name}' has no checkpoints in {job.directory}")
         return 0
@@ -203,6 +203,13 @@ def _show(args: argparse.Namespace) -> int:
         console.print(f"{len(damaged)} damaged checkpoint(s); `weir checkpoint use-previous "
                       f"{job.path} --task '{damaged[0]}'` goes back to the previous one")
     return 0
+
+
+def _console() -> Console:
+    """Rich output on stdout; wide enough not to wrap paths when it is not a terminal."""
+    interactive = sys.stdout.isatty()
+    return Console(file=sys.stdout, width=None if interactive else 160, soft_wrap=False,
+                   highlight=False)
 
 
 def _inputs_cell(cp: Checkpoint) -> str:
@@ -302,7 +309,7 @@ def _use_previous(args: argparse.Namespace) -> int:
                    else ("damaged" if entry.error else "missing"))
             table.add_row(entry.task, was, _inputs_cell(entry.previous.checkpoint),
                           str(kept) if kept is not None else "-")
-    console = Console(file=sys.stdout)
+    console = _console()
     console.print(table)
     console.print(f"{len(plans)} task(s) now resume from their previous checkpoint; the next "
                   f"`weir run {job.path}` reads their input again from there and restores "
@@ -322,7 +329,7 @@ class _Move:
 
 def _reset(args: argparse.Namespace) -> int:
     job = _Job.load(args)
-    console = Console(file=sys.stdout)
+    console = _console()
     with job.locked("reset"):
         suffix = aside_suffix("reset")
         moves = _plan_reset(job, suffix)

@@ -47,6 +47,7 @@ from typing import Any
 from weir.recovery.checkpoint import Checkpoint, FileCheckpointManager
 from weir.recovery.storage import ProgressMode
 from weir.stores.config import Config
+from weir.stores.errors import ConfigError
 from weir.stores.spec import StoreSpec, stores_in
 
 from weir.engine.container.progress import (ContainerProgress, ContainerResult, CountingProducer,
@@ -394,7 +395,17 @@ def create_changelog_streams(specs: list[StoreSpec], registry: SystemRegistry,
     for spec in specs:
         if spec.logged:
             system, stream = spec.changelog
-            if ensure_changelog_stream(registry.admin(system), stream, partitions):
+            key = f"stores.{spec.name}.changelog"
+            try:
+                admin = registry.admin(system)
+            except ConfigError as exc:
+                raise ConfigError(
+                    f"the changelog '{system}.{stream}' of store '{spec.name}' is on system "
+                    f"'{system}', which cannot be used ({exc}); configure "
+                    f"systems.{system}.factory, or point the store's changelog at a configured "
+                    f"system ({', '.join(registry.systems()) or 'none configured'})",
+                    key=key, origin=registry.config.origin(key)) from None
+            if ensure_changelog_stream(admin, stream, partitions, store=spec.name):
                 log.info("created changelog stream %s.%s with %d partitions for store '%s'",
                          system, stream, partitions, spec.name)
                 created.append(SystemStream(system, stream))

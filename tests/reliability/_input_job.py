@@ -80,14 +80,18 @@ class InputJob:
     """One job directory: create it, feed it, run it, look at what it left."""
 
     def __init__(self, base: Path, engine: str, *, partitions: int = 1,
-                 log_config: dict[str, str] | None = None, extra: str = ""):
+                 log_config: dict[str, str] | None = None, extra: str = "",
+                 create: bool = True):
+        """A new job directory in ``base`` (``create=False``: one set up before, e.g. a copy)."""
         self.base, self.engine, self.partitions = Path(base), engine, partitions
         self.log_config = {"systems.filelog.root": str(self.base / "log"),
                            **{f"systems.filelog.{k}": v for k, v in (log_config or {}).items()}}
-        log_lines = "".join(f"systems.filelog.{k}={v}\n" for k, v in (log_config or {}).items())
-        (self.base / "job.properties").write_text(JOB.format(engine=engine) + log_lines + extra)
         self.sent: list[list[str]] = [[] for _ in range(partitions)]  # words per partition
-        self.create_streams()
+        if create:
+            log_lines = "".join(f"systems.filelog.{k}={v}\n"
+                                for k, v in (log_config or {}).items())
+            self.config_path.write_text(JOB.format(engine=engine) + log_lines + extra)
+            self.create_streams()
 
     # -- config and systems ----------------------------------------------------------------
     @property

@@ -118,7 +118,7 @@ def test_a_lost_checkpoint_is_refused_instead_of_counting_twice(tmp_path, engine
 def test_a_second_run_fails_fast_and_leaves_the_running_job_alone(tmp_path):
     job = InputJob(tmp_path, "rocksdb")
     job.produce(words(N1))  # no STOP, no end: the job keeps running
-    first = job.start("task.commit.ms=20")
+    first = job.start("task.commit.ms=200")
     try:
         deadline = time.monotonic() + 30
         while job.input_offset() < N1 - 1 and time.monotonic() < deadline:
