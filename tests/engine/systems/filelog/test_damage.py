@@ -184,6 +184,22 @@ def test_a_sealed_segment_without_its_index_names_where_it_breaks(make_log):
     assert first.base == 0
 
 
+def test_a_damaged_record_below_the_start_in_an_indexed_sealed_segment_is_not_read_again(
+        make_log):
+    log = make_log(segment_bytes="600")
+    log.create()
+    _fill(log, 100)
+    segment = list_segments(log.pdir())[1]
+    data = open(segment.path, "rb").read()
+    _flip_byte(segment.path, 30)  # inside the segment's first record's body
+    assert len(open(segment.path, "rb").read()) == len(data)
+    start = segment.base + 3  # already processed: the reader starts after the damage
+    assert [r.offset for r in log.read(offset=start)] == list(range(start, 100))
+    with pytest.raises(CorruptRecordError) as err:  # re-reading it is an error, not a skip
+        log.read(offset=segment.base)
+    assert err.value.offset == segment.base
+
+
 # -- identities -------------------------------------------------------------------------------
 
 def test_a_stream_created_again_gets_another_identity(log):
