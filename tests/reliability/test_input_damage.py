@@ -38,11 +38,11 @@ def started_job(tmp_path, engine: str, **kwargs) -> InputJob:
 def assert_stopped_untouched(job: InputJob, result, before: dict, checkpoint: bytes,
                              *needles: str) -> None:
     assert result.returncode == 1, result.stdout
-    for needle in needles:
-        assert needle in result.stdout, (needle, result.stdout)
     assert "total  0 in" in result.stdout, result.stdout  # not one message re-read
     assert job.files() == before  # nothing deleted, rewritten or truncated
     assert job.checkpoint_path().read_bytes() == checkpoint  # did not move backwards
+    for needle in needles:
+        assert needle in result.stdout, (needle, result.stdout)
 
 
 def follow_advice_and_finish(job: InputJob, segment) -> None:
