@@ -43,7 +43,7 @@ from typing import Any
 
 from weir.stores.locking import FileLock, LockHolder, acquire_lock
 
-from weir.recovery.errors import JobLockedError
+from weir.recovery.errors import JobLockedError, RecoveryError
 
 __all__ = ["JOB_LOCK_FILE", "JobLock", "container_lock_path", "hold_container_lock",
            "is_lock_file"]
@@ -63,6 +63,16 @@ def is_lock_file(name: str) -> bool:
     base = name[:-4] if name.endswith(".tmp") else name
     return base == JOB_LOCK_FILE or (base.startswith(_CONTAINER_PREFIX)
                                      and base.endswith(_CONTAINER_SUFFIX))
+
+
+def _make_directory(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RecoveryError(
+            f"cannot create the job's checkpoint directory {directory} ({exc.strerror}); make "
+            f"it (or its parent) writable, or point task.checkpoint.path somewhere "
+            f"writable") from None
 
 
 def _command() -> str:
@@ -102,7 +112,7 @@ class JobLock:
         raise :class:`JobLockedError` naming the holder. Also refuses while a container
         process of an earlier run still holds its container lock."""
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        _make_directory(directory)
         what = f"job '{job}'" if job else f"the job of {directory}"
         record = {"role": role, "job": job, "command": _command(), **(details or {})}
         lock = acquire_lock(directory / JOB_LOCK_FILE,
@@ -146,7 +156,7 @@ class JobLock:
 def hold_container_lock(directory: Path | str, container_id: str, *, job: str = "") -> FileLock:
     """Lock ``CONTAINER-<id>.LOCK`` for this container process (released at exit)."""
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    _make_directory(directory)
     what = f"container {container_id} of job '{job}'" if job else f"container {container_id}"
     return acquire_lock(container_lock_path(directory, container_id),
                         error=functools.partial(_locked_error, what),

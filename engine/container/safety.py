@@ -11,10 +11,13 @@ mismatch stops the job before a single file is changed:
   :class:`~weir.engine.errors.StreamIdentityMismatchError`. A checkpoint written before
   identities existed is accepted (logged once) and records them from its next commit.
 * **State without a checkpoint** (:func:`check_state_without_checkpoint`): a task without a
-  checkpoint whose logged store holds state -- records in its changelog, or an ``OFFSET``
-  file vouching for non-empty local files -- would restore that state and then read its
-  input from the default offsets again, counting every message twice. Refused with
-  :class:`~weir.recovery.errors.StateWithoutCheckpointError` offering the safe ways out.
+  checkpoint whose logged store holds state -- records in its changelog, an ``OFFSET`` file
+  vouching for non-empty local files, or local engine files nothing vouches for -- would
+  restore (or wipe) that state and then read its input from the default offsets again,
+  counting every message twice. Refused with
+  :class:`~weir.recovery.errors.StateWithoutCheckpointError` offering the safe ways out. A
+  first run is never refused: its changelogs are empty and its stores have no files yet (or an
+  ``OFFSET`` file saying "empty", written by the restore before the first commit).
 
 Every message names the ``weir checkpoint`` command to run with the job's own config file
 (:func:`config_file_of`).
@@ -27,8 +30,9 @@ from collections.abc import Collection, Iterable, Mapping
 
 from weir.recovery.checkpoint import Checkpoint
 from weir.recovery.errors import StateWithoutCheckpointError
-from weir.recovery.offset_file import OffsetFileCorruptError, read_offset_file
+from weir.recovery.offset_file import OFFSET_FILE_NAME, OffsetFileCorruptError, read_offset_file
 from weir.stores.changelog import NO_OFFSET
+from weir.stores.locking import LOCK_FILE_NAME
 from weir.stores.config import Config
 
 from weir.engine.consumers.offsets import offset_policy
@@ -129,17 +133,32 @@ def check_identities(task: TaskName, checkpoint: Checkpoint | None,
 
 
 def _local_state(store: LoggedStore) -> str | None:
-    """What the store's local files vouch for, when they hold state (else None)."""
-    if store.directory is None:
+    """What the store's local files hold when that may be state (else None): an ``OFFSET``
+    file vouching for a non-empty state, or engine files nothing vouches for (a run that
+    crashed after writing them, or an ``OFFSET`` file that cannot be trusted)."""
+    directory = store.directory
+    if directory is None or not directory.is_dir():
         return None
     try:
-        found = read_offset_file(store.directory)
+        found = read_offset_file(directory)
     except OffsetFileCorruptError:
-        return None  # restore rebuilds such a copy from the changelog: nothing vouched for
-    if found is None or found.offset == NO_OFFSET:
+        found = None
+        vouched = "a damaged OFFSET file"
+    else:
+        vouched = "no OFFSET file"
+    if found is not None:
+        if found.offset == NO_OFFSET:
+            return None  # vouched empty
+        return (f"its local files in {directory} hold the state up to changelog offset "
+                f"{found.offset} (OFFSET file)")
+    files = [p.name for p in directory.iterdir() if p.name not in _NOT_STATE]
+    if not files:
         return None
-    return (f"its local files in {store.directory} hold the state up to changelog offset "
-            f"{found.offset} (OFFSET file)")
+    return (f"its local files in {directory} ({len(files)} engine file(s), {vouched}) may hold "
+            f"state that nothing vouches for")
+
+
+_NOT_STATE = frozenset({LOCK_FILE_NAME, OFFSET_FILE_NAME, LOCK_FILE_NAME + ".tmp"})
 
 
 def check_state_without_checkpoint(task: TaskName, stores: Iterable[LoggedStore], *,

@@ -191,8 +191,9 @@ def ensure_changelog_stream(admin: SystemAdmin, stream: str, partitions: int, *,
         if have != partitions:
             raise SystemError_(
                 f"changelog stream '{stream}' has {have} partitions but the job needs "
-                f"{partitions} (one per task); keep the job's partition count, or delete the "
-                f"changelog and the stores' local state to start the state over")
+                f"{partitions} (one per task); keep the job's partition count, or start the "
+                f"job's state over with `weir checkpoint reset <job config> --yes` (moves "
+                f"checkpoints, local stores and changelogs aside together)")
         _check_compacted(admin, stream, store)
         return False
     return admin.create_stream(StreamSpec(stream, partitions, CleanupPolicy.COMPACT))

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from weir.recovery.errors import JobLockedError
+from weir.recovery.errors import JobLockedError, RecoveryError
 from weir.recovery.job_lock import JOB_LOCK_FILE, JobLock, container_lock_path, hold_container_lock
 
 
@@ -89,3 +89,15 @@ def test_container_locks_of_this_process_are_separate_files(tmp_path):
         with pytest.raises(JobLockedError, match="container 0"):
             hold_container_lock(tmp_path, "0", job="wc")
         first.release()
+
+
+def test_an_unwritable_place_is_an_error_naming_the_directory_and_the_key(tmp_path):
+    (tmp_path / "ro").mkdir()
+    os.chmod(tmp_path / "ro", 0o500)
+    try:
+        if os.access(tmp_path / "ro", os.W_OK):
+            pytest.skip("running as a user who can write anywhere")
+        with pytest.raises(RecoveryError, match="task.checkpoint.path"):
+            JobLock.acquire(tmp_path / "ro" / "checkpoints", job="wc")
+    finally:
+        os.chmod(tmp_path / "ro", 0o700)

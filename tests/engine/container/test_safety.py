@@ -72,6 +72,19 @@ def test_a_task_without_checkpoint_whose_changelog_holds_state_is_refused(tmp_pa
     reset_memory_systems(system)
 
 
+def test_local_files_nothing_vouches_for_are_refused_without_a_checkpoint(tmp_path):
+    system = "fl-safety-unvouched"
+    cfg = job_config(tmp_path, system)
+    write_words(SystemRegistry(cfg), system, [])  # nothing to count: changelogs stay empty
+    run_container(cfg)
+    for path in (tmp_path / "checkpoints").iterdir():
+        path.unlink()
+    (tmp_path / "state" / "counts" / "Partition_0" / "OFFSET").unlink()
+    with pytest.raises(StateWithoutCheckpointError, match="may hold state that nothing vouches"):
+        run_container(cfg)
+    assert any((tmp_path / "state" / "counts" / "Partition_0").iterdir())  # not wiped
+
+
 def test_a_first_run_with_empty_changelogs_is_not_refused(tmp_path):
     system = "mem-safety-first"
     cfg = memory_job(tmp_path, system)
