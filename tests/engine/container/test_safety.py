@@ -167,3 +167,53 @@ def test_weir_run_refuses_a_misspelt_offset_default_before_creating_anything(tmp
     assert "job.properties:6" in result.stderr
     assert "did you mean 'systems.filelog.default.stream.samza.offset.default'?" in result.stderr
     assert not (tmp_path / "checkpoints").exists()
+
+
+def test_containers_of_a_killed_runner_keep_a_new_run_out_until_they_exit(tmp_path):
+    """Container processes are spawned: they do not share the runner's job lock, so each
+    holds its own; a new run refuses while one of them still works (e.g. its final commit
+    after the runner died) and starts once they are gone."""
+    import signal
+    import time
+
+    from tests.reliability._input_job import InputJob
+    from weir.recovery.errors import JobLockedError
+    from weir.recovery.job_lock import JobLock, container_lock_path
+    from weir.stores.locking import read_holder
+
+    job = InputJob(tmp_path, "rocksdb", partitions=2, extra="job.container.count=2\n")
+    job.produce(words(200))  # not ended: the containers keep running
+    runner = job.start()
+    locks = [container_lock_path(tmp_path / "checkpoints", c) for c in ("0", "1")]
+    try:
+        deadline = time.monotonic() + 60
+        while not all(read_holder(p) for p in locks) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        children = [read_holder(p).pid for p in locks]
+        for pid in children:
+            os.kill(pid, signal.SIGSTOP)  # hold them mid-work, deterministically
+        runner.kill()
+        runner.wait(timeout=30)  # (its output pipe stays open while the children live)
+        with pytest.raises(JobLockedError) as err:
+            JobLock.acquire(tmp_path / "checkpoints", job="reliability-count")
+        assert "a container of an earlier run" in str(err.value)
+        assert any(f"pid {pid}" in str(err.value) for pid in children)
+    finally:
+        for pid in [read_holder(p).pid for p in locks if read_holder(p)]:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        if runner.poll() is None:
+            runner.kill()
+            runner.communicate()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # they notice the runner is gone, commit and exit
+        try:
+            JobLock.acquire(tmp_path / "checkpoints", job="reliability-count").release()
+            break
+        except JobLockedError:
+            time.sleep(0.1)
+    else:
+        pytest.fail("the container processes did not exit after their runner died")
+    runner.communicate(timeout=30)
