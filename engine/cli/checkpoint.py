@@ -235,7 +235,7 @@ def _previous_cell(e: _Entry, now_ms: int) -> str:
         offsets = ", ".join(f"{s[1]}#{s[2]}={o}"
                             for s, o in sorted(e.previous.checkpoint.input_offsets.items()))
         return f"{_when(e.previous.written_at_ms, now_ms)}\n{offsets}"
-    return f"[red]damaged[/red]" if e.previous_error else "none"
+    return "[red]damaged[/red]" if e.previous_error else "none"
 
 
 def _entry_json(e: _Entry) -> dict[str, Any]:

@@ -50,7 +50,6 @@ class Cursor:
         self.fpos = 0              # plain: file position of buf[0]; zstd: frame number
         self.frames: list[tuple[int, int]] = []
         self.data_size = 0
-        self.skip_stop = ParseStop.COUNT
 
     def set_limit(self, limit: int) -> None:
         """Records at offsets ``>= limit`` belong to the next segment: stop before them."""
@@ -132,9 +131,9 @@ class Cursor:
 
     def seek_plain(self, ordinal: int, hint: tuple[int, int], *, verify: bool = False) -> int:
         """Position at ``ordinal`` starting from ``hint = (ordinal, position)``; returns the
-        ordinal reached (smaller if the file ends first, or a record on the way is damaged:
-        then ``damage_before(ordinal)`` tells which)."""
-        self.ordinal, self.fpos, self.skip_stop = skip_in_file(self.fd, ordinal, hint, verify)
+        ordinal reached (smaller if the file ends first or a record on the way fails its
+        checks: :meth:`stopped_by_damage` tells which)."""
+        self.ordinal, self.fpos, _ = skip_in_file(self.fd, ordinal, hint, verify)
         self.buf, self.bpos = b"", 0
         return self.ordinal
 
