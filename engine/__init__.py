@@ -20,6 +20,7 @@ from typing import Any
 
 from weir.engine.errors import (
     CallbackTimeoutError,
+    ChangelogNotCompactedError,
     CorruptRecordError,
     DeserializationError,
     EngineError,
@@ -72,7 +73,7 @@ _LAZY = {
 
 __all__ = [
     "__version__",
-    "CallbackTimeoutError", "CorruptRecordError", "DeserializationError", "EngineError",
+    "CallbackTimeoutError", "ChangelogNotCompactedError", "CorruptRecordError", "DeserializationError", "EngineError",
     "PartitionLockedError", "StreamIdentityMismatchError", "StreamNotFoundError", "TaskError",
     "NO_TIMESTAMP", "EnvelopeKind", "IncomingMessageEnvelope", "OutgoingMessageEnvelope",
     "SystemStream", "SystemStreamPartition", "TaskName",
