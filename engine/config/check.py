@@ -1,4 +1,5 @@
-"""Checking a loaded config against the declarations: bad values fail, unknown keys warn.
+"""Checking a loaded config against the declarations: bad values fail, unknown keys warn --
+except in the ``samza.*`` namespaces, where an unknown key is an error.
 
 Unknown keys of a defined store (one with ``stores.<s>.factory``) are errors, not warnings:
 the store's spec refuses them (:func:`weir.stores.spec.check_store_keys`), so the check raises
@@ -15,6 +16,12 @@ Internal to :mod:`weir.engine.config.job`. Which keys are Weir's (and so may be 
   (``module:Class``), every other ``systems.<s>.*`` key.
 
 A stream property declared in any one spelling is known (and parsed) in all three.
+
+An unknown key in a ``samza.*`` namespace -- ``systems.<s>.samza.*`` or a stream property
+``samza.*`` in any spelling -- raises :class:`UnknownSamzaKeyError` (a ConfigError) naming
+every such key, its ``file:line`` and the closest valid key: a misspelt
+``...samza.offset.default`` would otherwise leave the default in force, and the first
+checkpoint would pin that starting position for good.
 """
 
 from __future__ import annotations
@@ -25,9 +32,10 @@ from dataclasses import dataclass
 from enum import Enum
 
 from weir.stores.config import Config, ConfigKey, declared_keys, find_declared
+from weir.stores.errors import ConfigError
 from weir.stores.spec import check_store_keys, stores_in
 
-__all__ = ["ConfigWarning", "WarningKind", "check_config"]
+__all__ = ["ConfigWarning", "WarningKind", "UnknownSamzaKeyError", "check_config"]
 
 _OWNED_PREFIXES = ("task.", "job.", "stores.", "serializers.", "spark.weir.")
 _SYSTEM_FACTORY_KEYS = ("systems.{s}.samza.factory", "systems.{s}.factory")
@@ -73,6 +81,25 @@ class ConfigWarning:
 
     def __str__(self) -> str:
         return self.message
+
+
+class UnknownSamzaKeyError(ConfigError):
+    """Unknown keys in a ``samza.*`` namespace (see the module docstring); ``unknown`` holds
+    one :class:`ConfigWarning` per key (key, origin, suggestion)."""
+
+    def __init__(self, unknown: list[ConfigWarning]):
+        first, rest = unknown[0], unknown[1:]
+        others = "".join(f"; also unknown: '{w.key}'"
+                         + (f" (set at {w.origin})" if w.origin else "")
+                         + (f", did you mean '{w.suggestion}'?" if w.suggestion else "")
+                         for w in rest)
+        hint = (f"did you mean '{first.suggestion}'?" if first.suggestion
+                else "see docs/CONFIG.md for the samza.* keys Weir reads")
+        super().__init__(
+            f"unknown key in the samza.* namespace; {hint} Weir refuses it instead of "
+            f"ignoring it: a misspelt samza.* key would silently leave its default in force"
+            f"{others}", key=first.key, origin=first.origin)
+        self.unknown = list(unknown)
 
 
 # -- ownership ----------------------------------------------------------------------------------
@@ -180,10 +207,19 @@ def _suggest_store(parts: list[str], stores: list[str], decl: ConfigKey | None,
 
 # -- the check ----------------------------------------------------------------------------------
 
+def _samza_namespace(key: str) -> bool:
+    """``systems.<s>.samza.*``, or a ``samza.*`` stream property in any spelling."""
+    if _stream_prop(key) is not None:
+        return True
+    parts = key.split(".")
+    return len(parts) > 3 and parts[0] == "systems" and parts[2] == "samza"
+
+
 def check_config(config: Config) -> list[ConfigWarning]:
     """Parse every set key that has a declaration (a bad value raises ConfigError) and return
     a warning for every unknown key under a prefix Weir owns, in key order. An unknown key of
-    a defined store raises ConfigError (see the module docstring)."""
+    a defined store raises ConfigError (see the module docstring); unknown keys in a
+    ``samza.*`` namespace raise :class:`UnknownSamzaKeyError`."""
     stores = stores_in(config)
     for store in stores:
         check_store_keys(config, store)
@@ -191,6 +227,7 @@ def check_config(config: Config) -> list[ConfigWarning]:
     stream_props = _stream_prop_declarations()
     declared = declared_keys()
     warnings: list[ConfigWarning] = []
+    errors: list[ConfigWarning] = []
     for key in sorted(config):
         decl = _declaration(key, stream_props)
         parts = key.split(".")
@@ -201,6 +238,9 @@ def check_config(config: Config) -> list[ConfigWarning]:
         if decl is not None:
             decl.parse(config, key)
         elif _owned(config, key):
-            warnings.append(ConfigWarning(WarningKind.UNKNOWN_KEY, key, config.origin(key),
-                                          _suggest(key, declared)))
+            found = ConfigWarning(WarningKind.UNKNOWN_KEY, key, config.origin(key),
+                                  _suggest(key, declared))
+            (errors if _samza_namespace(key) else warnings).append(found)
+    if errors:
+        raise UnknownSamzaKeyError(errors)
     return warnings

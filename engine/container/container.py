@@ -8,7 +8,9 @@ through Samza's start order (SAMZA-REFERENCE 4.4), runs the loop, and stops in o
 3. make one producer per system (configured systems, inputs, changelogs, the default
    system), register every task and every changelog source, start them;
 4. read each task's last checkpoint (:class:`~weir.recovery.checkpoint.FileCheckpointManager` in
-   ``task.checkpoint.path``);
+   ``task.checkpoint.path``) and check, before anything is restored, that it was written
+   against the same incarnations of the input and changelog streams and that a task without
+   a checkpoint has no state (:mod:`weir.engine.container.safety`);
 5. restore each task's stores from their changelogs to exactly that checkpoint
    (:class:`~weir.recovery.storage.TaskStorageManager`; progress on the terminal, a summary line
    per store);
@@ -45,10 +47,13 @@ from typing import Any
 from weir.recovery.checkpoint import Checkpoint, FileCheckpointManager
 from weir.recovery.storage import ProgressMode
 from weir.stores.config import Config
+from weir.stores.errors import ConfigError
 from weir.stores.spec import StoreSpec, stores_in
 
 from weir.engine.container.progress import (ContainerProgress, ContainerResult, CountingProducer,
                                            SspPosition)
+from weir.engine.container.safety import (check_identities, check_state_without_checkpoint,
+                                          config_file_of, current_identities, reset_ssps)
 from weir.engine.container.task_storage import TaskStorage, changelog_source_name
 from weir.engine.runloop.asyncio_thread import AsyncioThread
 from weir.engine.chooser import chooser_from_config
@@ -194,13 +199,14 @@ class Container:
         tasks = self.model.tasks
         self._create_changelogs(specs)
         self._start_producers(specs)
-        checkpoints = FileCheckpointManager(job.checkpoint_dir)
+        checkpoints = FileCheckpointManager(job.checkpoint_dir,
+                                            job_config=config_file_of(config))
         for name in tasks:
             checkpoints.register(name)
         checkpoints.start()
         closers.callback(checkpoints.stop)
         last = {name: checkpoints.read_last(name) for name in tasks}
-        storages = self._restore(specs, last)
+        storages = self._restore(specs, last, checkpoints)
         metadata = self.registry.metadata(self._ssps_without_position(last))
         runner = AsyncioThread(f"weir-asyncio-{self.container_id}")
         closers.callback(runner.stop)
@@ -289,18 +295,50 @@ class Container:
             self._producers[system] = producer
             self._closers.callback(producer.stop)
 
-    def _restore(self, specs: list[StoreSpec], last: dict[TaskName, Checkpoint | None]
-                 ) -> dict[TaskName, TaskStorage]:
+    def _restore(self, specs: list[StoreSpec], last: dict[TaskName, Checkpoint | None],
+                 checkpoints: FileCheckpointManager) -> dict[TaskName, TaskStorage]:
         raw = {system: p.inner for system, p in self._producers.items()}
+        storages = {name: TaskStorage(name, specs, self.job, task.changelog_partition, raw,
+                                      self.registry, self.config, self.progress)
+                     for name, task in self.model.tasks.items()}
+        # Every task is checked before any store is restored: a mismatch changes nothing.
+        self._check_before_restore(storages, last, checkpoints)
         out: dict[TaskName, TaskStorage] = {}
-        for name, task in self.model.tasks.items():
-            storage = TaskStorage(name, specs, self.job, task.changelog_partition, raw,
-                                  self.registry, self.config, self.progress)
+        for name, storage in storages.items():
             storage.open(last[name])
             out[name] = storage
             # Closed by the task instance once it exists; this covers a failed start.
             self._closers.callback(lambda storage=storage: self._close_storage(storage))
         return out
+
+    def _check_before_restore(self, storages: dict[TaskName, TaskStorage],
+                              last: dict[TaskName, Checkpoint | None],
+                              checkpoints: FileCheckpointManager) -> None:
+        """Refuse to start when a checkpoint was written against other incarnations of the
+        streams, or a task without a checkpoint has state (see ``safety``); then bind the
+        streams' identities into every checkpoint this run writes."""
+        job_config = config_file_of(self.config)
+        logged = {name: storage.logged_stores() for name, storage in storages.items()}
+        ssps = {ssp for task in self.model.tasks.values() for ssp in task.ssps}
+        ssps.update(store.changelog for stores in logged.values() for store in stores)
+        identities = current_identities(self.registry, sorted(ssps))
+        for name, task in self.model.tasks.items():
+            path = str(checkpoints.path_for(name))
+            reset = reset_ssps(self.config, task.ssps)
+            inputs = {ssp: identities.get(ssp) for ssp in task.ssps}
+            changelogs = {store.name: (store.changelog, identities.get(store.changelog))
+                          for store in logged[name]}
+            check_identities(name, last[name], inputs, changelogs, checkpoint_path=path,
+                             job_config=job_config, reset=reset)
+            if last[name] is None:
+                check_state_without_checkpoint(
+                    name, logged[name], checkpoint_path=path, job_config=job_config,
+                    previous_exists=checkpoints.previous_path_for(name).exists())
+            else:
+                checkpoints.allow_rewind(name, [s for s in reset
+                                                if s in last[name].input_offsets])
+            checkpoints.bind(name, inputs={s: i for s, i in inputs.items() if i},
+                             changelogs={store: i for store, (_, i) in changelogs.items() if i})
 
     def _start_consumers(self) -> None:
         systems = sorted({ssp.system for t in self.model.tasks.values() for ssp in t.ssps})
@@ -394,7 +432,17 @@ def create_changelog_streams(specs: list[StoreSpec], registry: SystemRegistry,
     for spec in specs:
         if spec.logged:
             system, stream = spec.changelog
-            if ensure_changelog_stream(registry.admin(system), stream, partitions):
+            key = f"stores.{spec.name}.changelog"
+            try:
+                admin = registry.admin(system)
+            except ConfigError as exc:
+                raise ConfigError(
+                    f"the changelog '{system}.{stream}' of store '{spec.name}' is on system "
+                    f"'{system}', which cannot be used ({exc}); configure "
+                    f"systems.{system}.factory, or point the store's changelog at a configured "
+                    f"system ({', '.join(registry.systems()) or 'none configured'})",
+                    key=key, origin=registry.config.origin(key)) from None
+            if ensure_changelog_stream(admin, stream, partitions, store=spec.name):
                 log.info("created changelog stream %s.%s with %d partitions for store '%s'",
                          system, stream, partitions, spec.name)
                 created.append(SystemStream(system, stream))

@@ -10,6 +10,11 @@
    each container in its own OS process (``multiprocessing`` *spawn*), which report progress
    and their result back over a queue. When one fails, the others are stopped (SIGTERM, so
    they commit) and the result names the failed container and why;
+   The runner holds the job lock (:class:`~weir.recovery.job_lock.JobLock`, in
+   ``task.checkpoint.path``) for the whole run: a second ``weir run`` of the same job fails
+   fast with :class:`~weir.recovery.errors.JobLockedError` naming the holder; each container
+   process also holds its own container lock, so a new run never starts beside containers
+   of an old one whose runner died;
 4. SIGINT / SIGTERM stop the job gracefully: work in flight finishes (up to
    ``task.shutdown.ms``), every task commits, stores close. A second SIGINT stops at once
    without the final commit (processing resumes from the last checkpoint);
@@ -38,6 +43,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from weir.recovery.checkpoint import FileCheckpointManager
+from weir.recovery.job_lock import JobLock
 from weir.recovery.storage import ProgressMode
 from weir.stores.config import Config
 from weir.stores.errors import ConfigError
@@ -218,10 +225,14 @@ def run_job(config: Config, *, status: StatusMode = StatusMode.AUTO,
     started = time.perf_counter()
     job, registry, model = prepare_job(config)
     settings = StatusSettings.from_config(config)
-    if len(model.containers) == 1:
-        return _run_in_process(config, job, registry, model, status, settings, console,
-                               progress or ProgressMode.AUTO, started)
-    return _run_processes(config, job, model, status, settings, console, started)
+    # One run of a job at a time: the lock is held for the whole run, and only under it are
+    # temp files of interrupted checkpoint writes removed (never a live writer's).
+    with JobLock.acquire(job.checkpoint_dir, job=job.name, role="weir run") as lock:
+        FileCheckpointManager(job.checkpoint_dir).remove_stray_temps(lock)
+        if len(model.containers) == 1:
+            return _run_in_process(config, job, registry, model, status, settings, console,
+                                   progress or ProgressMode.AUTO, started)
+        return _run_processes(config, job, model, status, settings, console, started)
 
 
 def _status_registry(config: Config) -> Callable[[list], Mapping]:

@@ -8,6 +8,8 @@ newest offset without asking the system at every commit.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from weir.recovery.checkpoint import Checkpoint
@@ -20,7 +22,8 @@ from weir.engine.model import SystemStreamPartition, TaskName
 from weir.engine.systems.api import SystemProducer
 from weir.engine.systems.changelog import SystemChangelogSink, SystemChangelogSource
 
-__all__ = ["TaskStorage", "TrackedChangelog", "changelog_source_name", "tracks_offsets"]
+__all__ = ["LoggedStore", "TaskStorage", "TrackedChangelog", "changelog_source_name",
+           "tracks_offsets"]
 
 
 def changelog_source_name(task_name: str, store: str) -> str:
@@ -111,6 +114,17 @@ class TrackedChangelog:
         return f"TrackedChangelog({self.source!r})"
 
 
+@dataclass(frozen=True)
+class LoggedStore:
+    """One logged store of a task: its changelog partition and source, and its directory
+    (None for an in-memory store)."""
+
+    name: str
+    changelog: SystemStreamPartition
+    source: Any
+    directory: Path | None
+
+
 class TaskStorage:
     """The stores of one task, as a task instance sees them (``stores``/``flush``/``close``).
 
@@ -148,6 +162,19 @@ class TaskStorage:
             self.managers.append(TaskStorageManager(task_name, group, base_dir, changelogs,
                                                     config, progress=progress))
         self._stores: dict[str, Any] = {}
+
+    def logged_stores(self) -> list[LoggedStore]:
+        """Every logged store of the task with its changelog partition, its changelog source
+        and its local directory (None for in-memory stores), for start-up checks."""
+        out = []
+        for manager in self.managers:
+            for name, spec in sorted(manager.specs.items()):
+                if not spec.logged:
+                    continue
+                source = manager.changelogs[name][1]
+                directory = manager.store_directory(name) if spec.persistent else None
+                out.append(LoggedStore(name, self.changelog_ssps[name], source, directory))
+        return out
 
     def open(self, checkpoint: Checkpoint | None) -> dict[str, Any]:
         """Restore every store to ``checkpoint`` and open it."""

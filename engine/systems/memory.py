@@ -38,6 +38,7 @@ Example::
 from __future__ import annotations
 
 import threading
+import uuid
 import time
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -101,6 +102,8 @@ class _Partition:
 class _Stream:
     spec: StreamSpec
     partitions: list[_Partition]
+    incarnation: str = field(default_factory=lambda: uuid.uuid4().hex)
+    """This creation's identity (a stream created again after a reset gets another)."""
 
 
 class _SystemState:
@@ -182,8 +185,16 @@ class MemorySystemAdmin:
         with self._state.cond:
             for ssp in ssps:
                 n = len(self._state.partition(ssp).records)
-                out[ssp] = PartitionMetadata(0, n - 1, n)
+                out[ssp] = PartitionMetadata(0, n - 1, n,
+                                             self._state.stream(ssp.stream).incarnation)
         return out
+
+    def identities(self, ssps: Iterable[SystemStreamPartition]
+                   ) -> dict[SystemStreamPartition, str | None]:
+        """Each partition's identity: its stream's incarnation in this process."""
+        with self._state.cond:
+            return {ssp: self._state.stream(ssp.stream).incarnation for ssp in ssps
+                    if self._state.partition(ssp) is not None}
 
     def partition_count(self, stream: str) -> int:
         with self._state.cond:

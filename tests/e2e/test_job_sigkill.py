@@ -95,7 +95,7 @@ def setup_job(tmp_path: Path, engine: str, items: list[str]):
 
 def start_job(tmp_path: Path) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, "-m", "engine", "run", "job.properties",
+    return subprocess.Popen([sys.executable, "-m", "weir", "run", "job.properties",
                              "--status", "off"], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 

@@ -7,7 +7,8 @@ See ``docs/FILELOG.md`` for the format, the guarantees and the configuration.
 from weir.engine.systems.filelog.admin import FileLogAdmin
 from weir.engine.systems.filelog.consumer import FileLogConsumer
 from weir.engine.systems.filelog.deletion import DeletedStream
-from weir.engine.systems.filelog.errors import OffsetOutOfRangeError, StreamConflictError, StreamEndedError
+from weir.engine.systems.filelog.errors import (OffsetBeyondEndError, OffsetOutOfRangeError, StreamConflictError,
+                                               StreamEndedError)
 from weir.engine.systems.filelog.factory import FileLogSystemFactory
 from weir.engine.systems.filelog.producer import FileLogProducer
 from weir.engine.systems.filelog.reader import LogRecord, PartitionReader
@@ -34,5 +35,6 @@ __all__ = [
     "OffsetReset",
     "StreamConflictError",
     "OffsetOutOfRangeError",
+    "OffsetBeyondEndError",
     "StreamEndedError",
 ]

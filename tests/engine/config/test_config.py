@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from weir import stores
 from weir.engine.cli import main
+from weir.engine.config.check import UnknownSamzaKeyError
 from weir.engine.config.job import (
     ConfigFormat,
     JobConfig,
@@ -301,12 +302,14 @@ def test_unknown_key_warns_with_origin_and_did_you_mean(tmp_path):
 def test_did_you_mean_fills_placeholders_from_the_key(registry):
     declare("stores.<store>.testonly.staleness.ms", int, 0, "t", component="test")
     declare("systems.<system>.streams.<stream>.samza.testprio", int, -1, "t", component="test")
-    cfg = Config({"stores.my-counts.testonly.stalenes.ms": "5",
-                  "systems.fl.streams.a.b.samza.testpiro": "1"})
+    cfg = Config({"stores.my-counts.testonly.stalenes.ms": "5"})
     suggestions = {w.key: w.suggestion for w in validate_config(cfg, load_declarations=False)}
     assert suggestions == {
-        "stores.my-counts.testonly.stalenes.ms": "stores.my-counts.testonly.staleness.ms",
-        "systems.fl.streams.a.b.samza.testpiro": "systems.fl.streams.a.b.samza.testprio"}
+        "stores.my-counts.testonly.stalenes.ms": "stores.my-counts.testonly.staleness.ms"}
+    with pytest.raises(UnknownSamzaKeyError) as err:
+        validate_config(Config({"systems.fl.streams.a.b.samza.testpiro": "1"}),
+                        load_declarations=False)
+    assert [w.suggestion for w in err.value.unknown] == ["systems.fl.streams.a.b.samza.testprio"]
 
 
 def test_unknown_key_far_from_any_declared_key_gets_no_suggestion():
@@ -333,21 +336,45 @@ def test_user_stream_properties_and_foreign_prefixes_are_not_warned():
     assert validate_config(cfg) == []
 
 
-def test_samza_namespaced_stream_properties_are_checked():
+def test_unknown_samza_namespaced_stream_properties_are_errors():
     cfg = Config({"streams.words.samza.bootstrapp": "true",
                   "systems.filelog.default.stream.samza.nonsense": "1"})
-    assert {w.key for w in validate_config(cfg)} == set(cfg)
+    with pytest.raises(UnknownSamzaKeyError) as err:
+        validate_config(cfg)
+    assert {w.key for w in err.value.unknown} == set(cfg)
+
+
+@pytest.mark.parametrize("key", [
+    "systems.filelog.default.stream.samza.offset.defualt",
+    "systems.filelog.streams.words.samza.offset.defualt",
+    "streams.words.samza.offset.defualt",
+])
+def test_a_misspelt_offset_default_is_an_error_naming_file_line_and_the_right_key(tmp_path,
+                                                                                  key):
+    path = write(tmp_path, "job.properties", f"job.name=wc\n{key}=oldest\n")
+    with pytest.raises(ConfigError) as err:
+        validate_config(load_config(path))
+    message = str(err.value)
+    assert key in message and f"{path}:2" in message
+    assert f"did you mean '{key.replace('defualt', 'default')}'?" in message
+
+
+def test_a_misspelt_system_samza_key_is_an_error(tmp_path):
+    path = write(tmp_path, "job.properties", "job.name=wc\nsystems.filelog.samza.msg.sered=json\n")
+    with pytest.raises(UnknownSamzaKeyError, match=r"systems.filelog.samza.msg.serde"):
+        validate_config(load_config(path))
 
 
 def test_keys_of_user_systems_are_theirs_but_samza_keys_are_checked():
     cfg = Config({"systems.mine.samza.factory": "my_pkg.systems:MySystemFactory",
                   "systems.mine.host": "example.org",
-                  "systems.mine.samza.whatever": "1",
                   "systems.filelog.samza.factory": "filelog",
                   "systems.filelog.rooot": "/tmp"})
     keys = {w.key for w in validate_config(cfg)}
     assert "systems.mine.host" not in keys
-    assert {"systems.mine.samza.whatever", "systems.filelog.rooot"} <= keys
+    assert "systems.filelog.rooot" in keys
+    with pytest.raises(UnknownSamzaKeyError, match="systems.mine.samza.whatever"):
+        validate_config(cfg.merged({"systems.mine.samza.whatever": "1"}, origin="--set"))
 
 
 def test_warn_unknown_keys_logs_each_warning(caplog):

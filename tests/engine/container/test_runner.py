@@ -34,7 +34,7 @@ from weir.stores.config import Config  # noqa: E402
 from tests.engine.container.test_container import emitted_counts, words  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
-WEIR = [sys.executable, "-m", "engine"]
+WEIR = [sys.executable, "-m", "weir"]
 PARTITIONS = 2
 WORDS = SystemStream("filelog", "words")
 
