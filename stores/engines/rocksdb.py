@@ -33,7 +33,7 @@ from pathlib import Path
 import rocksdict
 
 from weir.stores.errors import NullKeyOrValueError, StoreClosedError, StoreError, StoreLockedError
-from weir.stores.engines._base import DerivedScans, is_empty_range
+from weir.stores.engines._base import DerivedScans, is_empty_range, null_argument
 from weir.stores.locking import DirectoryLock, read_lock_holder
 from weir.stores.engines._rocksdb_iter import RocksIterator, RocksSnapshot
 from weir.stores.engines._rocksdb_options import (
@@ -105,6 +105,8 @@ class RocksDBEngine(DerivedScans):
     def get_all(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
         if self._closed:
             raise self._closed_error()
+        if keys is None:
+            raise null_argument(self.name, "get_all", "list")
         keys = keys if isinstance(keys, list) else list(keys)
         if not keys:
             return {}
@@ -192,6 +194,8 @@ class RocksDBEngine(DerivedScans):
     def delete_all(self, keys: Iterable[bytes]) -> None:
         if self._closed:
             raise self._closed_error()
+        if keys is None:
+            raise null_argument(self.name, "delete_all", "list")
         wb = rocksdict.WriteBatch(raw_mode=True)
         delete = wb.delete
         key = None
@@ -302,6 +306,8 @@ class RocksDBEngine(DerivedScans):
     def _apply(self, items: Iterable[tuple[bytes, bytes | None]], *, allow_deletes: bool) -> None:
         if self._closed:
             raise self._closed_error()
+        if items is None:
+            raise null_argument(self.name, "write_batch" if allow_deletes else "put_all", "list")
         wb = rocksdict.WriteBatch(raw_mode=True)
         put, delete = wb.put, wb.delete
         key = value = None
