@@ -14,16 +14,19 @@ from weir.recovery.checkpoint import (
     decode_checkpoint,
     encode_checkpoint,
 )
-from weir.recovery.errors import CheckpointCorruptError, RecoveryError, StaleStoreError
+from weir.recovery.errors import (ChangelogDamagedError, ChangelogMismatchError, ChangelogStateError,
+                                  CheckpointCorruptError, RecoveryError, StaleStoreError,
+                                  StoreRepairError)
 from weir.recovery.offset_file import OffsetFileCorruptError, StoreOffset, read_offset_file, write_offset_file
-from weir.recovery.restore import Action, RestorePlan, RestoreStats, plan_restore
+from weir.recovery.restore import Action, Repair, RestorePlan, RestoreStats, plan_restore
 from weir.recovery.storage import ProgressMode, TaskStorageManager, task_directory_name
 
 __all__ = [
     "CHECKPOINT_FORMAT", "Checkpoint", "CheckpointManager", "CorruptCheckpointPolicy",
     "FileCheckpointManager", "MemoryCheckpointManager", "decode_checkpoint", "encode_checkpoint",
     "CheckpointCorruptError", "RecoveryError", "StaleStoreError",
+    "ChangelogStateError", "ChangelogMismatchError", "ChangelogDamagedError", "StoreRepairError",
     "OffsetFileCorruptError", "StoreOffset", "read_offset_file", "write_offset_file",
-    "Action", "RestorePlan", "RestoreStats", "plan_restore",
+    "Action", "Repair", "RestorePlan", "RestoreStats", "plan_restore",
     "ProgressMode", "TaskStorageManager", "task_directory_name",
 ]

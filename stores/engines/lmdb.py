@@ -303,6 +303,18 @@ class LMDBEngine(DerivedScans, CommitAndGrow):
     def closed(self) -> bool:
         return self._closed
 
+    def commit_marker(self) -> str | None:
+        """A short string that changes with every commit (LMDB's last transaction id and entry
+        count, kept in the data file's meta pages); None while writes are buffered. Recovery
+        records it in the store's ``OFFSET`` file and reuses the files only while it is
+        unchanged: a deleted ``data.mdb`` is silently recreated empty by LMDB, and this is how
+        it is noticed."""
+        if self._closed:
+            raise self._closed_error()
+        if self._pending:
+            return None
+        return f"lmdb-txn:{self._env.info()['last_txnid']}:{self._env.stat()['entries']}"
+
     # -- tooling -------------------------------------------------------------------------
     @property
     def map_size(self) -> int:

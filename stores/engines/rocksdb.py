@@ -257,6 +257,16 @@ class RocksDBEngine(DerivedScans):
         except Exception as exc:
             raise self._error("flush", exc) from exc
 
+    def commit_marker(self) -> str:
+        """A short string that changes with every write that reached the engine (RocksDB's
+        last sequence number, kept in the MANIFEST). Recovery records it in the store's
+        ``OFFSET`` file and reuses the files only while it is unchanged, so a directory whose
+        files were replaced or lost (a deleted ``CURRENT`` makes RocksDB start a new, empty
+        database) is never taken for the one the file vouched for."""
+        if self._closed:
+            raise self._closed_error()
+        return f"rocksdb-seq:{self._db.latest_sequence_number()}"
+
     def compact(self) -> None:
         """Compact the whole key range (e.g. after a bulk load); blocks until done."""
         if self._closed:
