@@ -159,6 +159,8 @@ class RestorePlan:
     realign: int | None = None
     proven: int | None = None
     lost: tuple[int | None, int] | None = None
+    repair: Repair = Repair.NONE
+    """The repair this plan carries out (``NONE``: an ordinary restore)."""
 
     @property
     def replays(self) -> bool:
@@ -197,6 +199,7 @@ class RestoreStats:
     reason: str = ""
     realigned: int = 0
     """Changelog records written by a repair's realign."""
+    repair: Repair = Repair.NONE
 
     @property
     def records_per_second(self) -> float:
@@ -334,7 +337,8 @@ def _changelog_ends_early(store: str, persistent: bool, checkpointed: int, first
             return RestorePlan(
                 store, Action.REUSE, checkpointed + 1, checkpointed, newest,
                 f"repair: keeping the local copy (proven at offset {checkpointed}) and "
-                f"rewriting {missing} from it", realign=checkpointed, proven=proven)
+                f"rewriting {missing} from it", realign=checkpointed, proven=proven,
+                repair=repair)
         why = problem if problem is not None else f"it is proven at offset {proven}"
         return RestorePlan(store, Action.STOP, NO_OFFSET, checkpointed, newest,
                            f"keep-local needs a local copy proven at the checkpoint's offset "
@@ -344,7 +348,7 @@ def _changelog_ends_early(store: str, persistent: bool, checkpointed: int, first
             store, Action.REBUILD if persistent else Action.REPLAY, first, newest, newest,
             f"repair: restoring the changelog's records up to {newest} and padding it to "
             f"{checkpointed}; the effect of {missing} is lost", realign=checkpointed,
-            proven=proven, lost=(newest + 1, checkpointed))
+            proven=proven, lost=(newest + 1, checkpointed), repair=repair)
     return RestorePlan(store, Action.STOP, NO_OFFSET, checkpointed, newest,
                        f"the changelog ends at offset {newest} but the checkpoint covers "
                        f"offset {checkpointed}: {missing} are missing", proven=proven)
@@ -366,7 +370,7 @@ def _changelog_starts_late(store: str, persistent: bool, checkpointed: int, olde
         return RestorePlan(
             store, Action.REBUILD if persistent else Action.REPLAY, oldest, checkpointed,
             newest, f"repair: {gone}; the store starts empty and records {oldest}..{newest} "
-            "are reverted", proven=proven, lost=(None, checkpointed))
+            "are reverted", proven=proven, lost=(None, checkpointed), repair=repair)
     return RestorePlan(store, Action.STOP, NO_OFFSET, checkpointed, newest, gone,
                        proven=proven)
 

@@ -526,7 +526,7 @@ class TaskStorageManager:
         job.done()
         stats = RestoreStats(self.task_name, name, plan.action, records, nbytes,
                              time.perf_counter() - started, plan.start, plan.target, trimmed,
-                             plan.reason, realigned)
+                             plan.reason, realigned, plan.repair)
         self.restore_stats[name] = stats
         handle.done(stats)
         return entry
