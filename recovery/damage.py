@@ -68,6 +68,9 @@ class Damage:
     position: int | None = None
     detail: str | None = None
     damaged_end: bool = False
+    offset_exact: bool = True
+    """False when ``offset`` is only where reading stopped (the system's error named no
+    offset): the damaged record is at or after it."""
 
 
 def repair_command(task: str, store: str, choice: str) -> str:
@@ -88,10 +91,15 @@ def _where(d: Damage) -> str:
     return f" (file {d.path}{at})"
 
 
-def _cut(d: Damage, offset: int) -> str:
-    where = (f": truncate {d.path} to {d.position} bytes and move the segment files after it "
-             f"aside" if d.path is not None and d.position is not None else "")
-    return f"cut changelog {_partition(d)} at offset {offset}{where} ({CUT_HELP})"
+def _cut(d: Damage, offset: int | None) -> str:
+    """The cut step: remove the damaged record and every later one from the changelog."""
+    where = ""
+    if d.path is not None:
+        at = f" at byte {d.position}" if d.position is not None else ""
+        where = f"; the damaged record is in {d.path}{at}"
+    target = f"at offset {offset}" if offset is not None else "at its damaged record"
+    return (f"cut changelog {_partition(d)} {target} (remove that record and every later one"
+            f"{where}; {CUT_HELP} says how)")
 
 
 def _local(d: Damage) -> str:
@@ -170,34 +178,38 @@ def _starts_late(d: Damage, head: str) -> ChangelogMismatchError:
 
 def _unreadable(d: Damage, head: str) -> ChangelogDamagedError:
     verb = "reading" if d.kind is DamageKind.UNREADABLE else "appending to"
-    at = f" at offset {d.offset}" if d.offset is not None else ""
+    at = ""
+    if d.offset is not None:
+        at = f" at offset {d.offset}" if d.offset_exact else f" at or after offset {d.offset}"
     text = (f"{head}{verb} its changelog {_partition(d)} failed{at}{_where(d)}: {d.detail}. "
             f"{_local(d)}")
     advice = [f"Put the damaged segment file{' ' + d.path if d.path else ''} of changelog "
               f"{_partition(d)} back from a backup and start the job again: nothing is lost."]
     c = d.checkpointed
+    cut_at = d.offset if d.offset_exact else None
     if d.offset is None:
         advice.append("Otherwise find the damaged record with `weir log tail` on the "
                       "changelog partition; start the job again afterwards and its error names "
                       "the offset to cut at.")
     elif c is not None and d.offset > c:
         advice.append(
-            f"Or {_cut(d, d.offset)}, and start the job again. Only records after the "
+            f"Or {_cut(d, cut_at)}, and start the job again. Only records after the "
             f"checkpoint ({d.offset}..{d.newest}, written by a run that stopped before its "
             f"next commit) are dropped, and the job makes those writes again from its input: "
             f"nothing is lost.")
     elif c is not None:
+        lost = f"{d.offset}..{c}" if d.offset_exact else f"from about offset {d.offset} to {c}"
         keep = (" and keep the local copy with "
                 f"`{repair_command(d.task, d.store, 'keep-local')}` (nothing is lost)"
                 if d.proven == c else
-                f" and accept losing the effect of changelog records {d.offset}..{c} with "
+                f"; accepting the loss of the effect of changelog records {lost} is then "
                 f"`{repair_command(d.task, d.store, 'accept-loss')}`")
         advice.append(
-            f"Otherwise {_cut(d, d.offset)}; the next start reports the records it misses"
-            f"{keep}.")
+            f"Otherwise {_cut(d, cut_at)}; the next start names the records the changelog then "
+            f"misses{keep}.")
     else:
         advice.append(
-            f"Otherwise {_cut(d, d.offset)} and start the job again: the store is restored "
-            f"from changelog records {d.oldest}..{d.offset - 1}; the effect of records "
-            f"{d.offset}..{d.newest} is lost.")
+            f"Otherwise {_cut(d, cut_at)} and start the job again: the store is restored "
+            f"from the records before the cut; the effect of the records after it (up to "
+            f"{d.newest}) is lost.")
     return ChangelogDamagedError(text, **_fields(d, advice))

@@ -161,7 +161,8 @@ class _ChangelogFailure(Exception):
         super().__init__(str(cause))
         self.cause, self.reading = cause, reading
         offset_attr = getattr(cause, "offset", None)
-        self.offset = offset_attr if isinstance(offset_attr, int) else offset
+        self.exact = isinstance(offset_attr, int)
+        self.offset = offset_attr if self.exact else offset
         self.path = getattr(cause, "path", None)
         position = getattr(cause, "position", None)
         self.position = position if isinstance(position, int) else None
@@ -399,7 +400,7 @@ class _Restore:
         cause = failure.cause
         return changelog_error(self._damage(
             kind, failure.offset, proven, path=failure.path, position=failure.position,
-            detail=f"{type(cause).__name__}: {cause}"))
+            detail=f"{type(cause).__name__}: {cause}", offset_exact=failure.exact))
 
     def mismatch(self, plan: RestorePlan) -> RecoveryError:
         c = self.checkpointed
