@@ -56,7 +56,7 @@ def _repair(args: argparse.Namespace) -> int:
     from weir.engine.cli.run import add_config_dir_to_path
     from weir.engine.config.job import JobConfig, load_config
     from weir.engine.config.streams import all_input_streams
-    from weir.engine.container.container import store_specs
+    from weir.engine.container.container import create_changelog_streams, store_specs
     from weir.engine.container.task_storage import TaskStorage, changelog_source_name
     from weir.engine.jobmodel.model import build_job_model
     from weir.engine.systems.registry import SystemRegistry
@@ -82,6 +82,7 @@ def _repair(args: argparse.Namespace) -> int:
         raise ConfigError(f"the job has no task '{args.task}' (tasks: "
                           f"{', '.join(tasks) or 'none'})")
     task = tasks[args.task]
+    create_changelog_streams([spec], registry, model)  # as `weir run` does before it starts
     checkpoints = FileCheckpointManager(job.checkpoint_dir)
     checkpoints.register(task.task_name)
     checkpoint = checkpoints.read_last(task.task_name)  # read only: no start(), no clean-up
