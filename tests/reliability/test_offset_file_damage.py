@@ -12,6 +12,7 @@ rebuild succeeded, and kept (the log says where) when they looked damaged.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -79,8 +80,14 @@ DAMAGE = {
 }
 
 
-@pytest.mark.parametrize("damage", DAMAGE)
-@pytest.mark.parametrize("engine", ENGINES)
+# Every kind of OFFSET damage takes the same path (the file proves nothing: rebuild), so by
+# default each kind runs on one engine, both engines covered; WEIR_RELIABILITY_FULL=1 runs the
+# whole matrix.
+_PAIRS = ([(e, d) for e in ENGINES for d in DAMAGE] if os.environ.get("WEIR_RELIABILITY_FULL")
+          else [(ENGINES[i % 2], d) for i, d in enumerate(DAMAGE)])
+
+
+@pytest.mark.parametrize("engine, damage", _PAIRS)
 def test_damaged_offset_file_means_a_rebuild_with_exact_state(templates, tmp_path, engine,
                                                               damage):
     job = templates(engine).clone(tmp_path / "job")
