@@ -21,6 +21,7 @@ _COMMAND_MODULES = (
     "weir.engine.cli.config",   # weir config docs|show
     "weir.engine.cli.run",      # weir run job.properties
     "weir.engine.cli.checkpoint",  # weir checkpoint show|use-previous|reset job.properties
+    "weir.engine.cli.store",    # weir store repair job.properties --task T --store S ...
 )
 
 

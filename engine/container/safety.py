@@ -16,8 +16,9 @@ mismatch stops the job before a single file is changed:
   restore (or wipe) that state and then read its input from the default offsets again,
   counting every message twice. Refused with
   :class:`~weir.recovery.errors.StateWithoutCheckpointError` offering the safe ways out. A
-  first run is never refused: its changelogs are empty and its stores have no files yet (or an
-  ``OFFSET`` file saying "empty", written by the restore before the first commit).
+  first run is never refused: its changelogs are empty and its stores have no files yet, or
+  engine files that hold no key (a first run killed before its first commit: the engine is
+  opened and looked into only then).
 
 Every message names the ``weir checkpoint`` command to run with the job's own config file
 (:func:`config_file_of`).
@@ -31,6 +32,7 @@ from collections.abc import Collection, Iterable, Mapping
 from weir.recovery.checkpoint import Checkpoint
 from weir.recovery.errors import StateWithoutCheckpointError
 from weir.recovery.offset_file import OFFSET_FILE_NAME, OffsetFileCorruptError, read_offset_file
+from weir.stores.builder import open_engine
 from weir.stores.changelog import NO_OFFSET
 from weir.stores.locking import LOCK_FILE_NAME
 from weir.stores.config import Config
@@ -132,10 +134,16 @@ def check_identities(task: TaskName, checkpoint: Checkpoint | None,
                  checkpoint_path, ", ".join(unknown))
 
 
-def _local_state(store: LoggedStore) -> str | None:
+def _local_state(store: LoggedStore, *, changelog_empty: bool) -> str | None:
     """What the store's local files hold when that may be state (else None): an ``OFFSET``
     file vouching for a non-empty state, or engine files nothing vouches for (a run that
-    crashed after writing them, or an ``OFFSET`` file that cannot be trusted)."""
+    crashed after writing them, or an ``OFFSET`` file that cannot be trusted).
+
+    Engine files nothing vouches for are looked into when the changelog is empty: a store
+    whose engine holds no key then holds no state (a first run killed before its first
+    commit, or a job that had nothing to count), and refusing it would strand a job that
+    never counted anything. Keys in the engine beside an empty changelog are state the
+    changelog cannot back, and are refused."""
     directory = store.directory
     if directory is None or not directory.is_dir():
         return None
@@ -154,8 +162,29 @@ def _local_state(store: LoggedStore) -> str | None:
     files = [p.name for p in directory.iterdir() if p.name not in _NOT_STATE]
     if not files:
         return None
+    if changelog_empty and found is None and vouched == "no OFFSET file" \
+            and _engine_is_empty(store, directory):
+        return None
     return (f"its local files in {directory} ({len(files)} engine file(s), {vouched}) may hold "
             f"state that nothing vouches for")
+
+
+def _engine_is_empty(store: LoggedStore, directory) -> bool:
+    """True when the store's engine opens and holds no key; False when it holds one or cannot
+    be opened (then the files are treated as state: nothing is assumed)."""
+    if store.spec is None:
+        return False
+    try:
+        engine = open_engine(store.spec, directory, logged=True)
+    except Exception:  # noqa: BLE001 - unreadable files may be state: refuse, never guess
+        return False
+    try:
+        with engine.all() as items:
+            return next(iter(items), None) is None
+    except Exception:  # noqa: BLE001
+        return False
+    finally:
+        engine.close()
 
 
 _NOT_STATE = frozenset({LOCK_FILE_NAME, OFFSET_FILE_NAME, LOCK_FILE_NAME + ".tmp"})
@@ -172,7 +201,7 @@ def check_state_without_checkpoint(task: TaskName, stores: Iterable[LoggedStore]
         why = []
         if newest != NO_OFFSET:
             why.append(f"its changelog {store.changelog} holds records up to offset {newest}")
-        local = _local_state(store)
+        local = _local_state(store, changelog_empty=newest == NO_OFFSET)
         if local is not None:
             why.append(local)
         if why:

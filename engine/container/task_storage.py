@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from weir.recovery.checkpoint import Checkpoint
-from weir.recovery.storage import ProgressMode, TaskStorageManager
+from weir.recovery.storage import ProgressMode, Repair, TaskStorageManager
 from weir.stores.config import Config
 from weir.stores.spec import StoreSpec
 
@@ -110,6 +110,17 @@ class TrackedChangelog:
     def read(self, start: int, end: int):
         return self.source.read(start, end)
 
+    @property
+    def partition(self) -> int | None:
+        """The changelog partition, when the source knows it (for restore's errors)."""
+        return getattr(self.source, "partition", None)
+
+    def probe(self, offset: int) -> None:
+        """The source's ``probe`` (see SystemChangelogSource.probe), if it has one."""
+        probe = getattr(self.source, "probe", None)
+        if callable(probe):
+            probe(offset)
+
     def __repr__(self) -> str:
         return f"TrackedChangelog({self.source!r})"
 
@@ -123,6 +134,7 @@ class LoggedStore:
     changelog: SystemStreamPartition
     source: Any
     directory: Path | None
+    spec: StoreSpec | None = None
 
 
 class TaskStorage:
@@ -135,7 +147,8 @@ class TaskStorage:
 
     def __init__(self, task_name: TaskName, specs: Iterable[StoreSpec], job: JobConfig,
                  changelog_partition: int, producers: Mapping[str, SystemProducer],
-                 registry: Any, config: Config, progress: ProgressMode):
+                 registry: Any, config: Config, progress: ProgressMode, *,
+                 repairs: Mapping[str, Repair] | None = None):
         by_base: dict[Any, list[StoreSpec]] = {}
         for spec in specs:
             base = StoreBase.LOGGED if spec.logged else StoreBase.NON_LOGGED
@@ -159,8 +172,11 @@ class TaskStorage:
                     changelogs[spec.name] = (tracked, tracked)
                 else:
                     changelogs[spec.name] = (sink, source)
+            group_repairs = {s.name: repairs[s.name] for s in group
+                             if repairs and s.name in repairs}
             self.managers.append(TaskStorageManager(task_name, group, base_dir, changelogs,
-                                                    config, progress=progress))
+                                                    config, progress=progress,
+                                                    repairs=group_repairs))
         self._stores: dict[str, Any] = {}
 
     def logged_stores(self) -> list[LoggedStore]:
@@ -173,7 +189,7 @@ class TaskStorage:
                     continue
                 source = manager.changelogs[name][1]
                 directory = manager.store_directory(name) if spec.persistent else None
-                out.append(LoggedStore(name, self.changelog_ssps[name], source, directory))
+                out.append(LoggedStore(name, self.changelog_ssps[name], source, directory, spec))
         return out
 
     def open(self, checkpoint: Checkpoint | None) -> dict[str, Any]:

@@ -7,7 +7,8 @@ This module adapts one partition of a system stream (a *changelog partition*) to
 - :class:`SystemChangelogSink` sends each change to the partition with a
   :class:`~weir.engine.systems.api.SystemProducer` and ``flush()`` flushes the producer;
 - :class:`SystemChangelogSource` reads the partition with the system's admin (oldest/newest)
-  and a fresh consumer per :meth:`~SystemChangelogSource.read`;
+  and a fresh consumer per :meth:`~SystemChangelogSource.read`; :meth:`~SystemChangelogSource.probe`
+  tells restore whether a changelog that ends early is damaged at its end;
 - :func:`ensure_changelog_stream` creates the changelog as a compacted stream.
 
 Compacted changelogs have gaps (offsets of overwritten records are gone); ``read`` yields the
@@ -131,6 +132,11 @@ class SystemChangelogSource:
             self._admin = systems.get_admin(ssp.system, cfg)
             self._new_consumer = lambda: systems.get_consumer(ssp.system, cfg)
 
+    @property
+    def partition(self) -> int:
+        """The changelog partition (restore names it in its errors)."""
+        return self.ssp.partition
+
     def _metadata(self) -> PartitionMetadata:
         return self._admin.metadata([self.ssp])[self.ssp]
 
@@ -155,6 +161,20 @@ class SystemChangelogSource:
         if first > last:
             return iter(())
         return self._read(first, last)
+
+    def probe(self, offset: int) -> None:
+        """Read what the partition holds at ``offset`` (normally its upcoming offset) once,
+        and raise the system's error if it is damaged there (the file log's
+        ``CorruptRecordError`` names the file and byte position). Returns quietly when there
+        is nothing, or a readable record. Restore calls it when the changelog ends before the
+        checkpoint's offset, to tell a cut changelog from one damaged at its end."""
+        consumer = self._new_consumer()
+        consumer.register(self.ssp, offset)
+        consumer.start()
+        try:
+            consumer.poll([self.ssp], 0)
+        finally:
+            consumer.stop()
 
     def _read(self, first: int, last: int) -> Iterator[ChangelogRecord]:
         ssp = self.ssp

@@ -72,17 +72,38 @@ def test_a_task_without_checkpoint_whose_changelog_holds_state_is_refused(tmp_pa
     reset_memory_systems(system)
 
 
-def test_local_files_nothing_vouches_for_are_refused_without_a_checkpoint(tmp_path):
+def test_local_keys_nothing_vouches_for_are_refused_without_a_checkpoint(tmp_path):
+    """An engine holding keys beside an empty changelog: state the changelog cannot back."""
     system = "fl-safety-unvouched"
     cfg = job_config(tmp_path, system)
     write_words(SystemRegistry(cfg), system, [])  # nothing to count: changelogs stay empty
     run_container(cfg)
     for path in (tmp_path / "checkpoints").iterdir():
         path.unlink()
-    (tmp_path / "state" / "counts" / "Partition_0" / "OFFSET").unlink()
+    directory = tmp_path / "state" / "counts" / "Partition_0"
+    assert not (directory / "OFFSET").exists()  # an empty changelog vouches for nothing
+    from weir.stores.builder import open_engine
+    from weir.stores.spec import StoreSpec
+    engine = open_engine(StoreSpec.from_config(cfg, "counts"), directory, logged=True)
+    engine.put(b"stray", b"\x00")
+    engine.close()
     with pytest.raises(StateWithoutCheckpointError, match="may hold state that nothing vouches"):
         run_container(cfg)
-    assert any((tmp_path / "state" / "counts" / "Partition_0").iterdir())  # not wiped
+    assert any(directory.iterdir())  # not wiped
+
+
+def test_empty_local_files_without_a_checkpoint_are_no_state(tmp_path):
+    """A first run killed before its first commit leaves an empty store and no OFFSET file:
+    the next start must not be refused (there is nothing to count twice)."""
+    system = "fl-safety-empty"
+    cfg = job_config(tmp_path, system)
+    write_words(SystemRegistry(cfg), system, [])
+    run_container(cfg)
+    for path in (tmp_path / "checkpoints").iterdir():
+        path.unlink()
+    assert any((tmp_path / "state" / "counts" / "Partition_0").iterdir())
+    _, result = run_container(cfg)
+    assert result.reason == "end-of-stream"
 
 
 def test_a_first_run_with_empty_changelogs_is_not_refused(tmp_path):
