@@ -9,7 +9,7 @@ import pytest
 
 MODULES = ["weir.stores.api", "weir.stores.serdes", "weir.stores.spec", "weir.stores.builder", "weir.stores.filesink",
            "weir.stores.engines.memory", "weir.stores.locking", "weir.stores.layers.cached", "weir.stores.layers.logged",
-           "weir.stores.layers.readonly", "weir.stores.layers.serialized"]
+           "weir.stores.layers.readonly", "weir.stores.layers.serialized", "weir.stores.layers.locked"]
 
 
 @pytest.mark.parametrize("name", MODULES)
