@@ -19,6 +19,7 @@ __all__ = [
     "DeserializationError",
     "TaskError",
     "CallbackTimeoutError",
+    "UnwritableDirectoryError",
 ]
 
 
@@ -74,3 +75,14 @@ class TaskError(EngineError):
 
 class CallbackTimeoutError(TaskError):
     """An async task's callback did not fire within task.callback.timeout.ms."""
+
+
+class UnwritableDirectoryError(ConfigError):
+    """A directory the job must write (checkpoints, stores, a file log that holds changelogs)
+    cannot be created or written. Found before anything is created; names the directory,
+    why, and the config key that chose it (``key``, ``origin``, ``path``)."""
+
+    def __init__(self, message: str, *, path: str, key: str, origin: str | None = None):
+        super().__init__(message, key=key, origin=origin)
+        self.path = path
+

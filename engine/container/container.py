@@ -3,7 +3,10 @@
 A :class:`Container` runs the tasks the job model gives to one container id. ``run()`` goes
 through Samza's start order (SAMZA-REFERENCE 4.4), runs the loop, and stops in order:
 
-1. load the task class (a bad ``task.class`` fails before anything is opened);
+1. load the task class (a bad ``task.class`` fails before anything is opened) and build
+   every settings object from config and check the directories to write
+   (:func:`~weir.engine.container.preflight.check_job`): a bad setting is refused before
+   anything is created;
 2. create the stores' changelog streams if missing (compacted, one partition per task);
 3. make one producer per system (configured systems, inputs, changelogs, the default
    system), register every task and every changelog source, start them;
@@ -49,6 +52,7 @@ from weir.stores.spec import StoreSpec, stores_in
 
 from weir.engine.container.progress import (ContainerProgress, ContainerResult, CountingProducer,
                                            SspPosition)
+from weir.engine.container.preflight import check_job
 from weir.engine.container.task_storage import TaskStorage, changelog_source_name
 from weir.engine.runloop.asyncio_thread import AsyncioThread
 from weir.engine.chooser import chooser_from_config
@@ -190,6 +194,7 @@ class Container:
     def _start(self) -> None:
         config, job, closers = self.config, self.job, self._closers
         make_task = load_task_factory(config)
+        check_job(config, job, self.registry)  # every setting and directory: nothing made yet
         specs = store_specs(config, job)
         tasks = self.model.tasks
         self._create_changelogs(specs)
