@@ -44,7 +44,7 @@ Example::
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Self
 
 __all__ = ["LockedLayer", "LockedIterator", "LockedSnapshot"]
@@ -118,12 +118,34 @@ class LockedLayer:
     to whoever must hold it across several operations, as a commit does around a flush.
     """
 
-    __slots__ = ("name", "_inner", "_lock")
+    __slots__ = ("name", "_inner", "_lock", "get", "put")
+
+    get: Callable[[Any], Any]
+    """The value of ``key``, or None when absent, under the lock (bound per instance)."""
+    put: Callable[[Any, Any], None]
+    """Insert or replace, under the lock (bound per instance)."""
 
     def __init__(self, inner: Any, lock: Any = None):
         self.name: str = inner.name
         self._inner = inner
         self._lock = lock if lock is not None else threading.RLock()
+        self.get, self.put = self._bind_point_ops()
+
+    def _bind_point_ops(self) -> tuple[Callable[[Any], Any], Callable[[Any, Any], None]]:
+        """``get`` and ``put`` as closures (cells, not attribute lookups: they are the hot
+        path of a read-modify-write). The inner store's own ``get``/``put`` are looked up per
+        call: the object cache rebinds its ``get`` once it fills."""
+        lock, inner = self._lock, self._inner
+
+        def get(key: Any) -> Any:
+            with lock:
+                return inner.get(key)
+
+        def put(key: Any, value: Any) -> None:
+            with lock:
+                inner.put(key, value)
+
+        return get, put
 
     @property
     def inner(self) -> Any:
@@ -134,10 +156,6 @@ class LockedLayer:
         return self._lock
 
     # -- reads -----------------------------------------------------------------------------
-    def get(self, key: Any) -> Any:
-        with self._lock:
-            return self._inner.get(key)  # looked up per call: the cache rebinds its ``get``
-
     def get_all(self, keys: Iterable[Any]) -> dict[Any, Any]:
         with self._lock:
             return self._inner.get_all(keys)
@@ -159,10 +177,6 @@ class LockedLayer:
             return LockedSnapshot(self._inner.snapshot(lo, hi), self._lock)
 
     # -- writes ----------------------------------------------------------------------------
-    def put(self, key: Any, value: Any) -> None:
-        with self._lock:
-            self._inner.put(key, value)  # per call: the cache binds ``put`` per instance
-
     def put_all(self, items: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> None:
         with self._lock:
             self._inner.put_all(items)
