@@ -238,7 +238,6 @@ class _Context:
 # the instance
 # ----------------------------------------------------------------------------------------
 
-
 class StoreDisposal(Enum):
     """What closing a task instance does with its stores."""
 
