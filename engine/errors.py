@@ -21,6 +21,7 @@ __all__ = [
     "CallbackTimeoutError",
     "StreamIdentityMismatchError",
     "ChangelogNotCompactedError",
+    "UnwritableDirectoryError",
 ]
 
 
@@ -102,3 +103,14 @@ class ChangelogNotCompactedError(SystemError_):
     def __init__(self, message: str, *, stream: str, store: str | None, policy: str):
         super().__init__(message)
         self.stream, self.store, self.policy = stream, store, policy
+
+
+class UnwritableDirectoryError(ConfigError):
+    """A directory the job must write (checkpoints, stores, a file log that holds changelogs)
+    cannot be created or written. Found before anything is created; names the directory,
+    why, and the config key that chose it (``key``, ``origin``, ``path``)."""
+
+    def __init__(self, message: str, *, path: str, key: str, origin: str | None = None):
+        super().__init__(message, key=key, origin=origin)
+        self.path = path
+

@@ -3,7 +3,10 @@
 A :class:`Container` runs the tasks the job model gives to one container id. ``run()`` goes
 through Samza's start order (SAMZA-REFERENCE 4.4), runs the loop, and stops in order:
 
-1. load the task class (a bad ``task.class`` fails before anything is opened);
+1. load the task class (a bad ``task.class`` fails before anything is opened) and build
+   every settings object from config and check the directories to write
+   (:func:`~weir.engine.container.preflight.check_job`): a bad setting is refused before
+   anything is created;
 2. create the stores' changelog streams if missing (compacted, one partition per task);
 3. make one producer per system (configured systems, inputs, changelogs, the default
    system), register every task and every changelog source, start them;
@@ -52,6 +55,7 @@ from weir.stores.spec import StoreSpec, stores_in
 
 from weir.engine.container.progress import (ContainerProgress, ContainerResult, CountingProducer,
                                            SspPosition)
+from weir.engine.container.preflight import changelog_admin, check_job
 from weir.engine.container.safety import (check_identities, check_state_without_checkpoint,
                                           config_file_of, current_identities, reset_ssps)
 from weir.engine.container.task_storage import TaskStorage, changelog_source_name
@@ -195,6 +199,7 @@ class Container:
     def _start(self) -> None:
         config, job, closers = self.config, self.job, self._closers
         make_task = load_task_factory(config)
+        check_job(config, job, self.registry)  # every setting and directory: nothing made yet
         specs = store_specs(config, job)
         tasks = self.model.tasks
         self._create_changelogs(specs)
@@ -432,16 +437,7 @@ def create_changelog_streams(specs: list[StoreSpec], registry: SystemRegistry,
     for spec in specs:
         if spec.logged:
             system, stream = spec.changelog
-            key = f"stores.{spec.name}.changelog"
-            try:
-                admin = registry.admin(system)
-            except ConfigError as exc:
-                raise ConfigError(
-                    f"the changelog '{system}.{stream}' of store '{spec.name}' is on system "
-                    f"'{system}', which cannot be used ({exc}); configure "
-                    f"systems.{system}.factory, or point the store's changelog at a configured "
-                    f"system ({', '.join(registry.systems()) or 'none configured'})",
-                    key=key, origin=registry.config.origin(key)) from None
+            admin = changelog_admin(registry, spec)
             if ensure_changelog_stream(admin, stream, partitions, store=spec.name):
                 log.info("created changelog stream %s.%s with %d partitions for store '%s'",
                          system, stream, partitions, spec.name)
