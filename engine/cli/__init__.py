@@ -20,6 +20,7 @@ _COMMAND_MODULES = (
     "weir.engine.cli.log",      # weir log create|produce|tail|describe
     "weir.engine.cli.config",   # weir config docs|show
     "weir.engine.cli.run",      # weir run job.properties
+    "weir.engine.cli.coordinator",  # weir coordinator set-config|show
 )
 
 

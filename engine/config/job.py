@@ -77,8 +77,9 @@ JOB_CHANGELOG_SYSTEM = declare(
     "job.changelog.system", str, None, "System of store changelogs given as a bare stream name in "
     "`stores.<store>.changelog`; falls back to `job.default.system`.", component=_COMPONENT)
 JOB_COORDINATOR_SYSTEM = declare(
-    "job.coordinator.system", str, None, "System of the coordinator stream; falls back to "
-    "`job.default.system`.", component=_COMPONENT)
+    "job.coordinator.system", str, None, "System of the coordinator stream "
+    "(`__samza_coordinator_<job.name>_<job.id>`); falls back to `job.default.system`, then to "
+    "the system of the first stream in `task.inputs`.", component=_COMPONENT)
 JOB_LOGGED_STORE_BASE_DIR = declare(
     "job.logged.store.base.dir", str, "state", "Base directory of stores with a changelog and of "
     "side-input stores (`<base>/<store>/<task name, spaces as _>`); relative to the working "

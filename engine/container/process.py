@@ -1,9 +1,11 @@
 """One container in its own OS process: the child side of the embedded runner.
 
 The runner starts :func:`container_process_main` with the *spawn* start method (a fresh
-interpreter: no forked locks, file handles or store locks). The child rebuilds the job model
-from its JSON, runs its container with SIGINT/SIGTERM wired to a graceful stop, and reports
-over a ``multiprocessing`` queue:
+interpreter: no forked locks, file handles or store locks). The child reads its job model and
+config from the job coordinator's HTTP endpoint named in its environment
+(``SAMZA_COORDINATOR_URL``, :mod:`weir.engine.coordinator.client`) and reports its host there,
+or rebuilds the model from JSON it was given; it runs its container with SIGINT/SIGTERM wired
+to a graceful stop, and reports over a ``multiprocessing`` queue:
 
 * ``PROGRESS`` every ``interval_ms``: a :class:`~weir.engine.container.container.ContainerProgress`;
 * ``DONE``: the :class:`~weir.engine.container.container.ContainerResult` (exit code 0);
@@ -74,15 +76,27 @@ def _stop_when_parent_dies(container: Any, events: Any) -> None:
     threading.Thread(target=watch, name="weir-parent-watch", daemon=True).start()
 
 
-def container_process_main(config: Config, model_json: str, container_id: str, events: Any,
-                           interval_ms: int) -> None:
-    """The target of a container process; exits with 0 (done) or 1 (failed)."""
+def container_process_main(config: Config | None, model_json: str | None, container_id: str,
+                           events: Any, interval_ms: int) -> None:
+    """The target of a container process; exits with 0 (done) or 1 (failed). With
+    ``model_json`` None, config and model come from the job coordinator."""
     from weir.engine.container.container import Container
     from weir.engine.jobmodel.model import JobModel
     from weir.engine.container.runner import ContainerFailure
 
     _configure_child_logging(container_id)
-    model = JobModel.from_json(model_json)
+    if model_json is None:
+        try:
+            config, model = _from_coordinator(container_id)
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent, then exit 1
+            log.error("container %s failed: %s", container_id, exc)
+            events.put(ChildEvent(EventKind.FAILED, container_id,
+                                  ContainerFailure(container_id, type(exc).__name__, str(exc))))
+            events.close()
+            events.join_thread()
+            sys.exit(1)
+    else:
+        model = JobModel.from_json(model_json)
     container = Container(config, model, container_id, progress=ProgressMode.LOG)
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -121,3 +135,16 @@ def container_process_main(config: Config, model_json: str, container_id: str, e
     events.put(ChildEvent(EventKind.DONE, container_id, result))
     events.close()
     events.join_thread()
+
+
+def _from_coordinator(container_id: str) -> tuple[Config, Any]:
+    """Config and job model from the job coordinator (``SAMZA_COORDINATOR_URL``), after
+    reporting this container's host."""
+    import socket
+
+    from weir.engine.coordinator.client import setup_from_coordinator
+
+    setup = setup_from_coordinator(container_id, socket.gethostname())
+    log.info("container %s: read job model version %d (%d tasks) from the job coordinator",
+             container_id, setup.version, len(setup.model.containers[container_id].tasks))
+    return setup.config, setup.model

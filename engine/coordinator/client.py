@@ -32,10 +32,12 @@ from weir.engine.coordinator.errors import CoordinatorError, CoordinatorUnavaila
 from weir.engine.jobmodel.model import JobModel, JobModelError
 
 __all__ = ["CoordinatorClient", "ContainerSetup", "ENV_COORDINATOR_URL", "ENV_CONTAINER_ID",
-           "ENV_TIMEOUT_MS", "ENV_RETRY_MS"]
+           "ENV_MODEL_VERSION", "ENV_TIMEOUT_MS", "ENV_RETRY_MS", "container_environment",
+           "setup_from_coordinator"]
 
 ENV_COORDINATOR_URL = "SAMZA_COORDINATOR_URL"
 ENV_CONTAINER_ID = "SAMZA_CONTAINER_ID"
+ENV_MODEL_VERSION = "WEIR_JOB_MODEL_VERSION"
 ENV_TIMEOUT_MS = "WEIR_COORDINATOR_TIMEOUT_MS"
 ENV_RETRY_MS = "WEIR_COORDINATOR_RETRY_MS"
 
@@ -111,34 +113,42 @@ class CoordinatorClient:
             raise CoordinatorError(f"GET {self.url}{path} answered with invalid JSON "
                                    f"({exc})") from None
 
-    def job_model(self) -> tuple[JobModel, int]:
-        """The job model (config without origins) and its version."""
-        data, _ = self._get_json("/")
+    @staticmethod
+    def _versioned(path: str, version: int | None) -> str:
+        return path if version is None else f"{path}?version={int(version)}"
+
+    def job_model(self, version: int | None = None) -> tuple[JobModel, int]:
+        """The job model (config without origins) and its version; ``version`` asks for
+        that version rather than the newest."""
+        data, _ = self._get_json(self._versioned("/", version))
         try:
             return JobModel.from_dict(data), int(data.get("job-model-version", 0))
         except JobModelError as exc:
             raise CoordinatorError(f"GET {self.url}/ answered a job model that cannot be "
                                    f"read: {exc}") from None
 
-    def config(self) -> tuple[Config, int]:
+    def config(self, version: int | None = None) -> tuple[Config, int]:
         """The job's config with the origin of every key, and the model version it belongs to."""
-        data, _ = self._get_json("/config")
+        data, _ = self._get_json(self._versioned("/config", version))
         return (Config(data.get("config") or {}, origins=data.get("origins") or {}),
                 int(data.get("job-model-version", 0)))
 
-    def container_setup(self, container_id: str | None = None, *,
+    def container_setup(self, container_id: str | None = None, version: int | None = None, *,
                         environ: Mapping[str, str] | None = None) -> ContainerSetup:
-        """Model and config of the same version (re-read when a new version appeared
-        between the two requests)."""
+        """Model and config of one version: ``version`` (else ``WEIR_JOB_MODEL_VERSION``,
+        else the newest, re-read when a new version appeared between the two requests)."""
         env = os.environ if environ is None else environ
         cid = container_id if container_id is not None else env.get(ENV_CONTAINER_ID)
         if cid is None:
             raise CoordinatorError(f"{ENV_CONTAINER_ID} is not set: which container is this?")
+        if version is None and env.get(ENV_MODEL_VERSION):
+            version = int(env[ENV_MODEL_VERSION])
         for _ in range(5):
-            model, version = self.job_model()
-            config, config_version = self.config()
-            if config_version == version:
+            model, got = self.job_model(version)
+            config, config_version = self.config(got)
+            if config_version == got:
                 break
+        version = got
         if cid not in model.containers:
             raise CoordinatorError(f"the job model (version {version}) from {self.url} has no "
                                    f"container {cid!r}; it has {', '.join(model.containers)}")
@@ -154,3 +164,20 @@ class CoordinatorClient:
         if status != 204:
             raise CoordinatorError(f"PUT {self.url}/locality/{container_id} answered HTTP "
                                    f"{status}: {payload[:200].decode('utf-8', 'replace')}")
+
+
+def container_environment(url: str, container_id: str, version: int, *, timeout_ms: int,
+                          retry_ms: int) -> dict[str, str]:
+    """The environment variables a container process is started with."""
+    return {ENV_COORDINATOR_URL: url, ENV_CONTAINER_ID: str(container_id),
+            ENV_MODEL_VERSION: str(version), ENV_TIMEOUT_MS: str(timeout_ms),
+            ENV_RETRY_MS: str(retry_ms)}
+
+
+def setup_from_coordinator(container_id: str, host: str) -> ContainerSetup:
+    """What a container process started by ``weir run`` does first: read its model and
+    config from the coordinator named in its environment, and report its host."""
+    client = CoordinatorClient.from_environment()
+    setup = client.container_setup(container_id)
+    client.report_locality(setup.container_id, host)
+    return setup

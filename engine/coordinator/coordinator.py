@@ -72,6 +72,10 @@ SUBMIT_SOURCE = "job-submission"
 COORDINATOR_SOURCE = "job-coordinator"
 """The ``source`` of the assignments the job coordinator writes."""
 
+_HISTORY = 16
+"""Job model versions kept for containers that start with an older version than the newest
+(a container restarted for version N reads version N even when N+1 appeared meanwhile)."""
+
 _MODEL_ONLY_KEYS = frozenset({CONTAINER_COUNT.name, *CONTAINER_COUNT.aliases})
 """Config keys that reach the containers only through the job model: a change restarts just
 the containers whose model changed."""
@@ -172,12 +176,14 @@ class JobCoordinator:
                                             source=COORDINATOR_SOURCE)
         self.host = socket.gethostname()
         self._snapshot: ModelSnapshot | None = None
+        self._history: dict[int, ModelSnapshot] = {}
         self._listeners: list[Callable[[ModelChange], None]] = []
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._server: Any = None
         self.counters = _Counters()
+        self._refused_config: Config | None = None
         self.refused: str | None = None
         """Why the last config read while running was refused (None: nothing refused)."""
         self.catch_up_error: str | None = None
@@ -212,9 +218,15 @@ class JobCoordinator:
         store.write(assignment_messages(previous, model, source=COORDINATOR_SOURCE))
         self._warn_moved_hosts(previous, model)
         with self._lock:
-            self._snapshot = ModelSnapshot.of(1, model)
-            self.counters.model_versions = 1
+            self._publish(ModelSnapshot.of(1, model))
         return model
+
+    def _publish(self, snapshot: ModelSnapshot) -> None:
+        self._history[snapshot.version] = snapshot
+        for old in sorted(self._history)[:-_HISTORY]:
+            del self._history[old]
+        self._snapshot = snapshot
+        self.counters.model_versions = snapshot.version
 
     def _warn_moved_hosts(self, previous: CoordinatorState, model: JobModel) -> None:
         if not self.settings.host_affinity:
@@ -231,6 +243,10 @@ class JobCoordinator:
     def snapshot(self) -> ModelSnapshot | None:
         """The current job model version (None before :meth:`start`)."""
         return self._snapshot
+
+    def snapshot_of(self, version: int) -> ModelSnapshot | None:
+        """Job model ``version`` if it is one of the last 16 (None otherwise)."""
+        return self._history.get(version)
 
     @property
     def model(self) -> JobModel:
@@ -307,10 +323,12 @@ class JobCoordinator:
             self.last_catch_up_ms = int(time.time() * 1000)
             self.catch_up_error = None
             current = self._snapshot
-            if current is None or not any(m.type == MessageType.SET_CONFIG for m in messages):
+            if current is None:
                 return None
+            if any(m.type == MessageType.SET_CONFIG for m in messages):
+                self._refused_config = None  # new config: try again
             stream_config = self.store.config()
-            if stream_config == current.model.config:
+            if stream_config == current.model.config or stream_config == self._refused_config:
                 return None
             change = self._rebuild(current, stream_config)
         if change is not None:
@@ -333,6 +351,7 @@ class JobCoordinator:
             model = build_job_model(config, counts, changelog_mapping=state.changelog,
                                     task_assignment=current.model.task_assignment())
         except WeirError as exc:
+            self._refused_config = stream_config
             self.counters.config_refused += 1
             self.refused = f"config change refused ({diff.describe()}): {exc}"
             log.error("job coordinator: %s; the job keeps running with job model version %d",
@@ -342,9 +361,8 @@ class JobCoordinator:
         self.store.write(assignment_messages(state, model, source=COORDINATOR_SOURCE))
         snapshot = ModelSnapshot.of(current.version + 1, model)
         restart, stop, start = plan_restarts(current.model, model)
-        self._snapshot = snapshot
+        self._publish(snapshot)
         self.counters.config_changes += 1
-        self.counters.model_versions = snapshot.version
         self.counters.restarts_planned += len(restart) + len(stop) + len(start)
         log.info("job coordinator: new config (%s) gives job model version %d; containers to "
                  "restart: %s, stop: %s, start: %s", diff.describe(), snapshot.version,

@@ -136,11 +136,13 @@ class CoordinatorMessage:
                         source=source, **kw)
 
     @classmethod
-    def set_container_host(cls, container_id: str, host: str, *, source: str,
+    def set_container_host(cls, container_id: str, container_host: str, *, source: str,
                            jmx_url: str = "", jmx_tunneling_url: str = "",
                            **kw: Any) -> "CoordinatorMessage":
+        """Where container ``container_id`` runs (``host`` in ``kw`` is the writer's)."""
         return cls.make(MessageType.SET_CONTAINER_HOST_ASSIGNMENT, container_id,
-                        {"host": host, "jmx-url": jmx_url, "jmx-tunneling-url": jmx_tunneling_url},
+                        {"host": container_host, "jmx-url": jmx_url,
+                         "jmx-tunneling-url": jmx_tunneling_url},
                         source=source, **kw)
 
     @classmethod

@@ -2,7 +2,7 @@
 
 | method and path | answer |
 |---|---|
-| ``GET /`` | the job model in Samza's JSON shape (``application/json;charset=UTF-8``), plus ``"job-model-version"``; 404 with no body before the first model |
+| ``GET /`` | the job model in Samza's JSON shape (``application/json;charset=UTF-8``), plus ``"job-model-version"``; 404 with no body before the first model; ``?version=N`` one of the last 16 versions (410 when older) |
 | ``GET /config`` | ``{"job-model-version", "config": {key: value}, "origins": {key: where it was set}}`` |
 | ``GET /locality`` | ``{"job-model-version", "processor-localities": {id: {"id", "host", "jmx-url", "jmx-tunneling-url"}}}`` |
 | ``PUT /locality/<container id>`` | a container reports where it runs: ``{"host": ..., "jmx-url": ...}``; 204 |
@@ -26,6 +26,8 @@ import socket
 import threading
 import time
 from typing import TYPE_CHECKING, Any
+
+from urllib.parse import parse_qs
 
 import orjson
 
@@ -151,12 +153,12 @@ class CoordinatorServer:
         if scope["type"] != "http":
             return
         started = time.perf_counter()
-        method, path = scope["method"], scope["path"]
+        method, path, query = scope["method"], scope["path"], scope.get("query_string", b"")
         label = path if path in _PATHS else ("/locality/{id}" if path.startswith("/locality/")
                                              else "other")
         self.metrics.incoming[label] += 1
         try:
-            status, headers, body = await self._route(method, path, receive)
+            status, headers, body = await self._route(method, path, query, receive)
         except Exception as exc:  # noqa: BLE001 - a 500, logged, never a dead endpoint
             log.exception("job coordinator: %s %s failed", method, path)
             status, headers, body = 500, [], orjson.dumps({"error": f"{type(exc).__name__}: {exc}"})
@@ -174,7 +176,8 @@ class CoordinatorServer:
             self.metrics.failed[label] += 1
         self.metrics.seconds[label] += time.perf_counter() - started
 
-    async def _route(self, method: str, path: str, receive: Any) -> tuple[int, list, bytes]:
+    async def _route(self, method: str, path: str, query: bytes,
+                     receive: Any) -> tuple[int, list, bytes]:
         json_type = (b"content-type", JSON_CONTENT_TYPE.encode())
         if path.startswith("/locality/"):
             if method not in ("PUT", "POST"):
@@ -186,6 +189,15 @@ class CoordinatorServer:
         if method not in ("GET", "HEAD"):
             return _not_allowed("GET, HEAD")
         snap = self.coordinator.snapshot
+        if query and path in ("/", "/config"):
+            version = parse_qs(query.decode("latin-1")).get("version", [""])[0]
+            if not version.isdigit():
+                return 400, [json_type], orjson.dumps({"error": f"bad version {version!r}"})
+            snap = self.coordinator.snapshot_of(int(version))
+            if snap is None:
+                return 410, [json_type], orjson.dumps({
+                    "error": f"job model version {version} is no longer kept; the current "
+                             f"version is {self.coordinator.snapshot.version}"})
         if path == "/":
             if snap is None:
                 return 404, [], b""  # Samza: no job model yet, no body, no content type
