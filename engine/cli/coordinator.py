@@ -83,6 +83,7 @@ def _set_config(args: argparse.Namespace) -> int:
     from weir.stores.config import Config, find_declared
     from weir.stores.errors import ConfigError
 
+    from weir.engine.config.job import load_all_declarations
     from weir.engine.config.streams import all_input_streams
     from weir.engine.coordinator.guard import check_immutable_settings
     from weir.engine.coordinator.messages import CoordinatorMessage, MessageType
@@ -110,6 +111,7 @@ def _set_config(args: argparse.Namespace) -> int:
         origins = dict(current.origins)
         origins[args.key] = "weir coordinator set-config"
         new = Config(values, origins=origins)
+        load_all_declarations()
         decl = find_declared(args.key)
         if decl is not None and not args.delete:
             decl.parse(new, args.key)

@@ -240,7 +240,8 @@ def run_job(config: Config, *, status: StatusMode = StatusMode.AUTO,
         generations: list[JobResult] = []
         while True:
             version = coordinator.snapshot.version
-            if len(model.containers) == 1:
+            in_process = len(model.containers) == 1
+            if in_process:
                 result = _run_in_process(config, job, registry, model, status, settings,
                                          console, progress or ProgressMode.AUTO, started,
                                          coordinator)
@@ -249,8 +250,10 @@ def run_job(config: Config, *, status: StatusMode = StatusMode.AUTO,
                                         started, coordinator)
             generations.append(result)
             latest = coordinator.snapshot
-            if result.exit_code is not ExitCode.OK or result.reason.startswith("stopped by") \
-                    or latest.version == version:
+            # Container processes follow new models themselves (_ModelFollower); a container
+            # in this process stops for a new model, which then runs here or in processes.
+            if not in_process or result.exit_code is not ExitCode.OK \
+                    or result.reason.startswith("stopped by") or latest.version == version:
                 return _combined(generations)
             log.info("job model version %d has %d container(s): starting them",
                      latest.version, len(latest.model.containers))

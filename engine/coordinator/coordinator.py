@@ -194,12 +194,10 @@ class JobCoordinator:
         """Bootstrap, check, write the config, build the job model (see the module
         docstring). Raises ImmutableSettingError / ConfigError / StreamNotFoundError with
         nothing written when the submission is refused."""
-        store = self.store
-        store.create()
-        read = store.bootstrap()
-        previous = CoordinatorState.from_store(store)
-        config = self.submitted
+        store, config = self.store, self.submitted
         counts = self.registry.partition_counts(all_input_streams(config))
+        read = store.bootstrap()  # a missing stream reads as empty; created when written
+        previous = CoordinatorState.from_store(store)
         log.info("bootstrapped coordinator stream %s.%s: %d messages, %d config keys",
                  self.settings.system, self.settings.stream, read, len(previous.config))
         if self.reset is StateReset.RESET:
