@@ -34,7 +34,6 @@ import getpass
 import socket
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -92,27 +91,38 @@ def writer_username() -> str:
         return "unknown"
 
 
-@dataclass(frozen=True)
 class CoordinatorMessage:
     """One coordinator stream message. ``values`` is None for a delete.
 
     Equality follows Samza's: type, key and values; host, user, source, timestamp and the
-    offset it was read from are ignored.
+    offset it was read from are ignored. Messages are immutable by convention (a plain
+    slotted class: bootstrap builds one per record, and a frozen dataclass costs three times
+    as much to build); ``values`` is a read-only mapping.
     """
 
-    type: str
-    key: str
-    values: Mapping[str, Any] | None
-    source: str = field(default="", compare=False)
-    host: str = field(default="", compare=False)
-    username: str = field(default="", compare=False)
-    timestamp: int = field(default=0, compare=False)
-    offset: int | None = field(default=None, compare=False)
+    __slots__ = ("type", "key", "values", "source", "host", "username", "timestamp", "offset")
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "type", str(self.type))
-        if self.values is not None and not isinstance(self.values, FrozenMap):
-            object.__setattr__(self, "values", FrozenMap(self.values))
+    def __init__(self, type: str, key: str, values: Mapping[str, Any] | None, source: str = "",
+                 host: str = "", username: str = "", timestamp: int = 0,
+                 offset: int | None = None):
+        self.type = str(type)
+        self.key = key
+        self.values = values if values is None or isinstance(values, FrozenMap) \
+            else FrozenMap(values)
+        self.source, self.host, self.username = source, host, username
+        self.timestamp, self.offset = timestamp, offset
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CoordinatorMessage):
+            return NotImplemented
+        return (self.type, self.key, self.values) == (other.type, other.key, other.values)
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.key, self.values))
+
+    def __repr__(self) -> str:
+        return (f"CoordinatorMessage({self.type!r}, {self.key!r}, {self.values!r}, "
+                f"source={self.source!r}, offset={self.offset})")
 
     # -- constructors ----------------------------------------------------------------------
     @classmethod
@@ -201,32 +211,43 @@ def decode_message(key: bytes | None, value: bytes | None,
         raise MessageDecodeError("the record has no key (a coordinator message's key is "
                                  "[version, type, key])")
     try:
-        parts = orjson.loads(key)
+        parts = _loads(key)
     except orjson.JSONDecodeError as exc:
         raise MessageDecodeError(f"the key is not JSON ({exc}): {_excerpt(key)}") from None
-    if (not isinstance(parts, list) or len(parts) != 3 or not isinstance(parts[1], str)
-            or not isinstance(parts[2], str)):
+    if (type(parts) is not list or len(parts) != 3 or type(parts[1]) is not str
+            or type(parts[2]) is not str):
         raise MessageDecodeError(f"the key is not [version, type, key] with string type and "
                                  f"key: {_excerpt(key)}")
     version = parts[0]
-    if version != VERSION and version != str(VERSION):
+    if version != VERSION and version != _VERSION_TEXT:
         raise MessageDecodeError(f"the key has format version {version!r}; this Weir reads "
                                  f"version {VERSION} (written by a newer Weir or another tool)")
+    msg = _new(CoordinatorMessage)
+    msg.type, msg.key, msg.offset = parts[1], parts[2], offset
     if value is None:
-        return CoordinatorMessage(parts[1], parts[2], None, offset=offset)
+        msg.values, msg.source, msg.host, msg.username, msg.timestamp = None, "", "", "", 0
+        return msg
     try:
-        body = orjson.loads(value)
+        body = _loads(value)
     except orjson.JSONDecodeError as exc:
         raise MessageDecodeError(f"the value of {parts[1]} {parts[2]!r} is not JSON ({exc}): "
                                  f"{_excerpt(value)}") from None
-    if not isinstance(body, dict) or not isinstance(body.get("values"), dict):
+    values = body.get("values") if type(body) is dict else None
+    if type(values) is not dict:
         raise MessageDecodeError(f"the value of {parts[1]} {parts[2]!r} is not an object with "
                                  f"a 'values' object: {_excerpt(value)}")
     timestamp = body.get("timestamp", 0)
-    return CoordinatorMessage(parts[1], parts[2], body["values"],
-                              str(body.get("source", "")), str(body.get("host", "")),
-                              str(body.get("username", "")),
-                              timestamp if isinstance(timestamp, int) else 0, offset)
+    msg.values = FrozenMap(values)
+    msg.source = str(body.get("source", ""))
+    msg.host = str(body.get("host", ""))
+    msg.username = str(body.get("username", ""))
+    msg.timestamp = timestamp if type(timestamp) is int else 0
+    return msg
+
+
+_loads = orjson.loads
+_new = object.__new__
+_VERSION_TEXT = str(VERSION)
 
 
 def _excerpt(data: bytes, limit: int = 80) -> str:

@@ -49,7 +49,7 @@ from weir.engine.coordinator.messages import (CoordinatorMessage, MessageDecodeE
                                               decode_message)
 from weir.engine.coordinator.settings import CoordinatorSettings
 from weir.engine.errors import CorruptRecordError, PartitionLockedError, SystemError_
-from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
+from weir.engine.model import EnvelopeKind, OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
 from weir.engine.systems.api import CleanupPolicy, StreamSpec
 from weir.engine.systems.registry import SystemRegistry
 
@@ -57,6 +57,7 @@ __all__ = ["CoordinatorStreamStore", "config_origin"]
 
 log = logging.getLogger("weir.coordinator")
 
+_MESSAGE = EnvelopeKind.MESSAGE
 _BACKOFF_FIRST_S = 0.02
 _BACKOFF_MAX_S = 0.5
 
@@ -158,9 +159,10 @@ class CoordinatorStreamStore:
 
     def _open_consumer(self) -> Any:
         if self._consumer is None:
-            md = self.registry.admin(self.ssp.system).metadata([self.ssp])[self.ssp]
+            # No metadata call: it would scan the active segment. A compacted stream keeps
+            # its first segment's base, so offset 0 is in range (compaction leaves gaps).
             consumer = self.registry.consumer(self.ssp.system)
-            consumer.register(self.ssp, max(self.next_offset, md.oldest))
+            consumer.register(self.ssp, self.next_offset)
             consumer.start()
             self._consumer = consumer
         return self._consumer
@@ -170,6 +172,7 @@ class CoordinatorStreamStore:
         consumer = self._open_consumer()
         ssp = self.ssp
         entries = self._entries
+        decode = decode_message
         decoded = 0
         while True:
             try:
@@ -180,10 +183,10 @@ class CoordinatorStreamStore:
             if not batch:
                 break
             for env in batch:
-                if env.is_end_of_stream:
+                if env.kind is not _MESSAGE:
                     continue
                 try:
-                    msg = decode_message(env.key, env.message, env.offset)
+                    msg = decode(env.key, env.message, env.offset)
                 except MessageDecodeError as exc:
                     raise CoordinatorStreamCorruptError(self.stream, env.offset, str(exc)) from None
                 namespace = entries.get(msg.type)
