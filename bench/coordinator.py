@@ -14,7 +14,8 @@
    client fetches once at the same moment (containers starting together). Latency per
    request: p50, p90, p99, max. Goal: p99 < 20 ms with 50 concurrent clients.
    ``--baseline`` repeats the fetch against the standard library's ``ThreadingHTTPServer``
-   serving the same bytes, for the ratio.
+   serving the same bytes, and against a bare asyncio protocol that answers every request
+   with those bytes (the floor of any asyncio server in Python), for the ratios.
 
 Run (not in CI)::
 
@@ -183,6 +184,38 @@ def _stdlib_server(body: bytes):
     return server
 
 
+def _asyncio_floor_server(body: bytes) -> tuple[int, object]:
+    """The floor of any asyncio HTTP server in Python: a bare protocol that answers every
+    request with the same bytes (no HTTP parsing beyond the blank line, no routing)."""
+    import asyncio
+
+    head = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json;charset=UTF-8\r\n"
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body))
+
+    class Answer(asyncio.Protocol):
+        def connection_made(self, transport):
+            self.transport, self.seen = transport, b""
+
+        def data_received(self, data):
+            self.seen += data
+            if b"\r\n\r\n" in self.seen:
+                self.transport.write(head + body)
+                self.transport.close()
+
+    ready, holder = threading.Event(), {}
+
+    def run():
+        loop = asyncio.new_event_loop()
+        server = loop.run_until_complete(loop.create_server(Answer, "127.0.0.1", 0))
+        holder["port"], holder["loop"] = server.sockets[0].getsockname()[1], loop
+        ready.set()
+        loop.run_forever()
+
+    threading.Thread(target=run, daemon=True).start()
+    ready.wait()
+    return holder["port"], holder["loop"]
+
+
 def bench_fetch(root: Path, tasks: int, containers: int, clients: int, procs: int,
                 requests: int, baseline: bool) -> None:
     config = job_config(root, tasks, containers)
@@ -218,6 +251,18 @@ def bench_fetch(root: Path, tasks: int, containers: int, clients: int, procs: in
                   f"{weir_rate / (len(lat) / elapsed):.2f}x")
         finally:
             server.shutdown()
+        port, loop = _asyncio_floor_server(body)
+        try:
+            load(host, port, min(clients, 4), 1, 5)
+            lat, errors, elapsed = load(host, port, clients, procs, 1)
+            print(describe(f"asyncio floor burst: {clients} x 1", lat, errors, elapsed))
+            lat, errors, elapsed = load(host, port, clients, procs, requests)
+            print(describe(f"asyncio floor closed loop: {clients} x {requests}", lat, errors,
+                           elapsed))
+            print(f"throughput ratio coordinator / bare asyncio protocol: "
+                  f"{weir_rate / (len(lat) / elapsed):.2f}x")
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
 
 
 def main() -> None:

@@ -49,10 +49,11 @@ class ImmutableSettingError(ConfigError):
 
     def __init__(self, key: str, old: str, new: str, why: str, *, origin: str | None = None):
         super().__init__(
-            f"changed from {old!r} to {new!r} since the last run; {why}. Put the old value "
-            f"back, or start the job's state over with `weir run <config> --reset-state` "
-            f"(deletes the stores' local state, changelogs and checkpoints; inputs are read "
-            f"again from samza.offset.default)", key=key, origin=origin)
+            f"changes from {old!r} (the job's state was built with it) to {new!r}; {why}. "
+            f"Keep {old!r}, or start the job's state over: stop the job and run `weir run "
+            f"<config> --reset-state` (deletes the stores' local state, changelogs and "
+            f"checkpoints; inputs are read again from samza.offset.default)",
+            key=key, origin=origin)
         self.old, self.new, self.why = old, new, why
 
 

@@ -62,7 +62,7 @@ def test_set_config_refuses_an_immutable_change_with_the_fix(tmp_path, capsys):
                "--value", "ssp")
 
     err = capsys.readouterr().err
-    assert code == 2 and "'partition' to 'ssp'" in err and "--reset-state" in err
+    assert code == 2 and "'partition' (the job's state was built with it) to 'ssp'" in err and "--reset-state" in err
     assert offsets(config) == before
 
 
