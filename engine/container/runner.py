@@ -284,6 +284,7 @@ def _run_in_process(config: Config, job: JobConfig, registry: SystemRegistry, mo
                     coordinator: JobCoordinator | None = None) -> JobResult:
     cid = next(iter(model.containers))
     container = Container(config, model, cid, registry=registry, job=job, progress=progress)
+    unsubscribe: Callable[[], None] | None = None
     if coordinator is not None:
         coordinator.record_locality(cid, coordinator.host)
 
@@ -293,7 +294,7 @@ def _run_in_process(config: Config, job: JobConfig, registry: SystemRegistry, mo
                          cid, change.new.version)
                 container.shutdown()
 
-        coordinator.on_change(on_change)
+        unsubscribe = coordinator.on_change(on_change)
     reporter = StatusReporter(job.name, lambda: [container.progress_snapshot()],
                               _status_registry(config), status, settings, console=console)
     with _Signals(lambda signum: container.shutdown()) as signals, reporter:
@@ -305,6 +306,9 @@ def _run_in_process(config: Config, job: JobConfig, registry: SystemRegistry, mo
             return JobResult(job.name, _failure_exit_code((failure,)), "failed",
                              time.perf_counter() - started, (container.result_so_far(),),
                              (failure,))
+        finally:
+            if unsubscribe is not None:
+                unsubscribe()
     return JobResult(job.name, signals.exit_code(), signals.reason(f"ended ({result.reason})"),
                      time.perf_counter() - started, (result,))
 
@@ -361,7 +365,7 @@ def _run_processes(config: Config, job: JobConfig, model: JobModel, status: Stat
         _stop_children(children)
 
     reporter = StatusReporter(
-        job.name, lambda: [c.progress for c in children.values() if c.progress is not None],
+        job.name, lambda: [c.progress for c in list(children.values()) if c.progress is not None],
         _status_registry(config), status, settings, console=console)
     follower = None if coordinator is None else _ModelFollower(
         coordinator, model, children, spawn, lambda: signals.received is not None)

@@ -56,7 +56,8 @@ from weir.engine.coordinator.guard import check_immutable_settings
 from weir.engine.coordinator.messages import CoordinatorMessage, MessageType
 from weir.engine.coordinator.prometheus import Family
 from weir.engine.coordinator.settings import CoordinatorSettings
-from weir.engine.coordinator.state import CoordinatorState, Locality, assignment_messages
+from weir.engine.coordinator.state import (CoordinatorState, Locality, assignment_messages,
+                                            localities)
 from weir.engine.coordinator.stream import CoordinatorStreamStore
 from weir.engine.coordinator.submit import ConfigDiff, config_messages, merge_origins
 from weir.engine.jobmodel.model import CONTAINER_COUNT, JobModel, build_job_model
@@ -259,8 +260,8 @@ class JobCoordinator:
         return self._server.url if self._server is not None else None
 
     def locality(self) -> dict[str, Locality]:
-        with self._lock:
-            return dict(CoordinatorState.from_store(self.store).locality)
+        """Container id -> where it last ran (the stream's ``set-container-host-assignment``)."""
+        return localities(self.store)
 
     # -- locality ------------------------------------------------------------------------
     def record_locality(self, container_id: str, host: str, *, jmx_url: str = "",
@@ -278,9 +279,15 @@ class JobCoordinator:
             self.counters.locality_writes += 1
 
     # -- running -------------------------------------------------------------------------
-    def on_change(self, listener: Callable[[ModelChange], None]) -> None:
-        """Call ``listener`` (on the catch-up thread) with every new job model."""
+    def on_change(self, listener: Callable[[ModelChange], None]) -> Callable[[], None]:
+        """Call ``listener`` (on the catch-up thread) with every new job model; returns the
+        function that stops it."""
         self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+        return unsubscribe
 
     def serve(self) -> str:
         """Start the HTTP endpoint; returns its URL."""

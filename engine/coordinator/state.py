@@ -29,7 +29,8 @@ from weir.engine.coordinator.stream import CoordinatorStreamStore
 from weir.engine.jobmodel.model import JobModel
 from weir.engine.model import SystemStream
 
-__all__ = ["Locality", "CoordinatorState", "assignment_messages", "assignment_tombstones"]
+__all__ = ["Locality", "CoordinatorState", "assignment_messages", "assignment_tombstones",
+           "localities"]
 
 
 @dataclass(frozen=True)
@@ -99,14 +100,18 @@ class CoordinatorState:
                 raise CoordinatorStreamCorruptError(
                     stream, msg.offset, f"set-task-partition-assignment {key!r} is malformed "
                     f"({type(exc).__name__}: {exc})") from None
-        locality = {}
-        for cid, msg in store.entries(MessageType.SET_CONTAINER_HOST_ASSIGNMENT).items():
-            host = msg.value("host")
-            if host:
-                locality[cid] = Locality(cid, str(host), str(msg.value("jmx-url") or ""),
-                                         str(msg.value("jmx-tunneling-url") or ""),
-                                         msg.timestamp)
-        return cls(store.config(), changelog, containers, partitions, locality)
+        return cls(store.config(), changelog, containers, partitions, localities(store))
+
+
+def localities(store: CoordinatorStreamStore) -> dict[str, Locality]:
+    """Container id -> :class:`Locality` from the ``set-container-host-assignment`` entries."""
+    out = {}
+    for cid, msg in store.entries(MessageType.SET_CONTAINER_HOST_ASSIGNMENT).items():
+        host = msg.value("host")
+        if host:
+            out[cid] = Locality(cid, str(host), str(msg.value("jmx-url") or ""),
+                                str(msg.value("jmx-tunneling-url") or ""), msg.timestamp)
+    return out
 
 
 def assignment_messages(state: CoordinatorState, model: JobModel, *,
