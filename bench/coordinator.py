@@ -14,8 +14,9 @@
    client fetches once at the same moment (containers starting together). Latency per
    request: p50, p90, p99, max. Goal: p99 < 20 ms with 50 concurrent clients.
    ``--baseline`` repeats the fetch against the standard library's ``ThreadingHTTPServer``
-   serving the same bytes, and against a bare asyncio protocol that answers every request
-   with those bytes (the floor of any asyncio server in Python), for the ratios.
+   serving the same bytes, against a bare asyncio protocol that answers every request with
+   those bytes (the floor of any asyncio server in Python), and against waitress when it is
+   installed, for the ratios.
 
 Run (not in CI)::
 
@@ -216,6 +217,32 @@ def _asyncio_floor_server(body: bytes) -> tuple[int, object]:
     return holder["port"], holder["loop"]
 
 
+def _waitress_server(body: bytes):
+    """waitress (a pure-Python WSGI server with a thread pool), when installed."""
+    from waitress.server import create_server
+
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Type", "application/json;charset=UTF-8"),
+                                  ("Content-Length", str(len(body)))])
+        return [body]
+
+    server = create_server(app, host="127.0.0.1", port=0, threads=8, connection_limit=256)
+    threading.Thread(target=server.run, daemon=True).start()
+    return server
+
+
+def _compare(name: str, host: str, port: int, clients: int, procs: int, requests: int,
+             weir_rate: float) -> None:
+    load(host, port, min(clients, 4), 1, 5)
+    lat, errors, elapsed = load(host, port, clients, procs, 1)
+    print(describe(f"{name} burst: {clients} x 1", lat, errors, elapsed))
+    lat, errors, elapsed = load(host, port, clients, procs, requests)
+    print(describe(f"{name} closed loop: {clients} x {requests}", lat, errors, elapsed))
+    print(f"throughput ratio coordinator / {name}: {weir_rate / (len(lat) / elapsed):.2f}x")
+
+
 def bench_fetch(root: Path, tasks: int, containers: int, clients: int, procs: int,
                 requests: int, baseline: bool) -> None:
     config = job_config(root, tasks, containers)
@@ -238,31 +265,29 @@ def bench_fetch(root: Path, tasks: int, containers: int, clients: int, procs: in
               f"{'met' if weir_p99 < 20 else 'NOT met'} ({weir_p99:.1f} ms)")
     finally:
         coordinator.stop()
-    if baseline:
-        server = _stdlib_server(body)
-        try:
-            _, port = server.server_address
-            load(host, port, min(clients, 4), 1, 5)
-            lat, errors, elapsed = load(host, port, clients, procs, 1)
-            print(describe(f"stdlib burst: {clients} clients x 1", lat, errors, elapsed))
-            lat, errors, elapsed = load(host, port, clients, procs, requests)
-            print(describe(f"stdlib closed loop: {clients} x {requests}", lat, errors, elapsed))
-            print(f"throughput ratio coordinator / stdlib ThreadingHTTPServer: "
-                  f"{weir_rate / (len(lat) / elapsed):.2f}x")
-        finally:
-            server.shutdown()
-        port, loop = _asyncio_floor_server(body)
-        try:
-            load(host, port, min(clients, 4), 1, 5)
-            lat, errors, elapsed = load(host, port, clients, procs, 1)
-            print(describe(f"asyncio floor burst: {clients} x 1", lat, errors, elapsed))
-            lat, errors, elapsed = load(host, port, clients, procs, requests)
-            print(describe(f"asyncio floor closed loop: {clients} x {requests}", lat, errors,
-                           elapsed))
-            print(f"throughput ratio coordinator / bare asyncio protocol: "
-                  f"{weir_rate / (len(lat) / elapsed):.2f}x")
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
+    if not baseline:
+        return
+    server = _stdlib_server(body)
+    try:
+        _compare("stdlib ThreadingHTTPServer", host, server.server_address[1], clients, procs,
+                 requests, weir_rate)
+    finally:
+        server.shutdown()
+    port, loop = _asyncio_floor_server(body)
+    try:
+        _compare("bare asyncio protocol", host, port, clients, procs, requests, weir_rate)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+    try:
+        server = _waitress_server(body)
+    except ImportError:
+        print("waitress is not installed: `pip install waitress` to compare with it")
+        return
+    try:
+        _compare("waitress (8 threads)", host, server.effective_port, clients, procs, requests,
+                 weir_rate)
+    finally:
+        server.close()
 
 
 def main() -> None:
