@@ -239,7 +239,7 @@ def run_job(config: Config, *, status: StatusMode = StatusMode.AUTO,
         coordinator.start_catch_up()
         generations: list[JobResult] = []
         while True:
-            version = coordinator.snapshot.version
+            version = coordinator.version_of(model)
             in_process = len(model.containers) == 1
             if in_process:
                 result = _run_in_process(config, job, registry, model, status, settings,
@@ -355,7 +355,8 @@ def _run_processes(config: Config, job: JobConfig, model: JobModel, status: Stat
         child.environment = coordinator_environment(coordinator, cid, version)
         return child
 
-    children = {cid: spawn(cid) for cid in model.containers}
+    version = coordinator.version_of(model) if coordinator is not None else None
+    children = {cid: spawn(cid, version) for cid in model.containers}
     for child in children.values():
         _start_child(child)
     log.info("started %d containers of job '%s' as processes %s", len(children), job.name,
@@ -513,7 +514,7 @@ class _ModelFollower:
                  stopping: Callable[[], bool]):
         self.coordinator = coordinator
         self.model = model
-        self.version = coordinator.snapshot.version
+        self.version = coordinator.version_of(model)
         self.children = children
         self.spawn = spawn
         self.stopping = stopping

@@ -247,6 +247,14 @@ class JobCoordinator:
         """Job model ``version`` if it is one of the last 16 (None otherwise)."""
         return self._history.get(version)
 
+    def version_of(self, model: JobModel) -> int:
+        """The version of ``model`` (a model this coordinator published; the newest version
+        when it is not one of the last 16)."""
+        for version, snap in sorted(self._history.items(), reverse=True):
+            if snap.model is model:
+                return version
+        return self._snapshot.version if self._snapshot is not None else 0
+
     @property
     def model(self) -> JobModel:
         snap = self._snapshot
