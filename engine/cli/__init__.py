@@ -22,6 +22,7 @@ _COMMAND_MODULES = (
     "weir.engine.cli.run",      # weir run job.properties
     "weir.engine.cli.checkpoint",  # weir checkpoint show|use-previous|reset job.properties
     "weir.engine.cli.store",    # weir store repair job.properties --task T --store S ...
+    "weir.engine.cli.coordinator",  # weir coordinator set-config|show
 )
 
 

@@ -5,7 +5,9 @@ finds a module that sits beside the config. While the job runs, a status line (t
 periodic log lines show progress; when it stops, a summary goes to standard output: why it
 stopped, messages in and out per stream, time and rate. Exit codes: 0 (inputs ended, a task
 asked to stop, or SIGTERM), 1 (a container failed; the error names task, SSP and offset),
-2 (bad config or missing stream, nothing ran), 130 (SIGINT). docs/RUNNING.md has the details.
+2 (bad config or missing stream, nothing ran; a changed immutable setting, which
+``--reset-state`` accepts by deleting the job's state), 130 (SIGINT). docs/RUNNING.md and
+docs/COORDINATOR.md have the details.
 """
 
 from __future__ import annotations
@@ -30,6 +32,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("path", help="job config (.properties, .yaml or .yml)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="override a config key (repeatable)")
+    parser.add_argument("--reset-state", action="store_true",
+                        help="accept changed immutable settings (grouper, input partition "
+                             "counts, a store's changelog, container count with host "
+                             "affinity) by deleting the job's state: local stores, changelogs, "
+                             "checkpoints and assignments; inputs are read again from "
+                             "samza.offset.default")
     parser.add_argument("--status", choices=_STATUS_MODES, default="auto",
                         help="progress display: a status line on a terminal, log lines "
                              "otherwise (auto, the default), or force line/log/off")
@@ -49,12 +57,14 @@ def _run(args: argparse.Namespace) -> int:
     from weir.engine.config.job import load_config
     from weir.engine.container.runner import run_job
     from weir.engine.container.status import StatusMode, configure_logging
+    from weir.engine.coordinator.coordinator import StateReset
 
     config = load_config(args.path, args.overrides)
     add_config_dir_to_path(args.path)
     mode = StatusMode(args.status)
     console = configure_logging(mode)
-    result = run_job(config, status=mode, console=console)
+    reset = StateReset.RESET if args.reset_state else StateReset.KEEP
+    result = run_job(config, status=mode, console=console, reset=reset)
     for line in result.summary_lines():
         print(line)
     sys.stdout.flush()

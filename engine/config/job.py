@@ -80,8 +80,9 @@ JOB_CHANGELOG_SYSTEM = declare(
     "job.changelog.system", str, None, "System of store changelogs given as a bare stream name in "
     "`stores.<store>.changelog`; falls back to `job.default.system`.", component=_COMPONENT)
 JOB_COORDINATOR_SYSTEM = declare(
-    "job.coordinator.system", str, None, "System of the coordinator stream; falls back to "
-    "`job.default.system`.", component=_COMPONENT)
+    "job.coordinator.system", str, None, "System of the coordinator stream "
+    "(`__samza_coordinator_<job.name>_<job.id>`); falls back to `job.default.system`, then to "
+    "the system of the first stream in `task.inputs`.", component=_COMPONENT)
 DEFAULT_DATA_ROOT = "weir-data"
 """The directory, relative to the working directory, under which every default path of a job
 lives: ``weir-data/<job.name>-<job.id>`` for the job's own files, and ``weir-data/log`` for the

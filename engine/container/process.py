@@ -2,12 +2,13 @@
 
 The runner starts :func:`container_process_main` with the *spawn* start method (a fresh
 interpreter: no forked locks, file handles or store locks; in particular the child does not
-share the runner's job lock). The child takes its own container lock
-(``CONTAINER-<id>.LOCK`` in the checkpoint directory) for its whole life, so a new run of the
-job refuses to start while it still works, e.g. during its final commit after the runner
-died. The child rebuilds the job model
-from its JSON, runs its container with SIGINT/SIGTERM wired to a graceful stop, and reports
-over a ``multiprocessing`` queue:
+share the runner's job lock). The child reads its job model and config from the job
+coordinator's HTTP endpoint named in its environment (``SAMZA_COORDINATOR_URL``,
+:mod:`weir.engine.coordinator.client`) and reports its host there, or rebuilds the model from
+JSON it was given. It takes its own container lock (``CONTAINER-<id>.LOCK`` in the checkpoint
+directory) for its whole life, so a new run of the job refuses to start while it still works,
+e.g. during its final commit after the runner died. It runs its container with SIGINT/SIGTERM
+wired to a graceful stop, and reports over a ``multiprocessing`` queue:
 
 * ``PROGRESS`` every ``interval_ms``: a :class:`~weir.engine.container.container.ContainerProgress`;
 * ``DONE``: the :class:`~weir.engine.container.container.ContainerResult` (exit code 0);
@@ -78,9 +79,10 @@ def _stop_when_parent_dies(container: Any, events: Any) -> None:
     threading.Thread(target=watch, name="weir-parent-watch", daemon=True).start()
 
 
-def container_process_main(config: Config, model_json: str, container_id: str, events: Any,
-                           interval_ms: int) -> None:
-    """The target of a container process; exits with 0 (done) or 1 (failed)."""
+def container_process_main(config: Config | None, model_json: str | None, container_id: str,
+                           events: Any, interval_ms: int) -> None:
+    """The target of a container process; exits with 0 (done) or 1 (failed). With
+    ``model_json`` None, config and model come from the job coordinator."""
     from weir.engine.config.job import JobConfig
     from weir.engine.container.container import Container
     from weir.engine.jobmodel.model import JobModel
@@ -89,11 +91,14 @@ def container_process_main(config: Config, model_json: str, container_id: str, e
 
     _configure_child_logging(container_id)
     try:
+        if model_json is None:
+            config, model = _from_coordinator(container_id)
+        else:
+            model = JobModel.from_json(model_json)
         # Held until this process exits: a new run of the job refuses to start while this
         # container still works, even after its runner died (see recovery.job_lock).
         job = JobConfig.from_config(config)
         container_lock = hold_container_lock(job.checkpoint_dir, container_id, job=job.name)
-        model = JobModel.from_json(model_json)
         container = Container(config, model, container_id, progress=ProgressMode.LOG)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, then exit 1
         log.error("container %s failed to start: %s", container_id, exc)
@@ -140,3 +145,16 @@ def container_process_main(config: Config, model_json: str, container_id: str, e
     events.close()
     events.join_thread()
     container_lock.release()
+
+
+def _from_coordinator(container_id: str) -> tuple[Config, Any]:
+    """Config and job model from the job coordinator (``SAMZA_COORDINATOR_URL``), after
+    reporting this container's host."""
+    import socket
+
+    from weir.engine.coordinator.client import setup_from_coordinator
+
+    setup = setup_from_coordinator(container_id, socket.gethostname())
+    log.info("container %s: read job model version %d (%d tasks) from the job coordinator",
+             container_id, setup.version, len(setup.model.containers[container_id].tasks))
+    return setup.config, setup.model

@@ -32,6 +32,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -59,6 +60,7 @@ from weir.engine.jobmodel.model import JobModel, build_job_model
 from weir.engine.model import SystemStream
 from weir.engine.container.status import StatusMode, StatusReporter, StatusSettings
 from weir.engine.config.streams import all_input_streams
+from weir.engine.coordinator.coordinator import JobCoordinator, ModelChange, StateReset, plan_restarts
 from weir.engine.systems.registry import SystemRegistry
 from weir.engine.task import load_task_factory
 
@@ -154,14 +156,21 @@ def _sum_counts(maps: Iterable[Mapping[SystemStream, int]]) -> dict[SystemStream
 
 # -- preparing ----------------------------------------------------------------------------
 
-def prepare_job(config: Config, *, registry: SystemRegistry | None = None
+def prepare_job(config: Config, *, registry: SystemRegistry | None = None,
+                coordinator: JobCoordinator | None = None,
+                before_writes: Callable[[JobConfig], Any] | None = None
                 ) -> tuple[JobConfig, SystemRegistry, JobModel]:
     """Check ``config`` and build the job model from the input streams' partition counts.
 
-    Raises ConfigError for bad values (unknown keys are only logged; ``task.class`` is
-    imported; every settings object is built and every directory the job writes is checked,
-    :func:`~weir.engine.container.preflight.check_job`) and StreamNotFoundError for an input
-    stream that does not exist. Nothing is created before these checks pass."""
+    With a ``coordinator`` the job model comes from it (:meth:`JobCoordinator.start`: the
+    config written to and read back from the coordinator stream, immutable settings checked,
+    assignments kept stable). Raises ConfigError for bad values (unknown keys are only
+    logged; ``task.class`` is imported; every settings object is built and every directory the
+    job writes is checked, :func:`~weir.engine.container.preflight.check_job`) and
+    StreamNotFoundError for an input stream that does not exist. Nothing is created before
+    these checks pass; ``before_writes(job)`` (``run_job`` takes the job lock there) is called
+    after them and before anything is written.
+    """
     try:
         load_all_declarations()
     except EngineError as exc:
@@ -173,8 +182,12 @@ def prepare_job(config: Config, *, registry: SystemRegistry | None = None
     registry = registry if registry is not None else SystemRegistry(config)
     # Every settings object and every directory to write, before anything is created.
     check_job(config, job, registry)
-    counts = registry.partition_counts(all_input_streams(config))
-    model = build_job_model(config, counts)
+    if before_writes is not None:
+        before_writes(job)
+    if coordinator is not None:
+        model = coordinator.start()
+    else:
+        model = build_job_model(config, registry.partition_counts(all_input_streams(config)))
     # Created here, before any container starts, so containers never race to create them.
     create_changelog_streams(store_specs(config, job), registry, model)
     return job, registry, model
@@ -222,22 +235,71 @@ class _Signals:
 # -- running ------------------------------------------------------------------------------
 
 def run_job(config: Config, *, status: StatusMode = StatusMode.AUTO,
-            console: Any = None, progress: ProgressMode | None = None) -> JobResult:
+            console: Any = None, progress: ProgressMode | None = None,
+            reset: StateReset = StateReset.KEEP) -> JobResult:
     """Run the job of ``config`` to its end (or until stopped); see the module docstring.
+
+    The job coordinator (``weir.engine.coordinator``) writes ``config`` to the job's
+    coordinator stream, builds the job model from it, serves it to the container processes
+    over HTTP and follows config written while the job runs; ``reset`` (``--reset-state``)
+    lets it delete the job's state to accept changed immutable settings.
 
     ConfigError / StreamNotFoundError from preparing the job propagate (nothing ran); every
     failure while running is in the result (``exit_code`` FAILED, ``failures``)."""
     started = time.perf_counter()
-    job, registry, model = prepare_job(config)
-    settings = StatusSettings.from_config(config)
-    # One run of a job at a time: the lock is held for the whole run, and only under it are
-    # temp files of interrupted checkpoint writes removed (never a live writer's).
-    with JobLock.acquire(job.checkpoint_dir, job=job.name, role="weir run") as lock:
-        FileCheckpointManager(job.checkpoint_dir).remove_stray_temps(lock)
-        if len(model.containers) == 1:
-            return _run_in_process(config, job, registry, model, status, settings, console,
-                                   progress or ProgressMode.AUTO, started)
-        return _run_processes(config, job, model, status, settings, console, started)
+    stack = contextlib.ExitStack()
+    coordinator = JobCoordinator(config, reset=reset)
+    # One run of a job at a time: the lock is held for the whole run (taken after the checks,
+    # which create nothing, and before the coordinator writes its stream or a reset moves
+    # state), and only under it are temp files of interrupted checkpoint writes removed.
+    try:
+        job, registry, model = prepare_job(
+            config, registry=coordinator.registry, coordinator=coordinator,
+            before_writes=lambda job: _take_job_lock(job, stack))
+        config = model.config  # the job's config as the coordinator stream holds it
+        settings = StatusSettings.from_config(config)
+        coordinator.serve()
+        coordinator.start_catch_up()
+        generations: list[JobResult] = []
+        while True:
+            version = coordinator.version_of(model)
+            in_process = len(model.containers) == 1
+            if in_process:
+                result = _run_in_process(config, job, registry, model, status, settings,
+                                         console, progress or ProgressMode.AUTO, started,
+                                         coordinator)
+            else:
+                result = _run_processes(config, job, model, status, settings, console,
+                                        started, coordinator)
+            generations.append(result)
+            latest = coordinator.snapshot
+            # Container processes follow new models themselves (_ModelFollower); a container
+            # in this process stops for a new model, which then runs here or in processes.
+            if not in_process or result.exit_code is not ExitCode.OK \
+                    or result.reason.startswith("stopped by") or latest.version == version:
+                return _combined(generations)
+            log.info("job model version %d has %d container(s): starting them",
+                     latest.version, len(latest.model.containers))
+            model, config = latest.model, latest.model.config
+    finally:
+        coordinator.stop()
+        stack.close()
+
+
+def _take_job_lock(job: JobConfig, stack: contextlib.ExitStack) -> None:
+    lock = stack.enter_context(JobLock.acquire(job.checkpoint_dir, job=job.name, role="weir run"))
+    FileCheckpointManager(job.checkpoint_dir).remove_stray_temps(lock)
+
+
+def _combined(generations: list[JobResult]) -> JobResult:
+    """One result for runs of successive job models (dynamic config moved the job between
+    running in this process and in container processes)."""
+    last = generations[-1]
+    if len(generations) == 1:
+        return last
+    return JobResult(last.job, last.exit_code, last.reason, last.seconds,
+                     tuple(c for g in generations for c in g.containers),
+                     tuple(f for g in generations for f in g.failures))
 
 
 def _status_registry(config: Config) -> Callable[[list], Mapping]:
@@ -247,9 +309,21 @@ def _status_registry(config: Config) -> Callable[[list], Mapping]:
 
 def _run_in_process(config: Config, job: JobConfig, registry: SystemRegistry, model: JobModel,
                     status: StatusMode, settings: StatusSettings, console: Any,
-                    progress: ProgressMode, started: float) -> JobResult:
+                    progress: ProgressMode, started: float,
+                    coordinator: JobCoordinator | None = None) -> JobResult:
     cid = next(iter(model.containers))
     container = Container(config, model, cid, registry=registry, job=job, progress=progress)
+    unsubscribe: Callable[[], None] | None = None
+    if coordinator is not None:
+        coordinator.record_locality(cid, coordinator.host)
+
+        def on_change(change: ModelChange) -> None:
+            if cid in change.restart or cid in change.stop:
+                log.info("container %s stops with a final commit for job model version %d",
+                         cid, change.new.version)
+                container.shutdown()
+
+        unsubscribe = coordinator.on_change(on_change)
     reporter = StatusReporter(job.name, lambda: [container.progress_snapshot()],
                               _status_registry(config), status, settings, console=console)
     with _Signals(lambda signum: container.shutdown()) as signals, reporter:
@@ -261,6 +335,9 @@ def _run_in_process(config: Config, job: JobConfig, registry: SystemRegistry, mo
             return JobResult(job.name, _failure_exit_code((failure,)), "failed",
                              time.perf_counter() - started, (container.result_so_far(),),
                              (failure,))
+        finally:
+            if unsubscribe is not None:
+                unsubscribe()
     return JobResult(job.name, signals.exit_code(), signals.reason(f"ended ({result.reason})"),
                      time.perf_counter() - started, (result,))
 
@@ -286,19 +363,34 @@ class _Child:
     exited_at: float | None = field(default=None)
     unreported: bool = False
     """Exited without a result; ``failure`` says why (None: stopped while starting)."""
+    environment: dict[str, str] = field(default_factory=dict)
+    """Extra environment variables of the process (the job coordinator's URL)."""
 
 
 def _run_processes(config: Config, job: JobConfig, model: JobModel, status: StatusMode,
-                   settings: StatusSettings, console: Any, started: float) -> JobResult:
+                   settings: StatusSettings, console: Any, started: float,
+                   coordinator: JobCoordinator | None = None) -> JobResult:
     ctx = multiprocessing.get_context("spawn")
     events = ctx.Queue()
     interval_ms = settings.interval_ms if status.resolve(console) is StatusMode.LINE \
         else max(settings.interval_ms, 1000)
-    children = {cid: _Child(cid, ctx.Process(
-        target=container_process_main, name=f"weir-container-{cid}",
-        args=(config, model.to_json(), cid, events, interval_ms))) for cid in model.containers}
+
+    def spawn(cid: str, version: int | None = None) -> _Child:
+        if coordinator is None:
+            return _Child(cid, ctx.Process(
+                target=container_process_main, name=f"weir-container-{cid}",
+                args=(config, model.to_json(), cid, events, interval_ms)))
+        # The container reads its model and config from the coordinator's HTTP endpoint.
+        child = _Child(cid, ctx.Process(target=container_process_main,
+                                        name=f"weir-container-{cid}",
+                                        args=(None, None, cid, events, interval_ms)))
+        child.environment = coordinator_environment(coordinator, cid, version)
+        return child
+
+    version = coordinator.version_of(model) if coordinator is not None else None
+    children = {cid: spawn(cid, version) for cid in model.containers}
     for child in children.values():
-        child.process.start()
+        _start_child(child)
     log.info("started %d containers of job '%s' as processes %s", len(children), job.name,
              ", ".join(f"{c.container_id}:{c.process.pid}" for c in children.values()))
 
@@ -306,13 +398,16 @@ def _run_processes(config: Config, job: JobConfig, model: JobModel, status: Stat
         _stop_children(children)
 
     reporter = StatusReporter(
-        job.name, lambda: [c.progress for c in children.values() if c.progress is not None],
+        job.name, lambda: [c.progress for c in list(children.values()) if c.progress is not None],
         _status_registry(config), status, settings, console=console)
+    follower = None if coordinator is None else _ModelFollower(
+        coordinator, model, children, spawn, lambda: signals.received is not None)
     with _Signals(stop_all) as signals, reporter:
-        _supervise(children, events, stop_all)
+        _supervise(children, events, stop_all, follower)
     events.close()
-    failures = tuple(c.failure for c in children.values() if c.failure is not None)
-    results = tuple(c.result for c in children.values() if c.result is not None)
+    everyone = [*(follower.retired if follower else []), *children.values()]
+    failures = tuple(c.failure for c in everyone if c.failure is not None)
+    results = tuple(c.result for c in everyone if c.result is not None)
     seconds = time.perf_counter() - started
     if failures:
         return JobResult(job.name, _failure_exit_code(failures), "failed", seconds, results,
@@ -340,10 +435,14 @@ def _unreported_exit(child: _Child) -> ContainerFailure | None:
     return ContainerFailure(child.container_id, "ProcessDied", _death(code))
 
 
-def _supervise(children: dict[str, _Child], events: Any, stop_all: Callable[[], None]) -> None:
-    """Collect events until every child has exited; stop the others when one fails."""
+def _supervise(children: dict[str, _Child], events: Any, stop_all: Callable[[], None],
+               follower: "_ModelFollower | None" = None) -> None:
+    """Collect events until every child has exited; stop the others when one fails.
+    ``follower`` restarts children for new job model versions (dynamic config)."""
     while True:
         _drain(children, events, stop_all, timeout=_POLL_S)
+        if follower is not None:
+            follower.tick()
         alive = False
         for child in children.values():
             proc = child.process
@@ -360,7 +459,7 @@ def _supervise(children: dict[str, _Child], events: Any, stop_all: Callable[[], 
                 if child.failure is not None:
                     log.error("%s", child.failure.headline())
                     stop_all()
-        if not alive:
+        if not alive and (follower is None or not follower.busy):
             _drain(children, events, stop_all, timeout=0.0)
             for child in children.values():
                 if child.result is None and child.failure is None and not child.unreported:
@@ -400,3 +499,97 @@ def _death(exitcode: int | None) -> str:
                 f"without reporting; restart the job (it resumes from the last checkpoint)")
     return (f"the container process exited with code {exitcode} without reporting a result; "
             f"see its log lines above")
+
+
+# -- the job coordinator: container processes and new job model versions ------------------
+
+def coordinator_environment(coordinator: JobCoordinator, cid: str,
+                            version: int | None) -> dict[str, str]:
+    """What a container process finds in its environment: the coordinator's URL, its id and
+    the job model version it runs (the current one unless given)."""
+    from weir.engine.coordinator.client import container_environment
+
+    settings = coordinator.settings
+    return container_environment(
+        coordinator.url or "", cid, version if version is not None else coordinator.snapshot.version,
+        timeout_ms=settings.client_timeout_ms, retry_ms=settings.client_retry_ms)
+
+
+_ENV_LOCK = threading.Lock()
+
+
+def _start_child(child: _Child) -> None:
+    """Start ``child``'s process with its extra environment variables (a *spawn* child
+    inherits the environment of the moment it is started)."""
+    with _ENV_LOCK:
+        saved = {k: os.environ.get(k) for k in child.environment}
+        os.environ.update(child.environment)
+        try:
+            child.process.start()
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+class _ModelFollower:
+    """Moves the container processes to each new job model version, one version at a time:
+    the containers whose model changed (and those the new model drops) are stopped with
+    SIGTERM, so they commit; once every one of them has exited and reported, the changed and
+    new containers start with the new version. Containers whose model is unchanged keep
+    running."""
+
+    def __init__(self, coordinator: JobCoordinator, model: JobModel,
+                 children: dict[str, _Child], spawn: Callable[[str, int], _Child],
+                 stopping: Callable[[], bool]):
+        self.coordinator = coordinator
+        self.model = model
+        self.version = coordinator.version_of(model)
+        self.children = children
+        self.spawn = spawn
+        self.stopping = stopping
+        self.retired: list[_Child] = []
+        self._target: Any = None
+        self._stopped: tuple[str, ...] = ()
+        self._start: tuple[str, ...] = ()
+
+    @property
+    def busy(self) -> bool:
+        return self._target is not None
+
+    def tick(self) -> None:
+        if self._target is None:
+            snap = self.coordinator.snapshot
+            if snap is None or snap.version == self.version or self.stopping() or \
+                    any(c.failure is not None for c in self.children.values()):
+                return
+            restart, stop, start = plan_restarts(self.model, snap.model)
+            self._target, self._stopped, self._start = snap, restart + stop, restart + start
+            log.info("job model version %d: stopping container(s) %s with a final commit, "
+                     "then starting %s", snap.version, ", ".join(self._stopped) or "none",
+                     ", ".join(self._start) or "none")
+            for cid in self._stopped:
+                child = self.children[cid]
+                if not child.stop_sent and child.process.is_alive():
+                    child.stop_sent = True
+                    os.kill(child.process.pid, signal.SIGTERM)
+        for cid in self._stopped:
+            child = self.children[cid]
+            if child.process.is_alive() or (child.result is None and child.failure is None
+                                            and not child.unreported):
+                return  # still stopping, or its last report is not read yet
+        if self.stopping() or any(c.failure is not None for c in self.children.values()):
+            self._target = None  # the job is stopping: start nothing new
+            return
+        target = self._target
+        for cid in self._stopped:
+            self.retired.append(self.children.pop(cid))
+        for cid in self._start:
+            child = self.spawn(cid, target.version)
+            self.children[cid] = child
+            _start_child(child)
+        log.info("job model version %d is running (containers %s)", target.version,
+                 ", ".join(self.children))
+        self.model, self.version, self._target = target.model, target.version, None

@@ -323,12 +323,15 @@ def group_ssps(config: Config, partition_counts: Mapping[SystemStream, int]
 
 def build_job_model(config: Config, partition_counts: Mapping[SystemStream, int], *,
                     previous: JobModel | None = None,
-                    changelog_mapping: Mapping[str, int] | None = None) -> JobModel:
+                    changelog_mapping: Mapping[str, int] | None = None,
+                    task_assignment: Mapping[str, str] | None = None) -> JobModel:
     """The job model for ``config`` given each input stream's partition count.
 
     ``previous`` (the last run's model) keeps tasks on their containers and changelog
     partitions; ``changelog_mapping`` (the coordinator stream's ``set-changelog`` entries,
-    which may name tasks that no longer exist) overrides the previous model's mapping. The
+    which may name tasks that no longer exist) overrides the previous model's mapping;
+    ``task_assignment`` (task name -> container id, the stream's
+    ``set-task-container-assignment`` entries) likewise overrides the previous model's. The
     same config and counts always give the same model.
 
     Raises StreamNotFoundError for an input without a partition count, and ConfigError (with
@@ -350,8 +353,9 @@ def build_job_model(config: Config, partition_counts: Mapping[SystemStream, int]
     if changelog_mapping is None and previous is not None:
         changelog_mapping = previous.changelog_mapping()
     partitions = changelog_partition_mapping(list(groups), changelog_mapping)
-    assignment = assign_containers(list(groups), count,
-                                   previous.task_assignment() if previous else None)
+    if task_assignment is None and previous is not None:
+        task_assignment = previous.task_assignment()
+    assignment = assign_containers(list(groups), count, task_assignment)
     containers = {
         cid: ContainerModel(cid, {name: TaskModel(name, groups[name], partitions[name])
                                   for name in names})

@@ -204,7 +204,9 @@ class InputJob:
     def files(self) -> dict[str, str]:
         """The job's data files -- input and changelog segments and their indexes, end
         markers, checkpoint files, the stores' ``OFFSET`` files -- as path -> content digest
-        (engine-internal store files and lock files churn on every open and are left out)."""
+        (engine-internal store files and lock files churn on every open and are left out, and
+        so is the coordinator stream: it records the job's config, which a run with other
+        ``--set`` values changes before anything else happens)."""
         out = {}
         for path in sorted(self.base.rglob("*")):
             if not path.is_file() or "LOCK" in path.name.upper():
@@ -213,6 +215,8 @@ class InputJob:
             if rel.parts[0] == "state" and path.name != "OFFSET":
                 continue
             if rel.parts[0] == "backup":
+                continue
+            if len(rel.parts) > 1 and rel.parts[1].startswith("__samza_coordinator_"):
                 continue
             out[str(rel)] = hashlib.sha1(path.read_bytes()).hexdigest()
         return out

@@ -1,0 +1,252 @@
+"""The job coordinator's HTTP endpoint (uvicorn, an ASGI server, running on its own thread).
+
+| method and path | answer |
+|---|---|
+| ``GET /`` | the job model in Samza's JSON shape (``application/json;charset=UTF-8``), plus ``"job-model-version"``; 404 with no body before the first model; ``?version=N`` one of the last 16 versions (410 when older) |
+| ``GET /config`` | ``{"job-model-version", "config": {key: value}, "origins": {key: where it was set}}`` |
+| ``GET /locality`` | ``{"job-model-version", "processor-localities": {id: {"id", "host", "jmx-url", "jmx-tunneling-url"}}}`` |
+| ``PUT /locality/<container id>`` | a container reports where it runs: ``{"host": ..., "jmx-url": ...}``; 204 |
+| ``GET /health`` | ``{"status": "ok" ...}`` (200), 503 while the coordinator stream cannot be read |
+| ``GET /metrics`` | Prometheus text format 0.0.4 |
+
+Every response carries ``X-Weir-Job-Model-Version``. The endpoint binds to
+``job.coordinator.http.host`` (127.0.0.1) and ``job.coordinator.http.port`` (0: a free
+port). It is concurrent (one event loop; the model is served from bytes serialized once per
+version) and bounded: beyond ``job.coordinator.http.max.connections`` concurrent
+connections a request gets 503 at once, request bodies are limited to 64 KiB, idle
+connections close after ``job.coordinator.http.keepalive.ms``. uvicorn parses HTTP (with
+httptools); nothing here parses HTTP by hand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from urllib.parse import parse_qs
+
+import orjson
+
+from weir.engine.coordinator.errors import CoordinatorError
+from weir.engine.coordinator.prometheus import CONTENT_TYPE as PROMETHEUS_CONTENT_TYPE
+from weir.engine.coordinator.prometheus import Family, render
+from weir.engine.coordinator.settings import CoordinatorSettings
+
+if TYPE_CHECKING:
+    from weir.engine.coordinator.coordinator import JobCoordinator
+
+__all__ = ["CoordinatorServer", "JSON_CONTENT_TYPE", "VERSION_HEADER", "MAX_BODY_BYTES"]
+
+log = logging.getLogger("weir.coordinator.http")
+
+JSON_CONTENT_TYPE = "application/json;charset=UTF-8"
+VERSION_HEADER = "X-Weir-Job-Model-Version"
+MAX_BODY_BYTES = 64 * 1024
+_START_TIMEOUT_S = 10.0
+_PATHS = ("/", "/config", "/locality", "/locality/{id}", "/health", "/metrics", "other")
+
+
+class _HttpMetrics:
+    """Samza's endpoint metrics (incoming-requests, successful-responses, failed-responses)
+    per path, and time spent. Updated on the event loop thread only."""
+
+    def __init__(self) -> None:
+        self.incoming = dict.fromkeys(_PATHS, 0)
+        self.successful = dict.fromkeys(_PATHS, 0)
+        self.failed = dict.fromkeys(_PATHS, 0)
+        self.seconds = dict.fromkeys(_PATHS, 0.0)
+
+    def families(self) -> list[Family]:
+        def samples(values: dict) -> list[tuple]:
+            return [({"path": p}, v) for p, v in values.items()]
+        return [
+            Family("weir_coordinator_http_incoming_requests_total", "counter",
+                   "HTTP requests received by the job coordinator.", samples(self.incoming)),
+            Family("weir_coordinator_http_successful_responses_total", "counter",
+                   "HTTP responses with a 2xx status.", samples(self.successful)),
+            Family("weir_coordinator_http_failed_responses_total", "counter",
+                   "HTTP responses with a 4xx or 5xx status.", samples(self.failed)),
+            Family("weir_coordinator_http_request_seconds_total", "counter",
+                   "Time spent answering HTTP requests.", samples(self.seconds)),
+        ]
+
+
+class CoordinatorServer:
+    """Serves one :class:`~weir.engine.coordinator.coordinator.JobCoordinator` over HTTP."""
+
+    def __init__(self, coordinator: "JobCoordinator", settings: CoordinatorSettings):
+        self.coordinator = coordinator
+        self.settings = settings
+        self.metrics = _HttpMetrics()
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
+        self.url = ""
+        self._failure: BaseException | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def start(self) -> str:
+        import uvicorn
+
+        host, port = self.settings.http_host, self.settings.http_port
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            sock.close()
+            raise CoordinatorError(
+                f"the job coordinator cannot listen on {host}:{port} ({exc.strerror}); set "
+                f"job.coordinator.http.port to a free port, or 0 for any") from None
+        sock.listen(1024)
+        sock.set_inheritable(False)
+        self._socket = sock
+        bound = sock.getsockname()[1]
+        shown = f"[{host}]" if family == socket.AF_INET6 else host
+        self.url = f"http://{shown}:{bound}"
+        config = uvicorn.Config(
+            self.app, interface="asgi3", http="auto", loop="asyncio", lifespan="off",
+            log_config=None,
+            access_log=False, server_header=False, date_header=False,
+            limit_concurrency=self.settings.http_max_connections,
+            timeout_keep_alive=max(1, self.settings.http_keepalive_ms // 1000),
+            timeout_graceful_shutdown=2)
+        self._server = uvicorn.Server(config)
+
+        def run() -> None:
+            try:
+                asyncio.run(self._server.serve(sockets=[sock]))
+            except BaseException as exc:  # noqa: BLE001 - reported by start()/logged
+                self._failure = exc
+                log.error("the job coordinator's HTTP endpoint stopped: %s", exc)
+
+        self._thread = threading.Thread(target=run, name="weir-coordinator-http", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        while not self._server.started:
+            if self._failure is not None or not self._thread.is_alive():
+                raise CoordinatorError(f"the job coordinator's HTTP endpoint at {self.url} "
+                                       f"failed to start: {self._failure}")
+            if time.monotonic() > deadline:
+                raise CoordinatorError(f"the job coordinator's HTTP endpoint at {self.url} "
+                                       f"did not start within {_START_TIMEOUT_S:.0f} s")
+            time.sleep(0.005)
+        return self.url
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+
+    # -- the ASGI application ------------------------------------------------------------
+    async def app(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        started = time.perf_counter()
+        method, path, query = scope["method"], scope["path"], scope.get("query_string", b"")
+        label = path if path in _PATHS else ("/locality/{id}" if path.startswith("/locality/")
+                                             else "other")
+        self.metrics.incoming[label] += 1
+        try:
+            status, headers, body = await self._route(method, path, query, receive)
+        except Exception as exc:  # noqa: BLE001 - a 500, logged, never a dead endpoint
+            log.exception("job coordinator: %s %s failed", method, path)
+            status, headers, body = 500, [], orjson.dumps({"error": f"{type(exc).__name__}: {exc}"})
+            headers.append((b"content-type", JSON_CONTENT_TYPE.encode()))
+        snap = self.coordinator.snapshot
+        if snap is not None:
+            headers.append((VERSION_HEADER.lower().encode(), str(snap.version).encode()))
+        if status != 204:
+            headers.append((b"content-length", str(len(body)).encode()))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})
+        if status < 300:
+            self.metrics.successful[label] += 1
+        elif status >= 400:
+            self.metrics.failed[label] += 1
+        self.metrics.seconds[label] += time.perf_counter() - started
+
+    async def _route(self, method: str, path: str, query: bytes,
+                     receive: Any) -> tuple[int, list, bytes]:
+        json_type = (b"content-type", JSON_CONTENT_TYPE.encode())
+        if path.startswith("/locality/"):
+            if method not in ("PUT", "POST"):
+                return _not_allowed("PUT, POST")
+            return await self._put_locality(path[len("/locality/"):], receive)
+        if path not in _PATHS or path == "/locality/{id}":
+            return 404, [json_type], orjson.dumps({"error": f"no resource {path}", "paths": list(
+                p for p in _PATHS if p != "other")})
+        if method not in ("GET", "HEAD"):
+            return _not_allowed("GET, HEAD")
+        snap = self.coordinator.snapshot
+        if query and path in ("/", "/config"):
+            version = parse_qs(query.decode("latin-1")).get("version", [""])[0]
+            if not version.isdigit():
+                return 400, [json_type], orjson.dumps({"error": f"bad version {version!r}"})
+            snap = self.coordinator.snapshot_of(int(version))
+            if snap is None:
+                return 410, [json_type], orjson.dumps({
+                    "error": f"job model version {version} is no longer kept; the current "
+                             f"version is {self.coordinator.snapshot.version}"})
+        if path == "/":
+            if snap is None:
+                return 404, [], b""  # Samza: no job model yet, no body, no content type
+            return 200, [json_type], snap.model_json
+        if path == "/config":
+            if snap is None:
+                return 404, [], b""
+            return 200, [json_type], snap.config_json
+        if path == "/locality":
+            localities = self.coordinator.locality()
+            return 200, [json_type], orjson.dumps({
+                "job-model-version": snap.version if snap else None,
+                "processor-localities": {cid: loc.to_dict() for cid, loc in sorted(localities.items())}})
+        if path == "/health":
+            health = self.coordinator.health()
+            status = 503 if health["status"] != "ok" else 200
+            return status, [json_type], orjson.dumps(health)
+        # /metrics
+        text = render([*self.coordinator.metric_families(), *self.metrics.families()])
+        return 200, [(b"content-type", PROMETHEUS_CONTENT_TYPE.encode())], text.encode()
+
+    async def _put_locality(self, container_id: str, receive: Any) -> tuple[int, list, bytes]:
+        json_type = (b"content-type", JSON_CONTENT_TYPE.encode())
+        body = bytearray()
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if len(body) > MAX_BODY_BYTES:
+                return 413, [json_type], orjson.dumps({"error": f"body over {MAX_BODY_BYTES} bytes"})
+            if not message.get("more_body"):
+                break
+        snap = self.coordinator.snapshot
+        if snap is None or container_id not in snap.model.containers:
+            return 404, [json_type], orjson.dumps({"error": f"no container {container_id!r} in "
+                                                            f"the job model"})
+        try:
+            data = orjson.loads(bytes(body))
+            host = data["host"]
+            if not isinstance(host, str) or not host:
+                raise ValueError("host must be a non-empty string")
+            jmx = str(data.get("jmx-url", ""))
+            tunnel = str(data.get("jmx-tunneling-url", ""))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            return 400, [json_type], orjson.dumps({"error": f"expected {{\"host\": ...}}: {exc}"})
+        await asyncio.to_thread(self.coordinator.record_locality, container_id, host,
+                                jmx_url=jmx, jmx_tunneling_url=tunnel)
+        return 204, [], b""
+
+
+def _not_allowed(allow: str) -> tuple[int, list, bytes]:
+    return 405, [(b"allow", allow.encode()), (b"content-type", JSON_CONTENT_TYPE.encode())], \
+        orjson.dumps({"error": f"method not allowed; use {allow}"})

@@ -1,0 +1,164 @@
+"""The coordinator's config keys, parsed once into :class:`CoordinatorSettings`.
+
+Samza's names where Samza has the key (``job.coordinator.system``,
+``job.coordinator.segment.bytes``, ``job.coordinator.max.message.bytes``,
+``job.host-affinity.enabled``); the HTTP endpoint, catch-up and client keys are Weir's
+(``job.coordinator.http.*``, ``job.coordinator.catchup.interval.ms``).
+
+Example::
+
+    >>> from weir.stores.config import Config
+    >>> s = CoordinatorSettings.from_config(Config({"job.name": "wc", "task.inputs": "filelog.words"}))
+    >>> s.system, s.stream, s.http_host, s.http_port
+    ('filelog', '__samza_coordinator_wc_1', '127.0.0.1', 0)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from weir.stores.config import Config, declare
+from weir.stores.errors import ConfigError
+
+from weir.engine.config.job import JOB_COORDINATOR_SYSTEM, JOB_ID, JOB_NAME
+from weir.engine.config.streams import JOB_DEFAULT_SYSTEM, TASK_INPUTS, job_inputs
+
+__all__ = [
+    "CoordinatorSettings",
+    "coordinator_stream_name",
+    "coordinator_system",
+    "JOB_COORDINATOR_SEGMENT_BYTES",
+    "JOB_COORDINATOR_MAX_MESSAGE_BYTES",
+    "JOB_COORDINATOR_CATCHUP_INTERVAL_MS",
+    "JOB_COORDINATOR_WRITE_TIMEOUT_MS",
+    "JOB_COORDINATOR_HTTP_HOST",
+    "JOB_COORDINATOR_HTTP_PORT",
+    "JOB_COORDINATOR_HTTP_MAX_CONNECTIONS",
+    "JOB_COORDINATOR_HTTP_KEEPALIVE_MS",
+    "JOB_COORDINATOR_HTTP_CLIENT_TIMEOUT_MS",
+    "JOB_COORDINATOR_HTTP_CLIENT_RETRY_MS",
+    "JOB_HOST_AFFINITY_ENABLED",
+]
+
+_C = "job coordinator"
+
+JOB_COORDINATOR_SEGMENT_BYTES = declare(
+    "job.coordinator.segment.bytes", int, None,
+    "Segment size of the coordinator stream when it is created (unset: the system's "
+    "`segment.bytes`).", component=_C)
+JOB_COORDINATOR_MAX_MESSAGE_BYTES = declare(
+    "job.coordinator.max.message.bytes", int, 1_000_012,
+    "Largest coordinator message (key plus value bytes) a writer sends; a larger config "
+    "value is refused before anything is written.", component=_C)
+JOB_COORDINATOR_CATCHUP_INTERVAL_MS = declare(
+    "job.coordinator.catchup.interval.ms", int, 1000,
+    "How often the running job coordinator reads new coordinator stream messages (config "
+    "written by `weir coordinator set-config`); 0: never while running.", component=_C)
+JOB_COORDINATOR_WRITE_TIMEOUT_MS = declare(
+    "job.coordinator.write.timeout.ms", int, 30_000,
+    "How long a writer of the coordinator stream waits for another process that is writing "
+    "it (the file log has one writer per partition) before failing.", component=_C)
+JOB_COORDINATOR_HTTP_HOST = declare(
+    "job.coordinator.http.host", str, "127.0.0.1",
+    "Address the job coordinator's HTTP endpoint binds to. The default serves this machine "
+    "only; `0.0.0.0` serves every interface (the endpoint has no authentication).",
+    component=_C)
+JOB_COORDINATOR_HTTP_PORT = declare(
+    "job.coordinator.http.port", int, 0,
+    "Port of the job coordinator's HTTP endpoint; 0 picks a free port (containers are told "
+    "the URL).", component=_C)
+JOB_COORDINATOR_HTTP_MAX_CONNECTIONS = declare(
+    "job.coordinator.http.max.connections", int, 256,
+    "Concurrent connections and requests the HTTP endpoint serves; beyond it a request is "
+    "answered 503 at once (clients retry).", component=_C)
+JOB_COORDINATOR_HTTP_KEEPALIVE_MS = declare(
+    "job.coordinator.http.keepalive.ms", int, 5000,
+    "How long the HTTP endpoint keeps an idle client connection open.", component=_C)
+JOB_COORDINATOR_HTTP_CLIENT_TIMEOUT_MS = declare(
+    "job.coordinator.http.client.timeout.ms", int, 10_000,
+    "Time limit of one request of a container to the job coordinator.", component=_C)
+JOB_COORDINATOR_HTTP_CLIENT_RETRY_MS = declare(
+    "job.coordinator.http.client.retry.ms", int, 30_000,
+    "How long a container keeps retrying (with backoff from 50 ms doubling to 2 s) before it "
+    "fails with an error naming the coordinator's URL.", component=_C)
+JOB_HOST_AFFINITY_ENABLED = declare(
+    "job.host-affinity.enabled", bool, False,
+    "Host affinity: containers record the host they ran on (`set-container-host-assignment`) "
+    "so their local state is found again; the container count of such a job cannot change "
+    "between runs without `--reset-state`.", component=_C)
+
+
+def coordinator_stream_name(job_name: str, job_id: str) -> str:
+    """``__samza_coordinator_<name>_<id>``, with ``_`` inside name and id turned into ``-``.
+
+    >>> coordinator_stream_name("test_job", "1")
+    '__samza_coordinator_test-job_1'
+    """
+    return f"__samza_coordinator_{job_name.replace('_', '-')}_{job_id.replace('_', '-')}"
+
+
+def coordinator_system(config: Config) -> str:
+    """``job.coordinator.system``, else ``job.default.system``, else the system of the first
+    stream in ``task.inputs`` (Samza raises instead; an embedded job keeps its coordinator
+    stream beside its inputs)."""
+    system = JOB_COORDINATOR_SYSTEM.get(config) or JOB_DEFAULT_SYSTEM.get(config)
+    if system:
+        return system
+    inputs = job_inputs(config)
+    if not inputs:
+        raise ConfigError("is not set, nor job.default.system, and task.inputs is empty; set "
+                          "it to the system that holds the coordinator stream",
+                          key=JOB_COORDINATOR_SYSTEM.name)
+    return inputs[0].system
+
+
+@dataclass(frozen=True)
+class CoordinatorSettings:
+    """The coordinator keys of one job, parsed once."""
+
+    job_name: str
+    job_id: str
+    system: str
+    stream: str
+    segment_bytes: int | None = None
+    max_message_bytes: int = 1_000_012
+    catchup_interval_ms: int = 1000
+    write_timeout_ms: int = 30_000
+    http_host: str = "127.0.0.1"
+    http_port: int = 0
+    http_max_connections: int = 256
+    http_keepalive_ms: int = 5000
+    client_timeout_ms: int = 10_000
+    client_retry_ms: int = 30_000
+    host_affinity: bool = False
+
+    @classmethod
+    def from_config(cls, config: Config) -> "CoordinatorSettings":
+        name = config.require(JOB_NAME.name)
+        job_id = JOB_ID.get(config)
+        settings = cls(
+            job_name=name, job_id=job_id, system=coordinator_system(config),
+            stream=coordinator_stream_name(name, job_id),
+            segment_bytes=JOB_COORDINATOR_SEGMENT_BYTES.get(config),
+            max_message_bytes=JOB_COORDINATOR_MAX_MESSAGE_BYTES.get(config),
+            catchup_interval_ms=JOB_COORDINATOR_CATCHUP_INTERVAL_MS.get(config),
+            write_timeout_ms=JOB_COORDINATOR_WRITE_TIMEOUT_MS.get(config),
+            http_host=JOB_COORDINATOR_HTTP_HOST.get(config),
+            http_port=JOB_COORDINATOR_HTTP_PORT.get(config),
+            http_max_connections=JOB_COORDINATOR_HTTP_MAX_CONNECTIONS.get(config),
+            http_keepalive_ms=JOB_COORDINATOR_HTTP_KEEPALIVE_MS.get(config),
+            client_timeout_ms=JOB_COORDINATOR_HTTP_CLIENT_TIMEOUT_MS.get(config),
+            client_retry_ms=JOB_COORDINATOR_HTTP_CLIENT_RETRY_MS.get(config),
+            host_affinity=JOB_HOST_AFFINITY_ENABLED.get(config))
+        for decl, value, low in ((JOB_COORDINATOR_HTTP_PORT, settings.http_port, 0),
+                                 (JOB_COORDINATOR_HTTP_MAX_CONNECTIONS,
+                                  settings.http_max_connections, 1),
+                                 (JOB_COORDINATOR_MAX_MESSAGE_BYTES,
+                                  settings.max_message_bytes, 64),
+                                 (JOB_COORDINATOR_HTTP_CLIENT_TIMEOUT_MS,
+                                  settings.client_timeout_ms, 1)):
+            if value < low or (decl is JOB_COORDINATOR_HTTP_PORT and value > 65535):
+                raise ConfigError(f"bad value {value}: must be at least {low}"
+                                  + (" and at most 65535" if decl is JOB_COORDINATOR_HTTP_PORT
+                                     else ""), key=decl.name, origin=config.origin(decl.name))
+        return settings

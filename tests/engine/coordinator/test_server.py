@@ -1,0 +1,164 @@
+"""The job coordinator's HTTP endpoint with a real HTTP client over loopback."""
+
+from __future__ import annotations
+
+import http.client
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlsplit
+
+import orjson
+import pytest
+
+from weir.engine.coordinator import JobCoordinator
+from weir.engine.coordinator.messages import MessageType
+from weir.engine.coordinator.server import VERSION_HEADER
+from weir.engine.jobmodel.model import JobModel
+
+from tests.engine.coordinator._helpers import create_inputs, job_config
+
+
+@pytest.fixture
+def coordinator(tmp_path):
+    config = job_config(tmp_path, **{"job.container.count": "2"})
+    create_inputs(config, 4)
+    coordinator = JobCoordinator(config)
+    coordinator.start()
+    coordinator.serve()
+    yield coordinator
+    coordinator.stop()
+
+
+def request(url: str, method: str = "GET", body: bytes | None = None):
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    try:
+        conn.request(method, parts.path + (f"?{parts.query}" if parts.query else ""), body=body)
+        response = conn.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        conn.close()
+
+
+def test_the_endpoint_binds_to_loopback_by_default(coordinator):
+    assert coordinator.url.startswith("http://127.0.0.1:")
+
+
+def test_get_root_serves_the_job_model_in_samzas_shape(coordinator):
+    status, headers, body = request(coordinator.url + "/")
+
+    assert status == 200
+    assert headers["content-type"] == "application/json;charset=UTF-8"
+    assert headers[VERSION_HEADER.lower()] == "1"
+    data = orjson.loads(body)
+    assert data["job-model-version"] == 1
+    assert data["containers"]["1"]["processor-id"] == "1"
+    assert data["containers"]["1"]["tasks"]["Partition 1"]["changelog-partition"] == 1
+    assert JobModel.from_json(body) == coordinator.model
+
+
+def test_get_config_serves_values_and_where_they_were_set(coordinator):
+    status, _, body = request(coordinator.url + "/config")
+
+    data = orjson.loads(body)
+    assert status == 200 and data["config"] == dict(coordinator.model.config)
+    assert data["origins"]["job.name"].endswith("job.properties:1")
+
+
+def test_a_container_reports_its_locality_and_it_is_served_and_recorded(coordinator):
+    status, _, _ = request(coordinator.url + "/locality/1", "PUT",
+                           orjson.dumps({"host": "worker-7", "jmx-url": "jmx:x"}))
+    assert status == 204
+
+    _, _, body = request(coordinator.url + "/locality")
+
+    assert orjson.loads(body)["processor-localities"] == {
+        "1": {"id": "1", "host": "worker-7", "jmx-url": "jmx:x", "jmx-tunneling-url": ""}}
+    msg = coordinator.store.get(MessageType.SET_CONTAINER_HOST_ASSIGNMENT, "1")
+    assert msg.value("host") == "worker-7" and msg.source == "container-1"
+
+
+@pytest.mark.parametrize("path, method, body, status", [
+    ("/locality/9", "PUT", b'{"host": "h"}', 404),
+    ("/locality/0", "PUT", b"not json", 400),
+    ("/locality/0", "PUT", b'{"host": ""}', 400),
+    ("/locality/0", "GET", None, 405),
+    ("/", "POST", b"", 405),
+    ("/nope", "GET", None, 404),
+    ("/?version=x", "GET", None, 400),
+    ("/?version=99", "GET", None, 410),
+])
+def test_bad_requests_get_clear_statuses(coordinator, path, method, body, status):
+    got, _, payload = request(coordinator.url + path, method, body)
+
+    assert got == status
+    assert "error" in orjson.loads(payload)
+
+
+def test_a_request_body_over_the_limit_is_refused(coordinator):
+    status, _, _ = request(coordinator.url + "/locality/0", "PUT", b"x" * (65 * 1024))
+
+    assert status == 413
+
+
+def test_health_says_ok_with_the_model_version(coordinator):
+    status, _, body = request(coordinator.url + "/health")
+
+    health = orjson.loads(body)
+    assert status == 200 and health["status"] == "ok"
+    assert (health["job-model-version"], health["containers"], health["tasks"]) == (1, 2, 4)
+
+
+def test_metrics_are_prometheus_text_with_request_counts(coordinator):
+    for _ in range(3):
+        request(coordinator.url + "/")
+    status, headers, body = request(coordinator.url + "/metrics")
+
+    text = body.decode()
+    assert status == 200 and headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert '# TYPE weir_coordinator_http_incoming_requests_total counter' in text
+    assert 'weir_coordinator_http_successful_responses_total{path="/"} 3' in text
+    assert 'weir_coordinator_job_model_version{job="coord_test",job_id="1"} 1' in text
+    for line in text.splitlines():  # every sample line is `name{labels} number`
+        if line and not line.startswith("#"):
+            float(line.rsplit(" ", 1)[1])
+
+
+def test_fifty_concurrent_requests_all_get_the_same_model(coordinator):
+    url = coordinator.url + "/"
+
+    def fetch(_):
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status, response.read()
+
+    with ThreadPoolExecutor(50) as pool:
+        answers = list(pool.map(fetch, range(50)))
+
+    assert {status for status, _ in answers} == {200}
+    assert len({body for _, body in answers}) == 1
+    assert coordinator._server.metrics.incoming["/"] >= 50
+
+
+def test_before_the_first_model_the_root_is_404_without_a_body(tmp_path):
+    config = job_config(tmp_path)
+    create_inputs(config, 2)
+    with JobCoordinator(config) as coordinator:
+        coordinator.serve()
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(coordinator.url + "/", timeout=10)
+
+        assert info.value.code == 404 and info.value.read() == b""
+        assert info.value.headers.get("content-type") is None
+
+
+def test_a_port_in_use_gives_an_error_naming_the_key(tmp_path):
+    config = job_config(tmp_path)
+    create_inputs(config, 2)
+    with JobCoordinator(config) as first:
+        first.serve()
+        port = urlsplit(first.url).port
+        busy = job_config(tmp_path, **{"job.coordinator.http.port": str(port)})
+        with JobCoordinator(busy) as second, pytest.raises(Exception,
+                                                           match="job.coordinator.http.port"):
+            second.serve()
