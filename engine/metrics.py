@@ -27,6 +27,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import IO, Any
 
 import orjson
@@ -34,6 +35,7 @@ import orjson
 from weir.stores.config import Config, declare
 
 __all__ = [
+    "MetricsSettings",
     "METRICS_REPORTER_INTERVAL_MS",
     "METRICS_REPORTER_FILE",
     "Counter",
@@ -171,6 +173,19 @@ class TaskMetrics:
         return self.registry.snapshot()
 
 
+@dataclass(frozen=True)
+class MetricsSettings:
+    """``metrics.reporter.*``, parsed once: a report every ``interval_ms`` (0 or less: none)
+    to ``file`` (None: standard error)."""
+
+    interval_ms: int = 0
+    file: str | None = None
+
+    @classmethod
+    def from_config(cls, config: Config) -> "MetricsSettings":
+        return cls(METRICS_REPORTER_INTERVAL_MS.get(config), METRICS_REPORTER_FILE.get(config))
+
+
 class MetricsReporter:
     """Writes ``{"timestamp", "source", "metrics"}`` as one JSON line per :meth:`report`.
 
@@ -200,10 +215,14 @@ class MetricsReporter:
     @classmethod
     def from_config(cls, config: Config, source: str) -> "MetricsReporter | None":
         """A reporter per ``metrics.reporter.*``, or None when the interval is 0 or less."""
-        interval = METRICS_REPORTER_INTERVAL_MS.get(config)
-        if interval <= 0:
+        return cls.from_settings(MetricsSettings.from_config(config), source)
+
+    @classmethod
+    def from_settings(cls, settings: MetricsSettings, source: str) -> "MetricsReporter | None":
+        """A reporter per ``settings``, or None when its interval is 0 or less."""
+        if settings.interval_ms <= 0:
             return None
-        return cls(source, interval_ms=interval, path=METRICS_REPORTER_FILE.get(config))
+        return cls(source, interval_ms=settings.interval_ms, path=settings.file)
 
     def _stream(self) -> IO[bytes]:
         if self._out is None:

@@ -55,6 +55,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from weir.stores.config import Config, declare
@@ -71,6 +72,7 @@ from weir.engine.systems.api import PartitionMetadata, SystemAdmin, SystemConsum
 
 __all__ = [
     "SystemConsumers",
+    "ConsumerSettings",
     "ConsumerCounters",
     "Refill",
     "TASK_POLL_INTERVAL_MS",
@@ -102,6 +104,28 @@ TASK_DROP_DESERIALIZATION_ERRORS = declare(
 _IMMEDIATE = Refill.IMMEDIATE
 
 
+@dataclass(frozen=True)
+class ConsumerSettings:
+    """What :class:`SystemConsumers` needs from the job config, parsed once.
+
+    >>> from weir.stores.config import Config
+    >>> ConsumerSettings.from_config(Config({"task.poll.interval.ms": "250"})).poll_interval_ms
+    250
+    """
+
+    poll_interval_ms: int = 50
+    no_new_messages_timeout_ms: int = -1
+    drop_deserialization_errors: bool = False
+    bootstrap_streams: frozenset[SystemStream] = frozenset()
+
+    @classmethod
+    def from_config(cls, config: Config | Mapping[str, str]) -> "ConsumerSettings":
+        config = config if isinstance(config, Config) else Config(config)
+        return cls(TASK_POLL_INTERVAL_MS.get(config), TASK_NO_NEW_MESSAGES_TIMEOUT_MS.get(config),
+                   bool(TASK_DROP_DESERIALIZATION_ERRORS.get(config)),
+                   frozenset(bootstrap_streams(config)))
+
+
 class SystemConsumers:
     """Multiplexes the input SSPs of one container; see the module docstring.
 
@@ -113,18 +137,21 @@ class SystemConsumers:
     """
 
     def __init__(self, chooser: MessageChooser, consumers: Mapping[str, SystemConsumer],
-                 admins: Mapping[str, SystemAdmin], serdes: Any, config: Config | Mapping[str, str],
+                 admins: Mapping[str, SystemAdmin], serdes: Any,
+                 settings: ConsumerSettings | Config | Mapping[str, str],
                  *, clock: Callable[[], float] = time.monotonic) -> None:
-        config = config if isinstance(config, Config) else Config(config)
+        if not isinstance(settings, ConsumerSettings):  # a config: parsed here (tests, tools)
+            settings = ConsumerSettings.from_config(settings)
+        self.settings = settings
         self._chooser = chooser
         self._consumers = dict(consumers)
         self._admins = dict(admins)
         self._serdes = serdes
         self._clock = clock
-        self._poll_interval = TASK_POLL_INTERVAL_MS.get(config) / 1000.0
-        self._idle_timeout = max(0, TASK_NO_NEW_MESSAGES_TIMEOUT_MS.get(config)) / 1000.0
-        self._drop_errors = bool(TASK_DROP_DESERIALIZATION_ERRORS.get(config))
-        self._bootstrap: frozenset[SystemStream] = frozenset(bootstrap_streams(config))
+        self._poll_interval = settings.poll_interval_ms / 1000.0
+        self._idle_timeout = max(0, settings.no_new_messages_timeout_ms) / 1000.0
+        self._drop_errors = settings.drop_deserialization_errors
+        self._bootstrap: frozenset[SystemStream] = settings.bootstrap_streams
         self._registered: dict[SystemStreamPartition, int] = {}
         self._buffers: dict[SystemStreamPartition, deque[IncomingMessageEnvelope]] = {}
         self._deserializers: dict[SystemStreamPartition, Callable | None] = {}

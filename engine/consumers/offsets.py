@@ -121,20 +121,23 @@ def offset_policy(config: Config | Mapping[str, str], ss: SystemStream) -> Offse
     return OffsetPolicy(reset, default)
 
 
-def starting_offsets(config: Config | Mapping[str, str], ssps: Iterable[SystemStreamPartition],
+def starting_offsets(config: Config | Mapping[str, str] | None,
+                     ssps: Iterable[SystemStreamPartition],
                      last_processed: Mapping[SystemStreamPartition, int],
                      metadata: Mapping[SystemStreamPartition, PartitionMetadata], *,
                      startpoints: Mapping[SystemStreamPartition, int] | None = None,
+                     policies: Mapping[SystemStream, OffsetPolicy] | None = None,
                      ) -> dict[SystemStreamPartition, int]:
     """The first offset to read for each of one task's ``ssps``.
 
     ``last_processed`` is the task's checkpoint (entries for SSPs not in ``ssps`` are
     ignored); ``metadata`` is needed for every SSP that ends up on its default offset.
     Raises :class:`MissingMetadataError` when that metadata is absent and ConfigError for a
-    bad ``samza.offset.default``.
+    bad ``samza.offset.default``. ``policies`` holds the streams' policies when they were
+    parsed already (the container's :class:`JobSettings`); others come from ``config``.
     """
-    config = config if isinstance(config, Config) else Config(config)
-    policies: dict[SystemStream, OffsetPolicy] = {}
+    config = config if isinstance(config, Config) else Config(config or {})
+    policies = dict(policies or {})  # parsed once by the container; else parsed here per stream
     out: dict[SystemStreamPartition, int] = {}
     for ssp in ssps:
         ssp = SystemStreamPartition(*ssp)

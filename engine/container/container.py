@@ -55,21 +55,21 @@ from weir.stores.spec import StoreSpec, stores_in
 
 from weir.engine.container.progress import (ContainerProgress, ContainerResult, CountingProducer,
                                            SspPosition)
-from weir.engine.container.preflight import changelog_admin, check_job
+from weir.engine.container.preflight import check_job
+from weir.engine.container.settings import JobSettings, changelog_admin
 from weir.engine.container.safety import (check_identities, check_state_without_checkpoint,
                                           config_file_of, current_identities, reset_ssps)
 from weir.engine.container.task_storage import TaskStorage, changelog_source_name
 from weir.engine.runloop.asyncio_thread import AsyncioThread
-from weir.engine.chooser import chooser_from_config
+from weir.engine.chooser import DefaultChooser
 from weir.engine.config.job import JobConfig
 from weir.engine.consumers.consumers import SystemConsumers
 from weir.engine.errors import EngineError
 from weir.engine.runloop.instance import ProducerCollector, StoreDisposal, TaskInstance
 from weir.engine.jobmodel.model import ContainerModel, JobModel
 from weir.engine.model import SystemStream, SystemStreamPartition, TaskName
-from weir.engine.consumers.offsets import offset_policy, starting_offsets
+from weir.engine.consumers.offsets import starting_offsets
 from weir.engine.runloop.loop import RunLoop, RunSummary
-from weir.engine.config.streams import JOB_DEFAULT_SYSTEM
 from weir.engine.systems.changelog import ensure_changelog_stream
 from weir.engine.systems.registry import SystemRegistry
 from weir.engine.task import load_task_factory
@@ -106,6 +106,7 @@ class Container:
 
     def __init__(self, config: Config, job_model: JobModel, container_id: str = "0", *,
                  registry: SystemRegistry | None = None, job: JobConfig | None = None,
+                 settings: JobSettings | None = None,
                  progress: ProgressMode = ProgressMode.AUTO):
         self.config = config if isinstance(config, Config) else Config(config)
         self.container_id = str(container_id)
@@ -115,7 +116,9 @@ class Container:
         self.job_model = job_model
         self.model: ContainerModel = job_model.containers[self.container_id]
         self.registry = registry if registry is not None else SystemRegistry(self.config)
-        self.job = job if job is not None else JobConfig.from_config(self.config)
+        self.job = job if job is not None else (
+            settings.job if settings is not None else JobConfig.from_config(self.config))
+        self.settings: JobSettings | None = settings
         self.progress = progress
         self.state = ContainerState.NEW
         self.instances: list[TaskInstance] = []
@@ -199,8 +202,11 @@ class Container:
     def _start(self) -> None:
         config, job, closers = self.config, self.job, self._closers
         make_task = load_task_factory(config)
-        check_job(config, job, self.registry)  # every setting and directory: nothing made yet
-        specs = store_specs(config, job)
+        if self.settings is None:
+            # Every setting parsed once and every directory checked: nothing made yet.
+            self.settings = check_job(config, job, self.registry)
+        settings = self.settings
+        specs = list(settings.stores)
         tasks = self.model.tasks
         self._create_changelogs(specs)
         self._start_producers(specs)
@@ -219,7 +225,8 @@ class Container:
         for name, task in tasks.items():
             cp = last[name]
             done = {s: o for s, o in (cp.input_offsets.items() if cp else ()) if s in task.ssps}
-            starts = starting_offsets(config, task.ssps, done, metadata)
+            starts = starting_offsets(config, task.ssps, done, metadata,
+                                      policies=settings.offsets)
             self.positions[name] = {s: SspPosition(o, o) for s, o in starts.items()}
             inst = TaskInstance(
                 name, make_task(), task.ssps, config, storage=storages[name],
@@ -227,7 +234,8 @@ class Container:
                 collector=ProducerCollector(name, producers, self.registry.serdes,
                                             self._partition_count),
                 last_processed={s: o - 1 for s, o in starts.items() if o > 0},
-                starting_offsets=starts, async_runner=runner)
+                starting_offsets=starts, async_runner=runner,
+                run_loop=settings.run_loop, ignored=settings.ignored)
             self.instances.append(inst)
             closers.callback(lambda inst=inst: inst.close(self._store_disposal()))
         for name in tasks:
@@ -245,8 +253,8 @@ class Container:
                 log.info("task '%s' had no checkpoint; wrote its first one (input from %s)",
                          inst.task_name, _describe_starts(self.positions[inst.task_name]))
         self._start_consumers()
-        self.loop = RunLoop(self.instances, self.consumers, config,
-                            name=f"container-{self.container_id}")
+        self.loop = RunLoop(self.instances, self.consumers, settings.run_loop,
+                            name=f"container-{self.container_id}", metrics=settings.metrics)
 
     def _close_storage(self, storage: TaskStorage) -> None:
         if self._store_disposal() is StoreDisposal.CLOSE:
@@ -275,7 +283,8 @@ class Container:
         for name, task in self.model.tasks.items():
             done = last[name].input_offsets if last[name] is not None else {}
             for ssp in task.ssps:
-                if ssp not in done or offset_policy(self.config, ssp.system_stream).reset:
+                if ssp not in done or self.settings.offset_policy(ssp.system_stream,
+                                                                  self.config).reset:
                     need.add(ssp)
         return sorted(need)
 
@@ -283,12 +292,9 @@ class Container:
         create_changelog_streams(specs, self.registry, self.job_model)
 
     def _start_producers(self, specs: list[StoreSpec]) -> None:
-        systems = set(self.registry.systems())
+        # The job's systems (configured, inputs, changelogs, the default system), parsed once.
+        systems = set(self.settings.systems)
         systems.update(ssp.system for t in self.model.tasks.values() for ssp in t.ssps)
-        systems.update(spec.changelog[0] for spec in specs if spec.logged)
-        default = JOB_DEFAULT_SYSTEM.get(self.config)
-        if default:
-            systems.add(default)
         for system in sorted(systems):
             producer = CountingProducer(self.registry.producer(system))
             for name in self.model.tasks:
@@ -329,7 +335,7 @@ class Container:
         identities = current_identities(self.registry, sorted(ssps))
         for name, task in self.model.tasks.items():
             path = str(checkpoints.path_for(name))
-            reset = reset_ssps(self.config, task.ssps)
+            reset = reset_ssps(self.settings.offsets, task.ssps)
             inputs = {ssp: identities.get(ssp) for ssp in task.ssps}
             changelogs = {store.name: (store.changelog, identities.get(store.changelog))
                           for store in logged[name]}
@@ -349,8 +355,9 @@ class Container:
         systems = sorted({ssp.system for t in self.model.tasks.values() for ssp in t.ssps})
         consumers = {s: self.registry.consumer(s) for s in systems}
         admins = {s: self.registry.admin(s) for s in systems}
-        sc = SystemConsumers(chooser_from_config(self.config), consumers, admins,
-                             self.registry.serdes, self.config)
+        chooser = DefaultChooser(self.settings.chooser, config=self.config)
+        sc = SystemConsumers(chooser, consumers, admins, self.registry.serdes,
+                             self.settings.consumers)
         for positions in self.positions.values():
             for ssp, pos in positions.items():
                 sc.register(ssp, pos.start)

@@ -10,7 +10,9 @@ builds later -- run loop settings, the ``task.ignored.exceptions`` policy, metri
 settings, store specs and their serdes, the chooser, each system's admin (which parses the
 system's settings), the serdes of every configured stream, the offset policy of every input,
 the consumers' settings -- and checks that the directories the job writes can be created
-and written. It creates nothing, opens no file and writes nothing.
+and written. It creates nothing, opens no file and writes nothing. What it builds is the
+:class:`~weir.engine.container.settings.JobSettings` the container then runs with (config is
+parsed once).
 
 Errors are :class:`~weir.stores.errors.ConfigError` (``weir run`` exits with code 2) naming
 the key and where it was set; a directory that cannot be written is an
@@ -38,37 +40,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from weir.stores.config import Config
-from weir.stores.errors import ConfigError
-from weir.stores.serdes import serde_from_name
-from weir.stores.spec import STORE_KEY_SERDE, STORE_MSG_SERDE, StoreSpec, stores_in
+from weir.stores.spec import StoreSpec
 
-from weir.engine.chooser.spec import ChooserSpec
-from weir.engine.config.job import (_LOGGED_BASE_ENV, JOB_LOGGED_STORE_BASE_DIR,
-                                    JOB_DATA_DIR, JOB_NON_LOGGED_STORE_BASE_DIR, TASK_CHECKPOINT_PATH, JobConfig,
+from weir.engine.config.job import (_LOGGED_BASE_ENV, JOB_DATA_DIR, JOB_LOGGED_STORE_BASE_DIR,
+                                    JOB_NON_LOGGED_STORE_BASE_DIR, TASK_CHECKPOINT_PATH, JobConfig,
                                     StoreBase)
-from weir.engine.config.streams import JOB_DEFAULT_SYSTEM, all_input_streams
-from weir.engine.consumers.consumers import (TASK_DROP_DESERIALIZATION_ERRORS,
-                                             TASK_NO_NEW_MESSAGES_TIMEOUT_MS, TASK_POLL_INTERVAL_MS)
-from weir.engine.consumers.offsets import offset_policy
+from weir.engine.container.settings import JobSettings, changelog_admin
 from weir.engine.errors import UnwritableDirectoryError
 from weir.engine.metrics import METRICS_REPORTER_FILE, METRICS_REPORTER_INTERVAL_MS
-from weir.engine.model import SystemStream
-from weir.engine.runloop.failures import IgnoredExceptions
-from weir.engine.runloop.settings import RunLoopConfig
 from weir.engine.systems.registry import SystemRegistry
 
-__all__ = ["JobSettings", "check_job", "check_directories", "job_directories"]
-
-
-@dataclass(frozen=True)
-class JobSettings:
-    """Everything :func:`check_job` built from config (proof that it parses)."""
-
-    job: JobConfig
-    run_loop: RunLoopConfig
-    stores: tuple[StoreSpec, ...]
-    chooser: ChooserSpec
-    systems: tuple[str, ...]
+__all__ = ["check_job", "check_directories", "job_directories", "changelog_admin"]
 
 
 @dataclass(frozen=True)
@@ -83,76 +65,12 @@ class _Directory:
 
 
 def check_job(config: Config, job: JobConfig, registry: SystemRegistry) -> JobSettings:
-    """Build every settings object of the job from ``config`` and check the directories it
-    writes; raise ConfigError (or UnwritableDirectoryError) for the first problem. Creates
-    nothing."""
-    run_loop = RunLoopConfig.from_config(config)
-    IgnoredExceptions.from_config(config)
-    METRICS_REPORTER_INTERVAL_MS.get(config)
-    for key in (TASK_POLL_INTERVAL_MS, TASK_NO_NEW_MESSAGES_TIMEOUT_MS,
-                TASK_DROP_DESERIALIZATION_ERRORS):
-        key.get(config)
-    specs = tuple(StoreSpec.from_config(config, name, changelog_system=job.changelog_system)
-                  for name in stores_in(config))
-    for spec in specs:
-        serde_from_name(spec.key_serde, config, key=STORE_KEY_SERDE.key(store=spec.name))
-        serde_from_name(spec.value_serde, config, key=STORE_MSG_SERDE.key(store=spec.name))
-    chooser = ChooserSpec.from_config(config)
-    inputs = all_input_streams(config)
-    for spec in specs:
-        if spec.logged:
-            changelog_admin(registry, spec)  # names stores.<s>.changelog when unusable
-    systems = _systems(config, registry, inputs, specs)
-    for system in systems:
-        registry.admin(system)  # resolves the factory and parses the system's settings
-    for ss in sorted(set(inputs) | set(_configured_streams(config, systems))):
-        registry.serdes.for_stream(ss)
-    for ss in inputs:
-        offset_policy(config, ss)
-    check_directories(job_directories(config, job, specs, registry))
-    return JobSettings(job, run_loop, specs, chooser, tuple(systems))
-
-
-def changelog_admin(registry: SystemRegistry, spec: StoreSpec):
-    """The admin of the system holding ``spec``'s changelog; a system that cannot be used is a
-    ConfigError naming ``stores.<s>.changelog`` and where it was set (the key to fix)."""
-    system, stream = spec.changelog
-    key = f"stores.{spec.name}.changelog"
-    try:
-        return registry.admin(system)
-    except ConfigError as exc:
-        raise ConfigError(
-            f"the changelog '{system}.{stream}' of store '{spec.name}' is on system "
-            f"'{system}', which cannot be used ({exc}); configure "
-            f"systems.{system}.factory, or point the store's changelog at a configured "
-            f"system ({', '.join(registry.systems()) or 'none configured'})",
-            key=key, origin=registry.config.origin(key)) from None
-
-
-def _systems(config: Config, registry: SystemRegistry, inputs: Iterable[SystemStream],
-             specs: Iterable[StoreSpec]) -> list[str]:
-    """The systems a container makes producers (and consumers) for."""
-    systems = set(registry.systems())
-    systems.update(ss.system for ss in inputs)
-    systems.update(spec.changelog[0] for spec in specs if spec.logged)
-    default = JOB_DEFAULT_SYSTEM.get(config)
-    if default:
-        systems.add(default)
-    return sorted(systems)
-
-
-def _configured_streams(config: Config, systems: Iterable[str]) -> list[SystemStream]:
-    """Streams named by ``systems.<system>.streams.<stream>.*`` keys (their serdes are
-    resolved from config before anything runs)."""
-    out = set()
-    for system in systems:
-        prefix = f"systems.{system}.streams."
-        for key in config:
-            if key.startswith(prefix):
-                stream = key[len(prefix):].split(".", 1)[0]
-                if stream:
-                    out.add(SystemStream(system, stream))
-    return sorted(out)
+    """Build every settings object of the job from ``config`` (:meth:`JobSettings.from_config`)
+    and check the directories it writes; raise ConfigError (or UnwritableDirectoryError) for
+    the first problem. Creates nothing. The settings are what the container runs with."""
+    settings = JobSettings.from_config(config, registry, job=job)
+    check_directories(job_directories(config, job, settings.stores, registry))
+    return settings
 
 
 def job_directories(config: Config, job: JobConfig, specs: Iterable[StoreSpec],

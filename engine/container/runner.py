@@ -53,8 +53,9 @@ from weir.stores.errors import ConfigError
 from weir.engine.container.progress import ContainerProgress, ContainerResult
 from weir.engine.container.process import ChildEvent, EventKind, container_process_main
 from weir.engine.config.job import JobConfig, load_all_declarations, warn_unknown_keys
-from weir.engine.container.container import Container, create_changelog_streams, store_specs
+from weir.engine.container.container import Container, create_changelog_streams
 from weir.engine.container.preflight import check_job
+from weir.engine.container.settings import JobSettings
 from weir.engine.errors import EngineError, UnwritableDirectoryError
 from weir.engine.jobmodel.model import JobModel, build_job_model
 from weir.engine.model import SystemStream
@@ -64,7 +65,7 @@ from weir.engine.coordinator.coordinator import JobCoordinator, ModelChange, Sta
 from weir.engine.systems.registry import SystemRegistry
 from weir.engine.task import load_task_factory
 
-__all__ = ["ExitCode", "JobResult", "ContainerFailure", "prepare_job", "run_job"]
+__all__ = ["ExitCode", "JobResult", "ContainerFailure", "PreparedJob", "prepare", "prepare_job", "run_job"]
 
 log = logging.getLogger("weir.runner")
 
@@ -160,7 +161,8 @@ def prepare_job(config: Config, *, registry: SystemRegistry | None = None,
                 coordinator: JobCoordinator | None = None,
                 before_writes: Callable[[JobConfig], Any] | None = None
                 ) -> tuple[JobConfig, SystemRegistry, JobModel]:
-    """Check ``config`` and build the job model from the input streams' partition counts.
+    """Check ``config`` and build the job model from the input streams' partition counts
+    (see :func:`prepare` for the settings too).
 
     With a ``coordinator`` the job model comes from it (:meth:`JobCoordinator.start`: the
     config written to and read back from the coordinator stream, immutable settings checked,
@@ -171,6 +173,32 @@ def prepare_job(config: Config, *, registry: SystemRegistry | None = None,
     these checks pass; ``before_writes(job)`` (``run_job`` takes the job lock there) is called
     after them and before anything is written.
     """
+    prepared = prepare(config, registry=registry, coordinator=coordinator,
+                       before_writes=before_writes)
+    return prepared.job, prepared.registry, prepared.model
+
+
+@dataclass(frozen=True)
+class PreparedJob:
+    """A checked job: its settings (parsed once, for the job's effective config), systems and
+    job model; its changelog streams exist."""
+
+    config: Config
+    settings: JobSettings
+    registry: SystemRegistry
+    model: JobModel
+
+    @property
+    def job(self) -> JobConfig:
+        return self.settings.job
+
+
+def prepare(config: Config, *, registry: SystemRegistry | None = None,
+            coordinator: JobCoordinator | None = None,
+            before_writes: Callable[[JobConfig], Any] | None = None) -> PreparedJob:
+    """:func:`prepare_job`, returning the parsed settings as well. With a coordinator, the
+    effective config is the one read back from its stream (it differs from ``config`` when
+    dynamic config changed keys the file does not set); the settings are parsed from it."""
     try:
         load_all_declarations()
     except EngineError as exc:
@@ -181,16 +209,19 @@ def prepare_job(config: Config, *, registry: SystemRegistry | None = None,
     load_task_factory(config)  # a bad task.class / task.wrapper.class fails before any setup
     registry = registry if registry is not None else SystemRegistry(config)
     # Every settings object and every directory to write, before anything is created.
-    check_job(config, job, registry)
+    settings = check_job(config, job, registry)
     if before_writes is not None:
         before_writes(job)
     if coordinator is not None:
         model = coordinator.start()
+        if dict(model.config) != dict(config):  # dynamic config: parse what will run
+            config = model.config
+            settings = check_job(config, JobConfig.from_config(config), registry)
     else:
         model = build_job_model(config, registry.partition_counts(all_input_streams(config)))
     # Created here, before any container starts, so containers never race to create them.
-    create_changelog_streams(store_specs(config, job), registry, model)
-    return job, registry, model
+    create_changelog_streams(list(settings.stores), registry, model)
+    return PreparedJob(config, settings, registry, model)
 
 
 # -- signals ------------------------------------------------------------------------------
@@ -253,9 +284,10 @@ def run_job(config: Config, *, status: StatusMode = StatusMode.AUTO,
     # which create nothing, and before the coordinator writes its stream or a reset moves
     # state), and only under it are temp files of interrupted checkpoint writes removed.
     try:
-        job, registry, model = prepare_job(
-            config, registry=coordinator.registry, coordinator=coordinator,
-            before_writes=lambda job: _take_job_lock(job, stack))
+        prepared = prepare(config, registry=coordinator.registry, coordinator=coordinator,
+                           before_writes=lambda job: _take_job_lock(job, stack))
+        job, registry, model = prepared.job, prepared.registry, prepared.model
+        job_settings = prepared.settings  # parsed once; handed to the container
         config = model.config  # the job's config as the coordinator stream holds it
         settings = StatusSettings.from_config(config)
         coordinator.serve()
@@ -267,7 +299,7 @@ def run_job(config: Config, *, status: StatusMode = StatusMode.AUTO,
             if in_process:
                 result = _run_in_process(config, job, registry, model, status, settings,
                                          console, progress or ProgressMode.AUTO, started,
-                                         coordinator)
+                                         coordinator, job_settings)
             else:
                 result = _run_processes(config, job, model, status, settings, console,
                                         started, coordinator)
@@ -281,6 +313,7 @@ def run_job(config: Config, *, status: StatusMode = StatusMode.AUTO,
             log.info("job model version %d has %d container(s): starting them",
                      latest.version, len(latest.model.containers))
             model, config = latest.model, latest.model.config
+            job_settings = JobSettings.from_config(config, registry, job=job)
     finally:
         coordinator.stop()
         stack.close()
@@ -310,9 +343,11 @@ def _status_registry(config: Config) -> Callable[[list], Mapping]:
 def _run_in_process(config: Config, job: JobConfig, registry: SystemRegistry, model: JobModel,
                     status: StatusMode, settings: StatusSettings, console: Any,
                     progress: ProgressMode, started: float,
-                    coordinator: JobCoordinator | None = None) -> JobResult:
+                    coordinator: JobCoordinator | None = None,
+                    job_settings: JobSettings | None = None) -> JobResult:
     cid = next(iter(model.containers))
-    container = Container(config, model, cid, registry=registry, job=job, progress=progress)
+    container = Container(config, model, cid, registry=registry, job=job,
+                          settings=job_settings, progress=progress)
     unsubscribe: Callable[[], None] | None = None
     if coordinator is not None:
         coordinator.record_locality(cid, coordinator.host)

@@ -37,10 +37,10 @@ from weir.stores.changelog import NO_OFFSET
 from weir.stores.locking import LOCK_FILE_NAME
 from weir.stores.config import Config
 
-from weir.engine.consumers.offsets import offset_policy
+from weir.engine.consumers.offsets import OffsetPolicy, offset_policy
 from weir.engine.container.task_storage import LoggedStore
 from weir.engine.errors import StreamIdentityMismatchError
-from weir.engine.model import SystemStreamPartition, TaskName
+from weir.engine.model import SystemStream, SystemStreamPartition, TaskName
 from weir.engine.systems.api import partition_identities
 
 __all__ = ["config_file_of", "current_identities", "check_identities",
@@ -224,6 +224,9 @@ def check_state_without_checkpoint(task: TaskName, stores: Iterable[LoggedStore]
         task=str(task), stores=tuple(name for name, _ in found), checkpoint_path=checkpoint_path)
 
 
-def reset_ssps(config: Config, ssps: Iterable[SystemStreamPartition]) -> set[SystemStreamPartition]:
+def reset_ssps(policies: Config | Mapping[SystemStream, OffsetPolicy],
+               ssps: Iterable[SystemStreamPartition]) -> set[SystemStreamPartition]:
     """The SSPs whose stream has ``samza.reset.offset=true`` (checkpointed offsets ignored)."""
-    return {ssp for ssp in ssps if offset_policy(config, ssp.system_stream).reset}
+    if isinstance(policies, Config):
+        return {ssp for ssp in ssps if offset_policy(policies, ssp.system_stream).reset}
+    return {ssp for ssp in ssps if policies[ssp.system_stream].reset}

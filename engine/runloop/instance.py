@@ -264,8 +264,12 @@ class TaskInstance:
     task. ``async_runner`` runs ``async def`` hooks; give every instance of a container the
     same one so they share one asyncio thread.
 
+    ``config`` is the job config the task sees (``context.config``); the instance's own
+    settings come parsed: ``run_loop`` (:class:`RunLoopConfig`) and ``ignored``
+    (``task.ignored.exceptions``), each parsed from ``config`` only when not given.
+
     ``store_access`` says whether calls of this task may use its stores at the same time; by
-    default it follows from ``config`` (the run loop's ``task.max.concurrency`` and
+    default it follows from ``run_loop`` (``task.max.concurrency`` and
     ``job.container.thread.pool.size``, see :func:`~weir.engine.runloop.settings.store_access`).
     With :attr:`StoreAccess.CONCURRENT` the task gets each store under a
     :class:`~weir.stores.layers.locked.LockedLayer`, and commit and close hold those locks.
@@ -280,7 +284,9 @@ class TaskInstance:
                  starting_offsets: Mapping[SystemStreamPartition, int] | None = None,
                  async_runner: AsyncioThread | None = None,
                  checkpoint_extras: Callable[[], Mapping[str, Any]] | None = None,
-                 store_access: StoreAccess | None = None):
+                 store_access: StoreAccess | None = None,
+                 run_loop: RunLoopConfig | None = None,
+                 ignored: IgnoredExceptions | None = None):
         self.task_name = TaskName(task_name)
         self.task = task
         self.shape: TaskShape = describe_task(task)
@@ -292,7 +298,9 @@ class TaskInstance:
         self.last_processed: dict[SystemStreamPartition, int] = {
             SystemStreamPartition(*k): v for k, v in (last_processed or {}).items()}
         self.starting_offsets = dict(starting_offsets or {})
-        self.ignored = IgnoredExceptions.from_config(self.config)
+        # Settings parsed once by the container (JobSettings); parsed here only when the
+        # instance is built on its own (tests, tools).
+        self.ignored = ignored if ignored is not None else IgnoredExceptions.from_config(self.config)
         self.async_runner = async_runner
         self.state = InstanceState.CREATED
         self.context: _Context | None = None
@@ -300,8 +308,10 @@ class TaskInstance:
         self._checkpoints = checkpoints
         self._extras = checkpoint_extras
         self.last_checkpoint: Checkpoint | None = None
-        self.store_access: StoreAccess = store_access if store_access is not None else \
-            _access_for(RunLoopConfig.from_config(self.config), self.shape.kind)
+        if store_access is None:
+            run_loop = run_loop if run_loop is not None else RunLoopConfig.from_config(self.config)
+            store_access = _access_for(run_loop, self.shape.kind)
+        self.store_access: StoreAccess = store_access
         self._store_locks: list[Any] = []  # the LockedLayers' locks, by store name
         # Bound once: the run loop's inline path calls it directly.
         self.process_fn = task.process if self.shape.kind is not TaskKind.CALLBACK else None

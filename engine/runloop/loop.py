@@ -77,7 +77,7 @@ from weir.engine.runloop.worker import (DUPLICATE, FAILED, OP_DONE, WAKE, Op, Ta
                                         run_callback, run_op, run_sync)
 from weir.engine.errors import CallbackTimeoutError, EngineError
 from weir.engine.runloop.instance import Coordinator, InstanceState, TaskInstance, task_error
-from weir.engine.metrics import MetricsRegistry, MetricsReporter
+from weir.engine.metrics import MetricsRegistry, MetricsReporter, MetricsSettings
 from weir.engine.model import EnvelopeKind, IncomingMessageEnvelope
 from weir.engine.task import RequestScope, TaskKind
 
@@ -126,6 +126,7 @@ class RunLoop:
     def __init__(self, instances: Iterable[TaskInstance], source: EnvelopeSource,
                  config: Config | Mapping[str, str] | RunLoopConfig | None = None, *,
                  name: str = "container", reporter: MetricsReporter | None = None,
+                 metrics: MetricsSettings | None = None,
                  extra_metrics: Mapping[str, Callable[[], Any]] | None = None):
         job_config = Config({}) if isinstance(config, RunLoopConfig) else (
             config if isinstance(config, Config) else Config(config or {}))
@@ -167,8 +168,13 @@ class RunLoop:
         self._m_waits = self.metrics.counter("blocked-waits")
         self._m_skipped = self.metrics.counter("skipped-envelopes")
         self.metrics.gauge("in-flight", lambda: self._busy)
-        self._reporter = reporter if reporter is not None else MetricsReporter.from_config(job_config, name)
-        self._owns_reporter = reporter is None  # made here from config: closed by run()
+        if reporter is None:  # made here (from ``metrics``, else from config): closed by run()
+            reporter = (MetricsReporter.from_settings(metrics, name) if metrics is not None
+                        else MetricsReporter.from_config(job_config, name))
+            self._owns_reporter = True
+        else:
+            self._owns_reporter = False
+        self._reporter = reporter
         self._extra = dict(extra_metrics or {})
         for attr in ("metrics", "counters"):  # SystemConsumers keeps ``counters``
             source_metrics = getattr(getattr(source, attr, None), "snapshot", None)

@@ -1,0 +1,143 @@
+"""Everything a container runs with, parsed once from the job config: :class:`JobSettings`.
+
+Config is parsed at the edge: the runner (``weir run``) and each container process build one
+:class:`JobSettings` from the job's config and hand each component its own frozen settings
+object -- the run loop its :class:`~weir.engine.runloop.settings.RunLoopConfig`, the
+consumers their :class:`~weir.engine.consumers.consumers.ConsumerSettings`, each task
+instance the ``task.ignored.exceptions`` policy, the stores their
+:class:`~weir.stores.spec.StoreSpec`, the chooser its
+:class:`~weir.engine.chooser.spec.ChooserSpec`, the consumers' start its offset policies. No
+component re-reads the raw config for its own keys. Building it is also the proof that the
+whole job parses: :func:`~weir.engine.container.preflight.check_job` builds it (and checks the
+directories) before anything is created.
+
+Example::
+
+    >>> from weir.stores.config import Config
+    >>> from weir.engine.systems.registry import SystemRegistry
+    >>> config = Config({"job.name": "wc", "task.class": "x:Y", "task.inputs": "memory.words",
+    ...                  "task.max.concurrency": "4", "job.container.thread.pool.size": "2"})
+    >>> settings = JobSettings.from_config(config, SystemRegistry(config))
+    >>> settings.run_loop.max_concurrency, settings.consumers.poll_interval_ms
+    (4, 50)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from weir.stores.config import Config
+from weir.stores.errors import ConfigError
+from weir.stores.serdes import serde_from_name
+from weir.stores.spec import STORE_KEY_SERDE, STORE_MSG_SERDE, StoreSpec, stores_in
+
+from weir.engine.chooser.spec import ChooserSpec
+from weir.engine.config.job import JobConfig
+from weir.engine.config.streams import JOB_DEFAULT_SYSTEM, all_input_streams
+from weir.engine.consumers.consumers import ConsumerSettings
+from weir.engine.consumers.offsets import OffsetPolicy, offset_policy
+from weir.engine.jobmodel.frozen import FrozenMap
+from weir.engine.metrics import MetricsSettings
+from weir.engine.model import SystemStream
+from weir.engine.runloop.failures import IgnoredExceptions
+from weir.engine.runloop.settings import RunLoopConfig
+from weir.engine.systems.registry import SystemRegistry
+
+__all__ = ["JobSettings", "changelog_admin"]
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """Every settings object of one job, parsed once from its config."""
+
+    job: JobConfig
+    run_loop: RunLoopConfig
+    ignored: IgnoredExceptions
+    metrics: MetricsSettings
+    consumers: ConsumerSettings
+    stores: tuple[StoreSpec, ...]
+    chooser: ChooserSpec
+    offsets: Mapping[SystemStream, OffsetPolicy] = field(default_factory=dict)
+    """The offset policy (``samza.offset.default``, ``samza.reset.offset``) of every input."""
+    systems: tuple[str, ...] = ()
+    """The systems a container makes producers (and consumers) for."""
+
+    @classmethod
+    def from_config(cls, config: Config, registry: SystemRegistry, *,
+                    job: JobConfig | None = None) -> "JobSettings":
+        """Parse every setting of the job; raise ConfigError (naming the key and where it was
+        set) for the first bad one. Creates nothing: systems' admins are built (they parse
+        their settings) but no stream, file or directory is made."""
+        job = job if job is not None else JobConfig.from_config(config)
+        run_loop = RunLoopConfig.from_config(config)
+        ignored = IgnoredExceptions.from_config(config)
+        metrics = MetricsSettings.from_config(config)
+        consumers = ConsumerSettings.from_config(config)
+        specs = tuple(StoreSpec.from_config(config, name, changelog_system=job.changelog_system)
+                      for name in stores_in(config))
+        for spec in specs:
+            serde_from_name(spec.key_serde, config, key=STORE_KEY_SERDE.key(store=spec.name))
+            serde_from_name(spec.value_serde, config, key=STORE_MSG_SERDE.key(store=spec.name))
+        chooser = ChooserSpec.from_config(config)
+        inputs = all_input_streams(config)
+        for spec in specs:
+            if spec.logged:
+                changelog_admin(registry, spec)  # names stores.<s>.changelog when unusable
+        systems = _systems(config, registry, inputs, specs)
+        for system in systems:
+            registry.admin(system)  # resolves the factory and parses the system's settings
+        for ss in sorted(set(inputs) | set(_configured_streams(config, systems))):
+            registry.serdes.for_stream(ss)
+        offsets = FrozenMap({ss: offset_policy(config, ss) for ss in inputs})
+        return cls(job, run_loop, ignored, metrics, consumers, specs, chooser, offsets,
+                   tuple(systems))
+
+    def offset_policy(self, ss: SystemStream, config: Config) -> OffsetPolicy:
+        """The policy of ``ss``: parsed already for inputs, else from ``config``."""
+        policy = self.offsets.get(ss)
+        return policy if policy is not None else offset_policy(config, ss)
+
+
+def changelog_admin(registry: SystemRegistry, spec: StoreSpec):
+    """The admin of the system holding ``spec``'s changelog; a system that cannot be used is a
+    ConfigError naming ``stores.<s>.changelog`` and where it was set (the key to fix)."""
+    system, stream = spec.changelog
+    key = f"stores.{spec.name}.changelog"
+    try:
+        return registry.admin(system)
+    except ConfigError as exc:
+        raise ConfigError(
+            f"the changelog '{system}.{stream}' of store '{spec.name}' is on system "
+            f"'{system}', which cannot be used ({exc}); configure "
+            f"systems.{system}.factory, or point the store's changelog at a configured "
+            f"system ({', '.join(registry.systems()) or 'none configured'})",
+            key=key, origin=registry.config.origin(key)) from None
+
+
+
+def _systems(config: Config, registry: SystemRegistry, inputs: Iterable[SystemStream],
+             specs: Iterable[StoreSpec]) -> list[str]:
+    """The systems a container makes producers (and consumers) for."""
+    systems = set(registry.systems())
+    systems.update(ss.system for ss in inputs)
+    systems.update(spec.changelog[0] for spec in specs if spec.logged)
+    default = JOB_DEFAULT_SYSTEM.get(config)
+    if default:
+        systems.add(default)
+    return sorted(systems)
+
+
+
+def _configured_streams(config: Config, systems: Iterable[str]) -> list[SystemStream]:
+    """Streams named by ``systems.<system>.streams.<stream>.*`` keys (their serdes are
+    resolved from config before anything runs)."""
+    out = set()
+    for system in systems:
+        prefix = f"systems.{system}.streams."
+        for key in config:
+            if key.startswith(prefix):
+                stream = key[len(prefix):].split(".", 1)[0]
+                if stream:
+                    out.add(SystemStream(system, stream))
+    return sorted(out)
