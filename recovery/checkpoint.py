@@ -130,6 +130,10 @@ class Checkpoint:
     extras: Mapping[str, Any] = field(default_factory=dict)
     input_identities: Mapping[SSPKey, str] = field(default_factory=dict)
     changelog_identities: Mapping[str, str] = field(default_factory=dict)
+    written_at_ms: int | None = field(default=None, compare=False)
+    """When the checkpoint was written (milliseconds since the epoch), as read back from its
+    file or stream; None for a checkpoint built in code (the writer stamps the time). Restore's
+    compaction-lag rule uses it. Not part of equality."""
 
     def __post_init__(self) -> None:
         inputs = {}
@@ -161,7 +165,7 @@ class Checkpoint:
     def __reduce__(self):  # MappingProxyType does not pickle; Spark and processes need this
         return (Checkpoint, (dict(self.input_offsets), dict(self.changelog_offsets),
                              dict(self.extras), dict(self.input_identities),
-                             dict(self.changelog_identities)))
+                             dict(self.changelog_identities), self.written_at_ms))
 
     def with_identities(self, inputs: Mapping[SSPKey, str] | None = None,
                         changelogs: Mapping[str, str] | None = None) -> "Checkpoint":
@@ -173,7 +177,7 @@ class Checkpoint:
                 changelog_ids == dict(self.changelog_identities):
             return self
         return Checkpoint(self.input_offsets, self.changelog_offsets, self.extras, input_ids,
-                          changelog_ids)
+                          changelog_ids, self.written_at_ms)
 
     def to_json_body(self, task_name: str, *, written_at_ms: int) -> dict[str, Any]:
         """The ``checkpoint`` object of the file format (see the module docstring)."""
@@ -201,8 +205,10 @@ class Checkpoint:
                   for e in body["input_offsets"]}
         identities = {(e["system"], e["stream"], e["partition"]): e["identity"]
                       for e in body["input_offsets"] if e.get("identity") is not None}
+        written = body.get("written_at_ms")
         return cls(inputs, dict(body["changelog_offsets"]), dict(body.get("extras") or {}),
-                   identities, dict(body.get("changelog_identities") or {}))
+                   identities, dict(body.get("changelog_identities") or {}),
+                   written if isinstance(written, int) and written > 0 else None)
 
 
 def _check_offset(offset: object, what: str, *, minimum: int) -> None:
