@@ -110,6 +110,22 @@ class TrackedChangelog:
     def read(self, start: int, end: int):
         return self.source.read(start, end)
 
+    def read_batches(self, start: int, end: int):
+        """The source's bulk read (see SystemChangelogSource.read_batches)."""
+        return self.source.read_batches(start, end)
+
+    def bulk_reader(self):
+        return self.source.bulk_reader()
+
+    def split(self, start: int, end: int, parts: int) -> list[tuple[int, int]]:
+        return self.source.split(start, end, parts)
+
+    def identity(self) -> str | None:
+        return self.source.identity()
+
+    def min_compaction_lag_ms(self) -> int | None:
+        return self.source.min_compaction_lag_ms()
+
     @property
     def partition(self) -> int | None:
         """The changelog partition, when the source knows it (for restore's errors)."""
