@@ -58,6 +58,9 @@ class RestoreWorkerError(Exception):
         super().__init__(f"{kind}: {message}")
         self.kind, self.message = kind, message
 
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.kind, self.message))
+
 
 class WorkerChangelogError(Exception):
     """Reading the changelog failed in a worker: what restore needs to report the damage."""
@@ -67,6 +70,10 @@ class WorkerChangelogError(Exception):
         super().__init__(f"{kind}: {message}")
         self.kind, self.message = kind, message
         self.offset, self.exact, self.path, self.position = offset, exact, path, position
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.kind, self.message, self.offset, self.exact, self.path,
+                             self.position))
 
 
 @dataclass(frozen=True)
@@ -87,10 +94,11 @@ class FillResult:
 # -- the jobs (run in a worker process) -----------------------------------------------------
 
 class _Reading:
-    """Iterates a reader's batches, turning a failure into :class:`WorkerChangelogError`."""
+    """Iterates a reader's batches (stored into ``into``), turning a failure into
+    :class:`WorkerChangelogError`."""
 
-    def __init__(self, reader: Callable[[int, int], Any], start: int, end: int):
-        self.batches = reader(start, end)
+    def __init__(self, reader: Callable[..., Any], start: int, end: int, into: dict):
+        self.batches = reader(start, end, into=into)
         self.next_offset = start
 
     def __iter__(self) -> "_Reading":
@@ -139,11 +147,11 @@ def sst_job(reader: Callable[[int, int], Any], start: int, end: int, staging: st
             write_sst_file(path, keys, values, options, deletes=deletes)
             files.append(path)
 
-    for batch in _Reading(reader, start, end):
-        builder.add(batch.pairs, batch.nbytes)
-        records += len(batch.pairs)
+    for batch in _Reading(reader, start, end, builder.pairs):
+        builder.add(batch)
+        records += batch.records
         nbytes += batch.nbytes
-        report(batch.last, len(batch.pairs), batch.nbytes)
+        report(batch.last, batch.records, batch.nbytes)
         if builder.pending_bytes >= budget_bytes:
             write_run()
     if len(builder):
@@ -163,11 +171,11 @@ def lmdb_fill_job(reader: Callable[[int, int], Any], start: int, end: int, direc
         builder = RunBuilder()
         records = nbytes = 0
         first = True
-        for batch in _Reading(reader, start, end):
-            builder.add(batch.pairs, batch.nbytes)
-            records += len(batch.pairs)
+        for batch in _Reading(reader, start, end, builder.pairs):
+            builder.add(batch)
+            records += batch.records
             nbytes += batch.nbytes
-            report(batch.last, len(batch.pairs), batch.nbytes)
+            report(batch.last, batch.records, batch.nbytes)
             if builder.pending_bytes >= budget_bytes:
                 keys, values, deletes = builder.take(drop_tombstones=first)
                 load_run(engine, keys, values, deletes=deletes)
@@ -279,6 +287,11 @@ class RestoreWorkers:
                 self._check_alive()
                 continue
             except (EOFError, OSError):
+                self._fail_pending("the restore workers' result queue closed")
+                return
+            except Exception as exc:  # noqa: BLE001 - a result that cannot be read
+                self._fail_pending(f"a result of a restore worker could not be read: "
+                                   f"{type(exc).__name__}: {exc}")
                 return
             with self._lock:
                 entry = self._pending.get(job_id)
@@ -304,11 +317,16 @@ class RestoreWorkers:
         if not dead or self._closed:
             return
         why = ", ".join(f"{p.name} (exit code {p.exitcode})" for p in dead)
+        self._fail_pending(f"restore worker process(es) died: {why}", "RestoreWorkerDied")
+
+    def _fail_pending(self, why: str, kind: str = "RestoreWorkers") -> None:
+        """The pool cannot finish its jobs: fail every pending one (never leave a restore
+        thread waiting forever)."""
         with self._lock:
-            self._broken = f"restore worker process(es) died: {why}"
+            self._broken = why
             pending, self._pending = self._pending, {}
         for future, _ in pending.values():
-            future.set_exception(RestoreWorkerError("RestoreWorkerDied", self._broken))
+            future.set_exception(RestoreWorkerError(kind, why))
 
     def close(self) -> None:
         """Stop the workers (after the jobs already submitted) and the dispatcher."""

@@ -1,8 +1,9 @@
 """Fast changelog replay: large de-duplicated, sorted runs bulk-loaded below serdes and cache.
 
 Restore does not put records into a store one by one. It reads the changelog in large batches
-(``read_batches`` of the source: for the file log, the segment files directly), keeps the last
-value of each key in a dict (a key written many times is written once), and when about
+(``read_batches`` of the source: for the file log, the segment files directly, parsed straight
+into one dict), keeps the last value of each key (a key written many times is written once),
+and when about
 ``budget_bytes`` of records are collected -- or the range ends -- writes them as one *run*:
 keys sorted, values in the same order (``None``: a tombstone), through the engine's bulk load:
 
@@ -27,7 +28,8 @@ Example::
 
     >>> from weir.stores.engines.memory import MemoryEngine
     >>> class Batch:
-    ...     def __init__(self, pairs, last): self.pairs, self.last, self.nbytes = pairs, last, 4
+    ...     def __init__(self, pairs, last):
+    ...         self.pairs, self.last, self.records, self.nbytes = pairs, last, len(pairs), 4
     >>> engine = MemoryEngine("s")
     >>> replay_runs(engine, [Batch([(b"b", b"1"), (b"a", b"2")], 1), Batch([(b"b", None)], 2)],
     ...             empty=True, budget_bytes=1 << 20)
@@ -58,32 +60,40 @@ bytes) up to ``last_offset`` was read."""
 
 
 class RunBuilder:
-    """Collects changelog batches into one de-duplicated run (the last value of each key)."""
+    """Collects changelog batches into one de-duplicated run (the last value of each key).
 
-    __slots__ = ("_pairs", "pending_bytes")
+    A reader may store its records straight into :attr:`pairs` (the file log's
+    ``read_changelog(..., into=builder.pairs)``); other batches are merged into it."""
+
+    __slots__ = ("pairs", "pending_bytes")
 
     def __init__(self) -> None:
-        self._pairs: dict[bytes, bytes | None] = {}
+        self.pairs: dict[bytes, bytes | None] = {}
         self.pending_bytes = 0
 
-    def add(self, pairs: list[tuple[bytes, bytes | None]], nbytes: int) -> None:
-        self._pairs.update(pairs)
-        self.pending_bytes += nbytes
+    def add(self, batch: Any) -> None:
+        """Take a batch (``.pairs``: a dict or ``(key, value)`` list, ``.nbytes``)."""
+        if batch.pairs is not self.pairs:
+            self.pairs.update(batch.pairs)
+        self.pending_bytes += batch.nbytes
 
     def __len__(self) -> int:
-        return len(self._pairs)
+        return len(self.pairs)
 
     def take(self, *, drop_tombstones: bool) -> tuple[list[bytes], list[bytes | None], bool]:
-        """The run as ``(sorted keys, values, has_deletes)``; the builder is empty after.
-        ``drop_tombstones`` leaves deleted keys out (a run into an empty store)."""
-        pairs, self._pairs, self.pending_bytes = self._pairs, {}, 0
-        has_deletes = None in pairs.values()  # identity first, in C
+        """The run as ``(sorted keys, values, has_deletes)``; the builder is empty after (the
+        same dict, cleared). ``drop_tombstones`` leaves deleted keys out (a run into an empty
+        store)."""
+        pairs = self.pairs
+        self.pending_bytes = 0
+        has_deletes = any(map(_IS_NONE, pairs.values()))
         if has_deletes and drop_tombstones:
             for key in [k for k, v in pairs.items() if v is None]:
                 del pairs[key]
             has_deletes = False
         keys = sorted(pairs)
         values = list(map(pairs.__getitem__, keys))
+        pairs.clear()
         return keys, values, has_deletes
 
 
@@ -101,20 +111,21 @@ def load_run(engine: Any, keys: list[bytes], values: list[bytes | None], *,
 
 
 def replay_runs(engine: Any, batches: Iterable[Any], *, empty: bool, budget_bytes: int,
-                progress: Progress | None = None) -> tuple[int, int]:
-    """Apply changelog ``batches`` (``.pairs``, ``.last``, ``.nbytes``) to ``engine`` in runs
-    of about ``budget_bytes``; ``empty``: the engine holds nothing yet. Returns
+                progress: Progress | None = None,
+                builder: RunBuilder | None = None) -> tuple[int, int]:
+    """Apply changelog ``batches`` (``.pairs``, ``.last``, ``.records``, ``.nbytes``) to
+    ``engine`` in runs of about ``budget_bytes``; ``empty``: the engine holds nothing yet;
+    ``builder``: the one whose :attr:`RunBuilder.pairs` the batches' reader fills. Returns
     ``(records, bytes)`` read."""
-    builder = RunBuilder()
+    builder = builder if builder is not None else RunBuilder()
     records = nbytes = 0
     first = empty
     for batch in batches:
-        pairs = batch.pairs
-        builder.add(pairs, batch.nbytes)
-        records += len(pairs)
+        builder.add(batch)
+        records += batch.records
         nbytes += batch.nbytes
         if progress is not None:
-            progress(batch.last, len(pairs), batch.nbytes)
+            progress(batch.last, batch.records, batch.nbytes)
         if builder.pending_bytes >= budget_bytes:
             keys, values, deletes = builder.take(drop_tombstones=first)
             load_run(engine, keys, values, deletes=deletes)

@@ -45,7 +45,7 @@ from weir.stores.spec import EngineKind, StoreSpec
 from weir.recovery._aside import SetAside, recover_interrupted_rebuild
 from weir.recovery._workers import (RestoreWorkerError, RestoreWorkers, WorkerChangelogError,
                                     lmdb_fill_job, sst_job)
-from weir.recovery.bulk import DEFAULT_BUDGET_BYTES, replay_runs
+from weir.recovery.bulk import DEFAULT_BUDGET_BYTES, RunBuilder, replay_runs
 from weir.recovery.checkpoint import Checkpoint
 from weir.recovery.damage import Damage, DamageKind, changelog_error
 from weir.recovery.errors import ChangelogStateError, RecoveryError, StoreRepairError
@@ -196,11 +196,14 @@ class CheckedSource:
         except Exception as exc:
             raise ChangelogFailure(exc, reading=True, offset=last + 1) from exc
 
-    def read_batches(self, start: int, end: int) -> Iterator[Any]:
-        """Batches (``.pairs``, ``.last``, ``.nbytes``) of ``[start, end]``: the source's own
-        bulk read when it has one, else its records grouped."""
+    def read_batches(self, start: int, end: int, *, into: dict | None = None
+                     ) -> Iterator[Any]:
+        """Batches (``.pairs``, ``.last``, ``.records``, ``.nbytes``) of ``[start, end]``: the
+        source's own bulk read when it has one (storing into ``into`` when it can), else its
+        records grouped."""
         reader = getattr(self.source, "read_batches", None)
-        batches = reader(start, end) if callable(reader) else _grouped(self.read(start, end))
+        batches = (reader(start, end, into=into) if callable(reader)
+                   else _grouped(self.read(start, end)))
         next_offset = start
         try:
             for batch in batches:
@@ -357,8 +360,10 @@ class StoreRestore:
         handle = progress.begin(self.task, plan)
         try:
             entry, plan = self.open(plan, handle, workers)
-        except BaseException:
+        except BaseException as exc:  # open() put the old files back
             handle.failed()
+            if isinstance(exc, ChangelogFailure):  # read by a worker filling the store
+                raise self.damaged(self.plan_ or plan, exc) from exc.cause
             raise
         try:
             records, nbytes, trimmed, realigned = self.apply(entry, plan, handle, workers)
@@ -486,9 +491,11 @@ class StoreRestore:
                     and source.bulk_reader() is not None):
                 records, nbytes = self._replay_in_workers(engine, plan, handle, workers, empty)
             else:
-                records, nbytes = replay_runs(engine, source.read_batches(plan.start, plan.target),
-                                              empty=empty, budget_bytes=self.options.budget_bytes,
-                                              progress=handle.advance)
+                builder = RunBuilder()
+                records, nbytes = replay_runs(
+                    engine, source.read_batches(plan.start, plan.target, into=builder.pairs),
+                    empty=empty, budget_bytes=self.options.budget_bytes,
+                    progress=handle.advance, builder=builder)
             engine.flush()
         if plan.trims:
             trimmed = trim(engine, source, sink, after=plan.target, newest=plan.newest)
@@ -667,10 +674,10 @@ def _optional(source: Any, name: str) -> Any:
 
 
 class _Batch:
-    __slots__ = ("pairs", "last", "nbytes")
+    __slots__ = ("pairs", "last", "records", "nbytes")
 
     def __init__(self, pairs: list, last: int, nbytes: int):
-        self.pairs, self.last, self.nbytes = pairs, last, nbytes
+        self.pairs, self.last, self.records, self.nbytes = pairs, last, len(pairs), nbytes
 
 
 def _grouped(records: Iterator[ChangelogRecord], size: int = 65_536) -> Iterator[_Batch]:

@@ -108,8 +108,8 @@ STORE_CHANGELOG = declare(
     component=_COMPONENT)
 STORE_WRITE_BATCH_SIZE = declare(
     "stores.<store>.write.batch.size", int, 500,
-    "Dirty cache entries that trigger a write-down to the engine (and changelog) in one batch; "
-    "also the batch size of changelog restore.",
+    "Dirty cache entries that trigger a write-down to the engine (and changelog) in one "
+    "batch. (Restore writes in larger runs: job.container.restore.batch.bytes.)",
     component=_COMPONENT)
 STORE_OBJECT_CACHE_SIZE = declare(
     "stores.<store>.object.cache.size", int, None,

@@ -14,9 +14,10 @@ through Samza's start order (SAMZA-REFERENCE 4.4), runs the loop, and stops in o
    ``task.checkpoint.path``) and check, before anything is restored, that it was written
    against the same incarnations of the input and changelog streams and that a task without
    a checkpoint has no state (:mod:`weir.engine.container.safety`);
-5. restore each task's stores from their changelogs to exactly that checkpoint
-   (:class:`~weir.recovery.storage.TaskStorageManager`; progress on the terminal, a summary line
-   per store);
+5. restore every store of every task from its changelog to exactly that checkpoint: all
+   are decided first, then restored in parallel restore threads (and worker processes for
+   large replays) by the :class:`~weir.recovery.container_storage.ContainerStorageManager`
+   (one combined progress bar on a terminal, log lines otherwise, a summary line per store);
 6. compute starting offsets (checkpoint + 1, or ``samza.offset.default``, or from the start
    with ``samza.reset.offset``), build the task instances and call ``init``; a task without
    a checkpoint commits once here, so a crash before its first periodic commit restores the
@@ -48,6 +49,7 @@ from enum import Enum
 from typing import Any
 
 from weir.recovery.checkpoint import Checkpoint, FileCheckpointManager
+from weir.recovery.container_storage import ContainerStorageManager
 from weir.recovery.storage import ProgressMode
 from weir.stores.config import Config
 from weir.stores.errors import ConfigError
@@ -124,6 +126,7 @@ class Container:
         self.instances: list[TaskInstance] = []
         self.loop: RunLoop | None = None
         self._disposal: StoreDisposal | None = None
+        self.storage_manager: ContainerStorageManager | None = None
         self.consumers: SystemConsumers | None = None
         self.positions: dict[TaskName, dict[SystemStreamPartition, SspPosition]] = {}
         self._producers: dict[str, CountingProducer] = {}
@@ -309,14 +312,22 @@ class Container:
     def _restore(self, specs: list[StoreSpec], last: dict[TaskName, Checkpoint | None],
                  checkpoints: FileCheckpointManager) -> dict[TaskName, TaskStorage]:
         raw = {system: p.inner for system, p in self._producers.items()}
+        restore = self.settings.restore
         storages = {name: TaskStorage(name, specs, self.job, task.changelog_partition, raw,
-                                      self.registry, self.config, self.progress)
+                                      self.registry, self.config, self.progress,
+                                      restore=restore)
                      for name, task in self.model.tasks.items()}
         # Every task is checked before any store is restored: a mismatch changes nothing.
         self._check_before_restore(storages, last, checkpoints)
+        # Every store of every task: decided first, then restored in parallel restore threads.
+        managers = [m for storage in storages.values() for m in storage.managers]
+        csm = ContainerStorageManager(managers, restore, progress=self.progress,
+                                      title=f"container {self.container_id}")
+        csm.restore({name: last[name] for name in storages})
+        self.storage_manager = csm
         out: dict[TaskName, TaskStorage] = {}
         for name, storage in storages.items():
-            storage.open(last[name])
+            storage.adopted()
             out[name] = storage
             # Closed by the task instance once it exists; this covers a failed start.
             self._closers.callback(lambda storage=storage: self._close_storage(storage))
@@ -445,7 +456,8 @@ def create_changelog_streams(specs: list[StoreSpec], registry: SystemRegistry,
         if spec.logged:
             system, stream = spec.changelog
             admin = changelog_admin(registry, spec)
-            if ensure_changelog_stream(admin, stream, partitions, store=spec.name):
+            if ensure_changelog_stream(admin, stream, partitions, store=spec.name,
+                                       min_compaction_lag_ms=spec.min_compaction_lag_ms):
                 log.info("created changelog stream %s.%s with %d partitions for store '%s'",
                          system, stream, partitions, spec.name)
                 created.append(SystemStream(system, stream))

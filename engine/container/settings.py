@@ -6,7 +6,8 @@ object -- the run loop its :class:`~weir.engine.runloop.settings.RunLoopConfig`,
 consumers their :class:`~weir.engine.consumers.consumers.ConsumerSettings`, each task
 instance the ``task.ignored.exceptions`` policy, the stores their
 :class:`~weir.stores.spec.StoreSpec`, the chooser its
-:class:`~weir.engine.chooser.spec.ChooserSpec`, the consumers' start its offset policies. No
+:class:`~weir.engine.chooser.spec.ChooserSpec`, the consumers' start its offset policies, the
+container's storage manager its :class:`~weir.recovery.container_storage.RestoreSettings`. No
 component re-reads the raw config for its own keys. Building it is also the proof that the
 whole job parses: :func:`~weir.engine.container.preflight.check_job` builds it (and checks the
 directories) before anything is created.
@@ -27,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from weir.recovery.container_storage import RestoreSettings
 from weir.stores.config import Config
 from weir.stores.errors import ConfigError
 from weir.stores.serdes import serde_from_name
@@ -62,6 +64,8 @@ class JobSettings:
     """The offset policy (``samza.offset.default``, ``samza.reset.offset``) of every input."""
     systems: tuple[str, ...] = ()
     """The systems a container makes producers (and consumers) for."""
+    restore: RestoreSettings = field(default_factory=RestoreSettings)
+    """How the container restores its stores (``job.container.restore.*``)."""
 
     @classmethod
     def from_config(cls, config: Config, registry: SystemRegistry, *,
@@ -90,8 +94,9 @@ class JobSettings:
         for ss in sorted(set(inputs) | set(_configured_streams(config, systems))):
             registry.serdes.for_stream(ss)
         offsets = FrozenMap({ss: offset_policy(config, ss) for ss in inputs})
+        restore = RestoreSettings.from_config(config)
         return cls(job, run_loop, ignored, metrics, consumers, specs, chooser, offsets,
-                   tuple(systems))
+                   tuple(systems), restore)
 
     def offset_policy(self, ss: SystemStream, config: Config) -> OffsetPolicy:
         """The policy of ``ss``: parsed already for inputs, else from ``config``."""

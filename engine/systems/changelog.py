@@ -184,9 +184,9 @@ class SystemChangelogSource:
         lag = getattr(settings_of(self.ssp.stream), "compaction_min_lag_ms", None)
         return lag if isinstance(lag, int) else None
 
-    def bulk_reader(self) -> Callable[[int, int], Iterator[Any]] | None:
-        """A picklable ``reader(start, end)`` yielding batches (``.pairs``, ``.last``,
-        ``.nbytes``) straight from the partition's files, for a restore worker process;
+    def bulk_reader(self) -> Callable[..., Iterator[Any]] | None:
+        """A picklable ``reader(start, end, into=None)`` yielding batches (see
+        :meth:`read_batches`) straight from the partition's files, for a restore worker process;
         None when the system keeps its records elsewhere (then use :meth:`read_batches`)."""
         location = self._location()
         if location is None:
@@ -203,10 +203,13 @@ class SystemChangelogSource:
         from weir.engine.systems.filelog.bulk import changelog_parts
         return changelog_parts(location, start, end, parts)
 
-    def read_batches(self, start: int, end: int) -> Iterator[Any]:
-        """The records of ``[start, end]`` that exist now, in offset order, in batches
-        (``.pairs``: ``(key, value)`` list, ``.last``: offset of the last, ``.nbytes``): the
-        bulk read of restore, below envelopes and serdes for the file log."""
+    def read_batches(self, start: int, end: int, *, into: dict | None = None
+                     ) -> Iterator[Any]:
+        """The records of ``[start, end]`` that exist now, in offset order, in batches: the
+        bulk read of restore, below envelopes and serdes for the file log. A batch has
+        ``.pairs`` (the last value of each key it read, as a dict -- ``into`` when given and
+        the system can store into it -- or a ``(key, value)`` list), ``.last`` (offset of its
+        last record), ``.records`` and ``.nbytes``."""
         md = self._metadata()
         if md.is_empty:
             return iter(())
@@ -215,7 +218,7 @@ class SystemChangelogSource:
             return iter(())
         reader = self.bulk_reader()
         if reader is not None:
-            return reader(first, last)
+            return reader(first, last, into=into)
         return _batched(self._read(first, last))
 
     def _location(self) -> Any:
@@ -263,10 +266,10 @@ class SystemChangelogSource:
 
 
 class _Batch:
-    __slots__ = ("pairs", "last", "nbytes")
+    __slots__ = ("pairs", "last", "records", "nbytes")
 
     def __init__(self, pairs: list, last: int, nbytes: int):
-        self.pairs, self.last, self.nbytes = pairs, last, nbytes
+        self.pairs, self.last, self.records, self.nbytes = pairs, last, len(pairs), nbytes
 
 
 def _batched(records: Iterator[ChangelogRecord]) -> Iterator[_Batch]:
@@ -283,12 +286,14 @@ def _batched(records: Iterator[ChangelogRecord]) -> Iterator[_Batch]:
 
 
 def ensure_changelog_stream(admin: SystemAdmin, stream: str, partitions: int, *,
-                            store: str | None = None) -> bool:
+                            store: str | None = None,
+                            min_compaction_lag_ms: int | None = None) -> bool:
     """Create ``stream`` as a compacted changelog with ``partitions`` partitions; False if it
     already exists with that count. A different existing count raises SystemError_: changelog
     partitions map to tasks, so the count cannot change while the job keeps its state. An
     existing stream that is not compacted raises :class:`ChangelogNotCompactedError` (when the
-    admin can tell its policy: ``cleanup_policy(stream)``)."""
+    admin can tell its policy: ``cleanup_policy(stream)``). ``min_compaction_lag_ms``
+    (``stores.<s>.changelog.min.compaction.lag.ms``) is set on a stream it creates."""
     if admin.stream_exists(stream):
         have = admin.partition_count(stream)
         if have != partitions:
@@ -299,7 +304,10 @@ def ensure_changelog_stream(admin: SystemAdmin, stream: str, partitions: int, *,
                 f"checkpoints, local stores and changelogs aside together)")
         _check_compacted(admin, stream, store)
         return False
-    return admin.create_stream(StreamSpec(stream, partitions, CleanupPolicy.COMPACT))
+    config = ({} if min_compaction_lag_ms is None
+              else {"compaction.min.lag.ms": str(min_compaction_lag_ms)})
+    return admin.create_stream(StreamSpec(stream, partitions, CleanupPolicy.COMPACT,
+                                          config=config))
 
 
 def _check_compacted(admin: SystemAdmin, stream: str, store: str | None) -> None:

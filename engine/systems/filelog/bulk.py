@@ -26,28 +26,35 @@ Example::
     >>> root = tempfile.mkdtemp()
     >>> with PartitionWriter(root, StreamMeta("cl", 1), 0) as w:
     ...     _ = w.append_all([(b"a", b"1"), (b"b", b"2"), (b"a", None)]); w.flush()
-    >>> [(b.last, b.pairs) for b in read_changelog(ChangelogLocation(root, "cl", 0), 0, 2)]
-    [(2, [(b'a', b'1'), (b'b', b'2'), (b'a', None)])]
+    >>> [(b.last, b.records, b.pairs) for b in read_changelog(ChangelogLocation(root, "cl", 0), 0, 2)]
+    [(2, 3, {b'a': None, b'b': b'2'})]
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import struct
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from itertools import chain
 
+from crc32c import crc32c
+
+from weir.engine.errors import SystemError_
+from weir.engine.systems.filelog._format import MAX_BODY, NULL_LEN, ParseStop
 from weir.engine.systems.filelog.reader import PartitionReader, partition_bounds
 from weir.engine.systems.filelog.segment import list_segments
 from weir.engine.systems.filelog.settings import OffsetReset
 from weir.engine.systems.filelog.stream import partition_dir
 
-__all__ = ["ChangelogBatch", "ChangelogLocation", "changelog_parts", "read_changelog"]
+__all__ = ["ChangelogBatch", "ChangelogLocation", "changelog_parts", "parse_into_dict",
+           "read_changelog"]
 
 BATCH_RECORDS = 65_536
 """Records per batch handed to the caller (about 8 MiB of 120-byte records)."""
 
 _READ_BYTES = 8 << 20
+_HDR = struct.Struct("<IIqI")
+_U32 = struct.Struct("<I")
 
 
 @dataclass(frozen=True)
@@ -64,29 +71,86 @@ class ChangelogLocation:
 
 @dataclass(frozen=True, slots=True)
 class ChangelogBatch:
-    """Consecutive records of a changelog range: ``pairs`` in offset order (``None`` value: a
-    tombstone), ``last`` the offset of the last one, ``nbytes`` their key and value bytes."""
+    """Consecutive records of a changelog range: ``pairs`` maps each key they wrote to its
+    last value (``None``: a tombstone), ``last`` is the offset of the last record, ``records``
+    how many records the batch read and ``nbytes`` their key and value bytes."""
 
-    pairs: list[tuple[bytes, bytes | None]]
+    pairs: dict[bytes, bytes | None]
     last: int
+    records: int
     nbytes: int
 
 
-def _pair(ctx: object, offset: int, key: bytes, value: bytes | None, ts: int, size: int
-          ) -> tuple[bytes, bytes | None]:
-    return key, value
+def parse_into_dict(buf: bytes, pos: int, offsets: Sequence[int], ordinal: int, stop: int,
+                    make: object, ctx: list[int], out: dict) -> tuple[int, int, ParseStop]:
+    """:func:`~weir.engine.systems.filelog._format.parse_records` for restore: the same
+    signature, framing and CRC checks, but each record is stored as ``out[key] = value`` (the
+    last value of a key wins) and ``ctx[0]`` grows by the records' key and value bytes. No
+    object is made per record beyond its key and value."""
+    unpack_hdr = _HDR.unpack_from
+    mv = memoryview(buf)
+    crc = crc32c
+    null = NULL_LEN
+    end = len(buf)
+    count = 0
+    framed = 0
+    why = ParseStop.COUNT
+    want = min(stop, len(offsets)) - ordinal
+    try:
+        while count < want:
+            length, check, ts, klen = unpack_hdr(buf, pos)
+            rend = pos + 8 + length
+            if rend > end:
+                why = ParseStop.PARTIAL if length <= MAX_BODY else ParseStop.BAD
+                break
+            if crc(mv[pos + 8:rend]) != check:
+                why = ParseStop.BAD
+                break
+            p = pos + 24
+            if klen == null:
+                raise SystemError_(f"a changelog record at offset {offsets[ordinal + count]} has "
+                                   f"no key; a changelog holds only keyed records")
+            key = buf[p - 4:p - 4 + klen]
+            p += klen
+            if p < rend:
+                out[key] = buf[p:rend]
+            elif p == rend:
+                vlen = _U32.unpack_from(buf, p - 4)[0]
+                if vlen == 0:
+                    out[key] = b""
+                elif vlen == null:
+                    out[key] = None
+                else:
+                    why = ParseStop.BAD
+                    break
+            else:
+                why = ParseStop.BAD
+                break
+            framed += length
+            count += 1
+            pos = rend
+    except struct.error:  # fewer than 20 bytes left: the header itself is partial
+        why = ParseStop.PARTIAL
+    finally:
+        mv.release()
+    ctx[0] += framed - 16 * count
+    return pos, ordinal + count, why
 
 
 def read_changelog(location: ChangelogLocation, start: int, end: int, *,
-                   batch_records: int = BATCH_RECORDS) -> Iterator[ChangelogBatch]:
+                   batch_records: int = BATCH_RECORDS,
+                   into: dict | None = None) -> Iterator[ChangelogBatch]:
     """The records of ``location`` with ``start <= offset <= end`` that exist now, in offset
-    order, as batches of up to ``batch_records``. ``start`` below the partition's oldest
-    offset reads from the oldest; a range whose tail was compacted away simply ends early.
-    Raises the readers' ``CorruptRecordError`` at a damaged record."""
+    order, in batches of up to ``batch_records``: each batch holds the last value of each key
+    it read. With ``into``, every batch stores its records in that one dict (the caller
+    collects a run without copying). ``start`` below the partition's oldest offset reads from
+    the oldest; a range whose tail was compacted away simply ends early. Raises the readers'
+    ``CorruptRecordError`` at a damaged record."""
     if end < start:
         return
     reader = PartitionReader(location.root, location.stream, location.partition, start,
-                             read_bytes=_READ_BYTES, reset=OffsetReset.OLDEST)
+                             read_bytes=_READ_BYTES, reset=OffsetReset.OLDEST,
+                             parse=parse_into_dict)
     try:
         while True:
             position = reader.position
@@ -94,12 +158,12 @@ def read_changelog(location: ChangelogLocation, start: int, end: int, *,
                 return
             # Offsets only grow, so at most ``end - position + 1`` records lie in the range.
             want = min(batch_records, end - position + 1)
-            out: list[tuple[bytes, bytes | None]] = []
-            got = reader.read(want, _pair, None, out)
+            out = into if into is not None else {}
+            nbytes = [0]
+            got = reader.read(want, None, nbytes, out)
             if not got:
                 return
-            nbytes = sum(map(len, filter(None, chain.from_iterable(out))))
-            yield ChangelogBatch(out, reader.position - 1, nbytes)
+            yield ChangelogBatch(out, reader.position - 1, got, nbytes[0])
             if reader.ended:
                 return
     finally:
