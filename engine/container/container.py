@@ -18,6 +18,8 @@ through Samza's start order (SAMZA-REFERENCE 4.4), runs the loop, and stops in o
    are decided first, then restored in parallel restore threads (and worker processes for
    large replays) by the :class:`~weir.recovery.container_storage.ContainerStorageManager`
    (one combined progress bar on a terminal, log lines otherwise, a summary line per store);
+   then open the adjunct stores (:mod:`weir.engine.adjunct`): decided by their recovery
+   table, bootstrap streams read to their heads, before any task is initialized;
 6. compute starting offsets (checkpoint + 1, or ``samza.offset.default``, or from the start
    with ``samza.reset.offset``), build the task instances and call ``init``; a task without
    a checkpoint commits once here, so a crash before its first periodic commit restores the
@@ -62,6 +64,7 @@ from weir.engine.container.settings import JobSettings, changelog_admin
 from weir.engine.container.safety import (check_identities, check_state_without_checkpoint,
                                           config_file_of, current_identities, reset_ssps)
 from weir.engine.container.task_storage import TaskStorage, changelog_source_name
+from weir.engine.adjunct.storage import AdjunctStorage, AdjunctTaskStorage
 from weir.engine.runloop.asyncio_thread import AsyncioThread
 from weir.engine.chooser import DefaultChooser
 from weir.engine.config.job import JobConfig
@@ -127,6 +130,7 @@ class Container:
         self.loop: RunLoop | None = None
         self._disposal: StoreDisposal | None = None
         self.storage_manager: ContainerStorageManager | None = None
+        self.adjunct: AdjunctStorage | None = None
         self.consumers: SystemConsumers | None = None
         self.positions: dict[TaskName, dict[SystemStreamPartition, SspPosition]] = {}
         self._producers: dict[str, CountingProducer] = {}
@@ -209,7 +213,8 @@ class Container:
             # Every setting parsed once and every directory checked: nothing made yet.
             self.settings = check_job(config, job, self.registry)
         settings = self.settings
-        specs = list(settings.stores)
+        # Adjunct stores are filled from their input streams, not restored from changelogs.
+        specs = [s for s in settings.stores if s.name not in settings.adjuncts.names]
         tasks = self.model.tasks
         self._create_changelogs(specs)
         self._start_producers(specs)
@@ -221,6 +226,7 @@ class Container:
         closers.callback(checkpoints.stop)
         last = {name: checkpoints.read_last(name) for name in tasks}
         storages = self._restore(specs, last, checkpoints)
+        adjunct = self._open_adjuncts(last)
         metadata = self.registry.metadata(self._ssps_without_position(last))
         runner = AsyncioThread(f"weir-asyncio-{self.container_id}")
         closers.callback(runner.stop)
@@ -228,12 +234,17 @@ class Container:
         for name, task in tasks.items():
             cp = last[name]
             done = {s: o for s, o in (cp.input_offsets.items() if cp else ()) if s in task.ssps}
+            manager = adjunct.manager(name) if adjunct is not None else None
             starts = starting_offsets(config, task.ssps, done, metadata,
-                                      policies=settings.offsets)
+                                      policies=settings.offsets,
+                                      startpoints=adjunct.starts(name) if manager else None)
             self.positions[name] = {s: SspPosition(o, o) for s, o in starts.items()}
             inst = TaskInstance(
-                name, make_task(), task.ssps, config, storage=storages[name],
-                checkpoints=checkpoints,
+                name, make_task(), task.ssps, config,
+                storage=(AdjunctTaskStorage(storages[name], manager) if manager is not None
+                         else storages[name]),
+                checkpoints=checkpoints, adjunct=manager,
+                checkpoint_extras=manager.checkpoint_extras if manager is not None else None,
                 collector=ProducerCollector(name, producers, self.registry.serdes,
                                             self._partition_count),
                 last_processed={s: o - 1 for s, o in starts.items() if o > 0},
@@ -258,6 +269,23 @@ class Container:
         self._start_consumers()
         self.loop = RunLoop(self.instances, self.consumers, settings.run_loop,
                             name=f"container-{self.container_id}", metrics=settings.metrics)
+
+    def _open_adjuncts(self, last: dict[TaskName, Checkpoint | None]) -> AdjunctStorage | None:
+        """Decide, open and bootstrap the container's adjunct stores (before any task is
+        initialized); None when the job has none."""
+        settings = self.settings
+        if not settings.adjuncts.bindings:
+            return None
+        run_loop = settings.run_loop
+        adjunct = AdjunctStorage(settings.adjuncts, {s.name: s for s in settings.stores},
+                                 self.model.tasks, self.container_id, self.job, self.registry,
+                                 self.config, budget_bytes=settings.restore.options.budget_bytes,
+                                 concurrent=run_loop.thread_pool_size > 0
+                                 or run_loop.max_concurrency > 1)
+        self._closers.callback(adjunct.close)  # after the task instances (closed in reverse)
+        adjunct.open(last)
+        self.adjunct = adjunct
+        return adjunct
 
     def _close_storage(self, storage: TaskStorage) -> None:
         if self._store_disposal() is StoreDisposal.CLOSE:

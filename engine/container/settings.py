@@ -34,6 +34,7 @@ from weir.stores.errors import ConfigError
 from weir.stores.serdes import serde_from_name
 from weir.stores.spec import STORE_KEY_SERDE, STORE_MSG_SERDE, StoreSpec, stores_in
 
+from weir.engine.adjunct.settings import AdjunctSettings
 from weir.engine.chooser.spec import ChooserSpec
 from weir.engine.config.job import JobConfig
 from weir.engine.config.streams import JOB_DEFAULT_SYSTEM, all_input_streams
@@ -66,6 +67,8 @@ class JobSettings:
     """The systems a container makes producers (and consumers) for."""
     restore: RestoreSettings = field(default_factory=RestoreSettings)
     """How the container restores its stores (``job.container.restore.*``)."""
+    adjuncts: AdjunctSettings = field(default_factory=AdjunctSettings)
+    """The adjunct stores' bindings (``stores.<s>.adstore.*``, ``job.adstore.*``)."""
 
     @classmethod
     def from_config(cls, config: Config, registry: SystemRegistry, *,
@@ -95,8 +98,9 @@ class JobSettings:
             registry.serdes.for_stream(ss)
         offsets = FrozenMap({ss: offset_policy(config, ss) for ss in inputs})
         restore = RestoreSettings.from_config(config)
+        adjuncts = AdjunctSettings.from_config(config, specs)
         return cls(job, run_loop, ignored, metrics, consumers, specs, chooser, offsets,
-                   tuple(systems), restore)
+                   tuple(systems), restore, adjuncts)
 
     def offset_policy(self, ss: SystemStream, config: Config) -> OffsetPolicy:
         """The policy of ``ss``: parsed already for inputs, else from ``config``."""
