@@ -27,6 +27,8 @@ class Enrich:
     def process(self, envelope, collector, coordinator):
         with LOCK:
             SEEN.setdefault(self.task, []).append(envelope.ssp.stream)
+        if "write" in envelope.message:  # a task trying to write its adjunct store
+            self.products.put(envelope.message["sku"], {"name": "written by the task"})
         sku = envelope.message["sku"]
         product = self.products.get(sku)
         with self.products.all() as it:
