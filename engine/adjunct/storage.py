@@ -36,15 +36,15 @@ from weir.recovery.bulk import DEFAULT_BUDGET_BYTES, RunBuilder
 from weir.recovery.checkpoint import Checkpoint
 from weir.recovery.storage import task_directory_name
 from weir.recovery.validity import Found
-from weir.stores.adjunct import RejectedKeys
 from weir.stores.config import Config
 from weir.stores.errors import ConfigError
 from weir.stores.spec import StoreSpec
 
-from weir.engine.adjunct.extract import (SEAL_KEY_BYTES, AdjunctKeyError, make_extractor)
+from weir.engine.adjunct.extract import SEAL_KEY_BYTES, make_extractor
 from weir.engine.adjunct.manager import AdjunctDataStoreManager, Feed
 from weir.engine.adjunct.settings import JOB_ADSTORE_MANAGER_FACTORY, AdjunctBinding, AdjunctSettings
 from weir.engine.config.job import JobConfig, StoreBase
+from weir.engine.errors import SystemError_
 from weir.engine.model import IncomingMessageEnvelope, SystemStreamPartition, TaskName
 from weir.engine.systems.changelog import SystemChangelogSource
 from weir.engine.systems.registry import SystemRegistry, _import_target
@@ -199,9 +199,15 @@ class AdjunctStorage:
         if self._bulk_ok(unit):
             unit.stats.bulk = True
             return self._bulk(unit, ssp, source, start, end)
+        return self._records(unit, ssp, source, start, end)
+
+    def _records(self, unit: _Unit, ssp: SystemStreamPartition, source: SystemChangelogSource,
+                 start: int, end: int) -> int:
+        """Read ``[start, end]`` record by record through the extractor (as the task's
+        manager applies messages while running)."""
         serdes = self.registry.serdes_for(ssp.system_stream)
-        feed = Feed(unit.store, unit.extractor, True)
-        manager = AdjunctDataStoreManager(unit.writer, {ssp: [feed]}, {})
+        manager = AdjunctDataStoreManager(unit.writer, {ssp: [Feed(unit.store, unit.extractor,
+                                                                   True)]}, {})
         records = 0
         for offset, key, value in source.read(start, end):
             manager.apply(serdes.deserialize(IncomingMessageEnvelope(ssp, offset, key, value)))
@@ -223,36 +229,31 @@ class AdjunctStorage:
         records = 0
         empty = not store.offsets or all(o < 0 for o in store.offsets.values())
         first = start
-        for batch in source.read_batches(start, end, into=builder.pairs):
-            if batch.pairs is not builder.pairs:
-                builder.add(batch)
-            else:
-                builder.pending_bytes += batch.nbytes
-            records += batch.records
-            pairs = builder.pairs
-            pairs.pop(SEAL_KEY_BYTES, None)  # a seal means nothing to a store that is not versioned
-            if None in pairs:
-                pairs.pop(None)
-                self._null_keys(unit, ssp, source, first, batch.last)
-            if builder.pending_bytes >= self.budget_bytes:
+        try:
+            for batch in source.read_batches(start, end, into=builder.pairs):
+                if batch.pairs is not builder.pairs:
+                    builder.add(batch)
+                else:
+                    builder.pending_bytes += batch.nbytes
+                records += batch.records
+                # A seal means nothing to a store that is not versioned.
+                builder.pairs.pop(SEAL_KEY_BYTES, None)
+                if builder.pending_bytes >= self.budget_bytes:
+                    store.load_bytes(builder, empty=empty)
+                    empty = False
+                first = batch.last + 1
+                store.applied(str(ssp.partition), batch.last)
+        except SystemError_:
+            # The bulk reader takes keyed records only (it refuses a record without key):
+            # what it collected is loaded, and the rest is read record by record, where a
+            # message without key is rejected with its offset (or dropped and counted).
+            builder.pairs.pop(None, None)
+            if len(builder):
                 store.load_bytes(builder, empty=empty)
-                empty = False
-            first = batch.last + 1
-            store.applied(str(ssp.partition), batch.last)
+            return records + self._records(unit, ssp, source, first, end)
         if len(builder):
             store.load_bytes(builder, empty=empty)
         return records
-
-    def _null_keys(self, unit: _Unit, ssp: SystemStreamPartition, source: SystemChangelogSource,
-                   first: int, last: int) -> None:
-        """Messages without key in ``[first, last]`` (found by the bulk read): the first one
-        is an AdjunctKeyError, or each is dropped and counted."""
-        for offset, key, _ in source.read(first, last):
-            if key is not None:
-                continue
-            if unit.binding.spec.on_rejected_key is RejectedKeys.FAIL:
-                raise AdjunctKeyError(unit.spec.name, ssp, offset, "the message has no key")
-            unit.store.counters.rejected += 1
 
     # -- what the tasks get ----------------------------------------------------------------
     def starts(self, task: TaskName) -> dict[SystemStreamPartition, int]:

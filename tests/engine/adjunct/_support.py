@@ -99,11 +99,33 @@ def read(registry: SystemRegistry, stream: str) -> list:
 
 
 def run(cfg: Config, container_id: str = "0", **kwargs) -> Container:
+    container = build(cfg, container_id, **kwargs)
+    container.run()
+    return container
+
+
+def build(cfg: Config, container_id: str = "0", **kwargs) -> Container:
     registry = SystemRegistry(cfg)
     from weir.engine.config.streams import all_input_streams
     counts = registry.partition_counts(all_input_streams(cfg))
     model = build_job_model(cfg, counts)
-    container = Container(cfg, model, container_id, registry=registry,
-                          progress=ProgressMode.QUIET, **kwargs)
-    container.run()
-    return container
+    return Container(cfg, model, container_id, registry=registry,
+                     progress=ProgressMode.QUIET, **kwargs)
+
+
+def contents(cfg: Config, owner: str = "broadcast-container-0", store: str = "products") -> dict:
+    """What the (closed) persistent adjunct store of ``owner`` holds now, served version."""
+    from weir.recovery.adjunct import AdjunctStore, read_adjunct_offsets
+    from weir.stores.adjunct import AdjunctSpec
+    from weir.stores.spec import StoreSpec
+    directory = Path(cfg["job.logged.store.base.dir"]) / store / owner
+    recorded = read_adjunct_offsets(directory)
+    spec = StoreSpec.from_config(cfg, store)
+    s = AdjunctStore(spec, AdjunctSpec.from_config(cfg, store), directory, cfg,
+                     partitions=list(recorded.offsets))
+    s.open(recorded)
+    try:
+        with s.view().all() as it:
+            return dict(it)
+    finally:
+        s.close()
