@@ -137,11 +137,15 @@ class AdjunctOffsets:
     serving: int | None = 0
     building: int | None = None
     written_at_ms: int = 0
+    sealed: tuple[str, ...] = ()
+    """Partitions whose seal of the version being built was read already (a version is
+    served once every partition sealed it)."""
 
     def to_bytes(self) -> bytes:
         body = {"format": _FORMAT, "store": self.store, "engine": self.engine,
                 "input": self.input, "offsets": dict(self.offsets), "serving": self.serving,
-                "building": self.building, "written_at_ms": self.written_at_ms}
+                "building": self.building, "written_at_ms": self.written_at_ms,
+                "sealed": list(self.sealed)}
         raw = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
         return orjson.dumps({"crc32": zlib.crc32(raw), "body": body},
                             option=orjson.OPT_SORT_KEYS) + b"\n"
@@ -174,7 +178,8 @@ def read_adjunct_offsets(directory: Path) -> AdjunctOffsets | _Unreadable:
             return _Unreadable.CORRUPT
         return AdjunctOffsets(body["store"], body["engine"], body["input"],
                               {str(k): int(v) for k, v in body["offsets"].items()},
-                              body["serving"], body["building"], int(body["written_at_ms"]))
+                              body["serving"], body["building"], int(body["written_at_ms"]),
+                              tuple(str(p) for p in body.get("sealed", ())))
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
         return _Unreadable.CORRUPT
 
@@ -340,6 +345,7 @@ class AdjunctStore:
         self._building: _Version | None = None
         self._closed = False
         self._dirty = False
+        self._sealed: set[str] = set()
 
     # -- life ------------------------------------------------------------------------------
     def open(self, recorded: AdjunctOffsets | None, *, recreate: bool = False) -> None:
@@ -353,9 +359,11 @@ class AdjunctStore:
             self.directory.mkdir(parents=True, exist_ok=True)
         if recorded is None:
             self.offsets = {}
+            self._sealed = set()
             serving, building = (None, 1) if self.adjunct.versioned else (0, None)
         else:
             self.offsets = dict(recorded.offsets)
+            self._sealed = set(recorded.sealed)
             serving, building = recorded.serving, recorded.building
         if self.directory is not None:  # versions the offset file does not name: leftovers
             keep = {f"v{v}" for v in (serving, building) if v is not None}
@@ -482,12 +490,18 @@ class AdjunctStore:
         self._dirty = True
 
     def seal(self, partition: str, offset: int) -> None:
-        """A seal marker at ``offset``: serve the version built so far, start the next one,
-        record it, and drop the old version once no reader holds it. A store that is not
-        versioned only records the offset."""
+        """A seal marker at ``offset`` of ``partition``. Once every partition of the store
+        sealed the version being built: serve it, start the next one, record it, and drop the
+        old version once no reader holds it. A store that is not versioned only records the
+        offset."""
         self.applied(partition, offset)
         if not self.adjunct.versioned:
             return
+        self._sealed.add(str(partition))
+        if not self._sealed.issuperset(self.partitions):
+            self.record()  # this partition's seal must survive a restart
+            return
+        self._sealed = set()
         new = self._building
         assert new is not None
         new.typed.flush()
@@ -534,7 +548,7 @@ class AdjunctStore:
         write_adjunct_offsets(self.directory, AdjunctOffsets(
             self.name, self.spec.engine.value, ".".join(self.adjunct.input),
             {p: self.offsets.get(p, -1) for p in self.partitions}, self.serving, self.building,
-            time.time_ns() // 1_000_000))
+            time.time_ns() // 1_000_000, tuple(sorted(self._sealed))))
 
     def describe(self) -> dict[str, Any]:
         """Plain data for status and tools: versions, offsets, counters."""

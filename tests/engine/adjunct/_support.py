@@ -129,3 +129,52 @@ def contents(cfg: Config, owner: str = "broadcast-container-0", store: str = "pr
             return dict(it)
     finally:
         s.close()
+
+
+def model_config(tmp_path: Path, **extra: str) -> Config:
+    """The Versions job: a broadcast, bootstrapped, versioned store ``model`` from stream
+    ``model`` (one partition) beside the products store; clicks on a thread pool."""
+    values = {
+        "task.broadcast.inputs": f"{SYSTEM}.products#[0-{PARTITIONS - 1}],{SYSTEM}.model#0",
+        "stores.model.factory": "rocksdb",
+        "stores.model.key.serde": "string",
+        "stores.model.msg.serde": "json",
+        "stores.model.adstore.input": f"{SYSTEM}.model",
+        "stores.model.adstore.versioned": "true",
+        f"systems.{SYSTEM}.streams.model.samza.bootstrap": "true",
+        "job.container.thread.pool.size": "2",
+        "task.max.concurrency": "2",
+        "task.commit.ms": "50",
+    }
+    values.update(extra)
+    return config(tmp_path, task="Versions", **values)
+
+
+def model_version(registry: SystemRegistry, version: int, rows: int = 50, *,
+                  first: int = 0, seal: bool = True) -> None:
+    """Rows ``first..rows-1`` of dataset version ``version`` (plus its ``version`` row), then
+    its seal marker."""
+    from weir.engine.adjunct import seal_dataset
+    records = [(f"w{i}", {"version": version}) for i in range(first, rows)]
+    if first == 0:
+        records.insert(0, ("version", version))
+    produce(registry, "model", records, partition=0)
+    if seal:
+        seal_dataset(registry, SYSTEM, "model", [0])
+
+
+def wait_for(condition, timeout: float = 60.0) -> None:
+    import time
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def store_of(container: Container, name: str):
+    """The adjunct store ``name`` of a started container (None before it is opened)."""
+    if container.adjunct is None:
+        return None
+    return next(u.store for u in container.adjunct.units if u.spec.name == name)

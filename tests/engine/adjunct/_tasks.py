@@ -56,7 +56,8 @@ class Versions:
         ssp = envelope.ssp
         collector.send(OutgoingMessageEnvelope(
             SystemStream(ssp.system, "scored"),
-            {"first": first, "last": last, "rows": sorted(versions)}, envelope.key,
+            {"first": first, "last": last, "rows": sorted(versions), "click": envelope.key},
+            envelope.key,
             partition=ssp.partition))
 
 
