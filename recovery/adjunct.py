@@ -418,7 +418,7 @@ class AdjunctStore:
         if self.adjunct.versioned:
             return VersionedView(self)
         assert self._serving is not None
-        return ReadOnlyView(self._serving.typed)
+        return _ServedView(self._serving.typed)
 
     def current(self) -> Any:
         """The typed store a read uses now: the version pinned by this thread, else the
@@ -487,6 +487,14 @@ class AdjunctStore:
         keys, values, deletes = builder.take(drop_tombstones=empty)
         load_run(version.engine, keys, values, deletes=deletes)
         self.counters.bulk_records += records
+        self._dirty = True
+
+    def ingest_files(self, files: list[str]) -> None:
+        """Ingest SST files (built by restore worker processes from a bootstrap read) into
+        the version being written, in order, below serdes and cache; before readers exist."""
+        version = self._building if self.adjunct.versioned else self._serving
+        assert version is not None
+        version.engine.ingest_files(files)
         self._dirty = True
 
     def seal(self, partition: str, offset: int) -> None:
@@ -630,6 +638,22 @@ class _EmptyIterator:
 
 
 _EMPTY = _Empty()
+
+
+class _ServedView(ReadOnlyView):
+    """The read-only view of a store that is not versioned, with ``get`` and ``get_all``
+    bound straight to the store (one call less on the lookup path of a join); after
+    :meth:`close` they go through the view's checks again."""
+
+    def __init__(self, store: Any):
+        super().__init__(store)
+        self.get = store.get
+        self.get_all = store.get_all
+
+    def close(self) -> None:
+        super().close()
+        self.__dict__.pop("get", None)
+        self.__dict__.pop("get_all", None)
 
 
 class VersionedView(ReadOnlyView):

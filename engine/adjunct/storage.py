@@ -26,10 +26,16 @@ them (:mod:`weir.engine.adjunct.manager`).
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import threading
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+from weir.recovery._workers import (RestoreWorkerError, RestoreWorkers, WorkerChangelogError,
+                                    sst_job)
 from weir.recovery.adjunct import (AdjunctDecision, AdjunctStart, AdjunctStore,
                                    check_adjunct_store, decide_adjunct)
 from weir.recovery.bulk import DEFAULT_BUDGET_BYTES, RunBuilder
@@ -38,7 +44,7 @@ from weir.recovery.storage import task_directory_name
 from weir.recovery.validity import Found
 from weir.stores.config import Config
 from weir.stores.errors import ConfigError
-from weir.stores.spec import StoreSpec
+from weir.stores.spec import EngineKind, StoreSpec
 
 from weir.engine.adjunct.extract import SEAL_KEY_BYTES, make_extractor
 from weir.engine.adjunct.manager import AdjunctDataStoreManager, Feed
@@ -52,6 +58,12 @@ from weir.engine.systems.registry import SystemRegistry, _import_target
 __all__ = ["AdjunctStorage", "AdjunctTaskStorage", "BootstrapStats"]
 
 log = logging.getLogger("weir.adjunct")
+
+WORKER_MIN_BYTES = 32 << 20
+"""File-log bytes of a bulk bootstrap from which it runs on restore worker processes."""
+
+_TO_HEAD = (1 << 63) - 1
+"""The end of a bootstrap read: whatever the partition holds when the read gets there."""
 
 
 class BootstrapStats:
@@ -94,8 +106,11 @@ class AdjunctStorage:
     def __init__(self, settings: AdjunctSettings, specs: Mapping[str, StoreSpec],
                  tasks: Mapping[TaskName, Any], container_id: str, job: JobConfig,
                  registry: SystemRegistry, config: Config, *, concurrent: bool = False,
-                 budget_bytes: int = DEFAULT_BUDGET_BYTES):
+                 budget_bytes: int = DEFAULT_BUDGET_BYTES, workers: int | None = None,
+                 worker_min_bytes: int = WORKER_MIN_BYTES):
         self.settings = settings
+        self.workers = workers
+        self.worker_min_bytes = worker_min_bytes
         self.registry = registry
         self.config = config
         self.container_id = str(container_id)
@@ -129,28 +144,33 @@ class AdjunctStorage:
     # -- start -----------------------------------------------------------------------------
     def open(self, last: Mapping[TaskName, Checkpoint | None]) -> list[BootstrapStats]:
         """Decide, open and (bootstrap streams) fill every store; see the module docstring."""
-        ssps = sorted({s for u in self.units for s in u.ssps})
-        metadata = self.registry.metadata(ssps) if ssps else {}
         out = []
         try:
             for unit in self.units:
                 unit.extractor = make_extractor(unit.binding.spec, self.config)
-                out.append(self._open_unit(unit, metadata, last))
+                out.append(self._open_unit(unit, last))
         except BaseException:
             self.close()
             raise
         return out
 
-    def _open_unit(self, unit: _Unit, metadata: Mapping[SystemStreamPartition, Any],
-                   last: Mapping[TaskName, Checkpoint | None]) -> BootstrapStats:
+    def _metadata(self, ssps: list[SystemStreamPartition]) -> dict[SystemStreamPartition, Any]:
+        return self.registry.metadata(ssps)
+
+    def _open_unit(self, unit: _Unit, last: Mapping[TaskName, Checkpoint | None]
+                   ) -> BootstrapStats:
         store, spec = unit.store, unit.spec
-        bounds = {}
-        for ssp in unit.ssps:
-            md = metadata.get(ssp)
-            if md is not None:
-                bounds[str(ssp.partition)] = (md.oldest, None if md.is_empty else md.newest)
+        # Partition metadata only where it decides something: the file log finds a
+        # partition's newest offset by scanning its active segment, which costs as much as
+        # reading it; a bootstrap reads to the head without it.
         if spec.persistent:
-            check = check_adjunct_store(store.directory, spec=spec, adjunct=unit.binding.spec,
+            directory = store.directory
+            metadata = {}
+            if directory is not None and directory.is_dir() and any(directory.iterdir()):
+                metadata = self._metadata(unit.ssps)
+            bounds = {str(s.partition): (md.oldest, None if md.is_empty else md.newest)
+                      for s, md in metadata.items()}
+            check = check_adjunct_store(directory, spec=spec, adjunct=unit.binding.spec,
                                         partitions=[str(s.partition) for s in unit.ssps],
                                         bounds=bounds)
             found, reason, recorded = check.found, check.reason, check.recorded
@@ -163,28 +183,37 @@ class AdjunctStorage:
         stats = unit.stats = BootstrapStats(spec.name, owner, decision, reason)
         store.open(recorded if found is Found.VALID else None, recreate=decision.recreate)
         self._opened.append(store)
+        starts: dict[SystemStreamPartition, int | None]
         if decision.start is AdjunctStart.STORE_OFFSET:
             starts = {s: store.offsets.get(str(s.partition), -1) + 1 for s in unit.ssps}
         elif decision.start is AdjunctStart.OLDEST:
-            starts = {s: metadata[s].oldest if s in metadata else 0 for s in unit.ssps}
+            starts = {s: 0 for s in unit.ssps}  # below the oldest offset: from the oldest
         else:
             starts = self._checkpointed(unit, last)
         if decision.blocking:
             started = time.perf_counter()
-            for ssp in unit.ssps:
-                md = metadata.get(ssp)
-                if md is None or md.is_empty or starts.get(ssp, 0) > md.newest:
-                    continue
+            done = self._bootstrap_in_workers(unit, starts)
+            for ssp, (read, head) in done.items():
+                stats.records += read
+                starts[ssp] = head + 1 if head is not None else self._upcoming(ssp, starts[ssp])
+            for ssp in [s for s in unit.ssps if s not in done]:
                 start = starts.get(ssp)
                 if start is None:  # checkpoint row without a checkpoint: the whole stream
-                    start = md.oldest
-                stats.records += self._bootstrap(unit, ssp, max(start, md.oldest), md.newest)
-                starts[ssp] = md.newest + 1
+                    start = 0
+                read, head = self._bootstrap(unit, ssp, start)
+                stats.records += read
+                starts[ssp] = head + 1 if head is not None else self._upcoming(ssp, start)
             store.flush()
             stats.seconds = time.perf_counter() - started
         unit.starts = {s: o for s, o in starts.items() if o is not None}
         log.info("%s", stats.line())
         return stats
+
+    def _upcoming(self, ssp: SystemStreamPartition, start: int) -> int:
+        """Where the consumers start on a partition a bootstrap found nothing in from
+        ``start``: its upcoming offset when that is later."""
+        md = self._metadata([ssp]).get(ssp)
+        return max(start, md.upcoming) if md is not None else start
 
     def _checkpointed(self, unit: _Unit, last: Mapping[TaskName, Checkpoint | None]
                       ) -> dict[SystemStreamPartition, int | None]:
@@ -193,26 +222,115 @@ class AdjunctStorage:
         done = cp.input_offsets if cp is not None else {}
         return {s: (done[s] + 1 if s in done else None) for s in unit.ssps}
 
-    def _bootstrap(self, unit: _Unit, ssp: SystemStreamPartition, start: int, end: int) -> int:
-        """Read ``[start, end]`` of ``ssp`` into the unit's store; returns records read."""
+    def _bootstrap(self, unit: _Unit, ssp: SystemStreamPartition, start: int
+                   ) -> tuple[int, int | None]:
+        """Read ``ssp`` from ``start`` to its head into the unit's store; returns the records
+        read and the last offset read (None: nothing there)."""
         source = SystemChangelogSource(self.registry, ssp)
+        reader = source.bulk_reader()
+        if reader is None:  # not the file log: bounded by the partition's metadata
+            md = self._metadata([ssp]).get(ssp)
+            if md is None or md.is_empty or start > md.newest:
+                return 0, None
+            start, end = max(start, md.oldest), md.newest
+            if self._bulk_ok(unit):
+                unit.stats.bulk = True
+                return self._bulk(unit, ssp, source.read_batches(start, end), source, start,
+                                  end)
+            return self._records(unit, ssp, source, start, end)
+        # The file log: its bulk reader reads from the oldest offset at or after ``start`` to
+        # whatever the partition holds when it gets there, without a metadata scan first.
         if self._bulk_ok(unit):
             unit.stats.bulk = True
-            return self._bulk(unit, ssp, source, start, end)
-        return self._records(unit, ssp, source, start, end)
+            pairs: dict = {}
+            return self._bulk(unit, ssp, reader(start, _TO_HEAD, into=pairs), source, start,
+                              _TO_HEAD, pairs=pairs)
+        return self._records(unit, ssp, source, start, _TO_HEAD)
+
+    def _bootstrap_in_workers(self, unit: _Unit, starts: Mapping[SystemStreamPartition, Any]
+                              ) -> dict[SystemStreamPartition, tuple[int, int | None]]:
+        """A large bulk bootstrap of a RocksDB store from the file log, on restore worker
+        processes (``job.container.restore.worker.processes``): every partition, split at
+        segment boundaries, read and written as sorted SST files in parallel, then ingested
+        in partition and offset order. Returns what was read per partition; nothing (the
+        caller reads in this process) when it does not apply, or when a worker failed (the
+        caller then meets the failure where it can name the record)."""
+        if (self.workers is None or unit.spec.engine is not EngineKind.ROCKSDB
+                or not self._bulk_ok(unit)):
+            return {}
+        sources = {s: SystemChangelogSource(self.registry, s) for s in unit.ssps}
+        readers = {s: src.bulk_reader() for s, src in sources.items()}
+        if any(r is None for r in readers.values()):
+            return {}
+        total = sum(_partition_bytes(src) for src in sources.values())
+        if total < self.worker_min_bytes:
+            return {}
+        store = unit.store
+        empty = not store.offsets or all(o < 0 for o in store.offsets.values())
+        staging = Path(f"{store.directory}.bootstrap-sst")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        lock = threading.Lock()
+        heads: dict[SystemStreamPartition, int] = {}
+
+        def progress_of(ssp: SystemStreamPartition):
+            def progress(last: int, records: int, nbytes: int) -> None:
+                with lock:
+                    heads[ssp] = max(heads.get(ssp, -1), last)
+            return progress
+
+        try:
+            with RestoreWorkers(self.workers) as workers:
+                jobs = []
+                for ssp in unit.ssps:
+                    start = starts.get(ssp) or 0
+                    parts = sources[ssp].split(start, _TO_HEAD, workers.size)
+                    for lo, hi in parts:
+                        first = empty and not jobs
+                        jobs.append((ssp, workers.submit(
+                            sst_job, readers[ssp], lo, hi, str(staging), unit.spec.rocksdb,
+                            self.budget_bytes, first, f"p{ssp.partition:05d}-{lo:020d}",
+                            progress=progress_of(ssp))))
+                results: dict[SystemStreamPartition, list] = {}
+                for ssp, future in jobs:
+                    try:
+                        results.setdefault(ssp, []).append(future.result())
+                    except (RestoreWorkerError, WorkerChangelogError) as exc:
+                        log.info("adjunct store '%s': a bootstrap worker failed (%s); reading "
+                                 "in this process instead", unit.spec.name, exc)
+                        return {}
+            files = [f for ssp in unit.ssps for r in results.get(ssp, ()) for f in r.files]
+            store.ingest_files(files)
+            unit.stats.bulk = True
+            out = {}
+            for ssp in unit.ssps:
+                head = heads.get(ssp)
+                out[ssp] = (sum(r.records for r in results.get(ssp, ())), head)
+                if head is not None:
+                    store.applied(str(ssp.partition), head)
+            return out
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
     def _records(self, unit: _Unit, ssp: SystemStreamPartition, source: SystemChangelogSource,
-                 start: int, end: int) -> int:
+                 start: int, end: int) -> tuple[int, int | None]:
         """Read ``[start, end]`` record by record through the extractor (as the task's
-        manager applies messages while running)."""
+        manager applies messages while running); returns records read and the last offset."""
         serdes = self.registry.serdes_for(ssp.system_stream)
         manager = AdjunctDataStoreManager(unit.writer, {ssp: [Feed(unit.store, unit.extractor,
                                                                    True)]}, {})
+        if end == _TO_HEAD:
+            md = self._metadata([ssp]).get(ssp)
+            if md is None or md.is_empty:
+                return 0, None
+            end = md.newest
         records = 0
+        last = None
         for offset, key, value in source.read(start, end):
             manager.apply(serdes.deserialize(IncomingMessageEnvelope(ssp, offset, key, value)))
             records += 1
-        return records
+            last = offset
+        return records, last
 
     def _bulk_ok(self, unit: _Unit) -> bool:
         adjunct, spec = unit.binding.spec, unit.spec
@@ -222,38 +340,48 @@ class AdjunctStorage:
         return (_same_serde(serdes.key_serde_name, spec.key_serde)
                 and _same_serde(serdes.msg_serde_name, spec.value_serde))
 
-    def _bulk(self, unit: _Unit, ssp: SystemStreamPartition, source: SystemChangelogSource,
-              start: int, end: int) -> int:
+    def _bulk(self, unit: _Unit, ssp: SystemStreamPartition, batches: Any,
+              source: SystemChangelogSource, start: int, end: int, *,
+              pairs: dict | None = None) -> tuple[int, int | None]:
+        """Collect ``batches`` into de-duplicated runs and bulk-load them (see the module
+        docstring); ``pairs`` is the dict the batches' reader stores into, when it does.
+        Returns records read and the last offset read."""
         store = unit.store
         builder = RunBuilder()
+        if pairs is not None:
+            builder.pairs = pairs
         records = 0
+        head = None
         empty = not store.offsets or all(o < 0 for o in store.offsets.values())
-        first = start
+        partition = str(ssp.partition)
         try:
-            for batch in source.read_batches(start, end, into=builder.pairs):
+            for batch in batches:
                 if batch.pairs is not builder.pairs:
                     builder.add(batch)
                 else:
                     builder.pending_bytes += batch.nbytes
                 records += batch.records
-                # A seal means nothing to a store that is not versioned.
-                builder.pairs.pop(SEAL_KEY_BYTES, None)
+                head = batch.last
                 if builder.pending_bytes >= self.budget_bytes:
+                    builder.pairs.pop(SEAL_KEY_BYTES, None)
                     store.load_bytes(builder, empty=empty)
                     empty = False
-                first = batch.last + 1
-                store.applied(str(ssp.partition), batch.last)
+                store.applied(partition, head)
         except SystemError_:
             # The bulk reader takes keyed records only (it refuses a record without key):
             # what it collected is loaded, and the rest is read record by record, where a
             # message without key is rejected with its offset (or dropped and counted).
             builder.pairs.pop(None, None)
+            builder.pairs.pop(SEAL_KEY_BYTES, None)
             if len(builder):
                 store.load_bytes(builder, empty=empty)
-            return records + self._records(unit, ssp, source, first, end)
+            first = head + 1 if head is not None else start
+            more, last = self._records(unit, ssp, source, first, end)
+            return records + more, last if last is not None else head
+        builder.pairs.pop(SEAL_KEY_BYTES, None)  # a seal means nothing to this store
         if len(builder):
             store.load_bytes(builder, empty=empty)
-        return records
+        return records, head
 
     # -- what the tasks get ----------------------------------------------------------------
     def starts(self, task: TaskName) -> dict[SystemStreamPartition, int]:
@@ -334,6 +462,18 @@ class AdjunctTaskStorage:
 
     def __getattr__(self, name: str) -> Any:  # restore_stats, logged_stores, ...
         return getattr(self.inner, name)
+
+
+def _partition_bytes(source: SystemChangelogSource) -> int:
+    """Bytes of a file-log partition's segment files (0 when they cannot be listed)."""
+    location = source._location()
+    if location is None:
+        return 0
+    try:
+        with os.scandir(str(location)) as entries:
+            return sum(e.stat().st_size for e in entries if e.is_file())
+    except OSError:
+        return 0
 
 
 def _same_serde(stream: str, store: str) -> bool:

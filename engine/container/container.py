@@ -227,7 +227,9 @@ class Container:
         last = {name: checkpoints.read_last(name) for name in tasks}
         storages = self._restore(specs, last, checkpoints)
         adjunct = self._open_adjuncts(last)
-        metadata = self.registry.metadata(self._ssps_without_position(last))
+        decided = set() if adjunct is None else {s for name in tasks for s in adjunct.starts(name)}
+        metadata = self.registry.metadata([s for s in self._ssps_without_position(last)
+                                           if s not in decided])
         runner = AsyncioThread(f"weir-asyncio-{self.container_id}")
         closers.callback(runner.stop)
         producers = dict(self._producers)
@@ -280,6 +282,8 @@ class Container:
         adjunct = AdjunctStorage(settings.adjuncts, {s.name: s for s in settings.stores},
                                  self.model.tasks, self.container_id, self.job, self.registry,
                                  self.config, budget_bytes=settings.restore.options.budget_bytes,
+                                 workers=(settings.restore.pool_size(1 << 30)
+                                          if settings.restore.worker_processes else None),
                                  concurrent=run_loop.thread_pool_size > 0
                                  or run_loop.max_concurrency > 1)
         self._closers.callback(adjunct.close)  # after the task instances (closed in reverse)
