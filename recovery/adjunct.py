@@ -104,6 +104,7 @@ __all__ = [
     "VersionedView",
     "check_adjunct_store",
     "decide_adjunct",
+    "list_adjunct_stores",
     "pinned",
     "read_adjunct_offsets",
     "write_adjunct_offsets",
@@ -182,6 +183,21 @@ def read_adjunct_offsets(directory: Path) -> AdjunctOffsets | _Unreadable:
                               tuple(str(p) for p in body.get("sealed", ())))
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
         return _Unreadable.CORRUPT
+
+
+def list_adjunct_stores(base: Path) -> list[tuple[Path, AdjunctOffsets | str]]:
+    """Every adjunct store under a store base directory (``<base>/<store>/<owner>``) with
+    what its offset file records (versions served and built, offsets), or why it cannot be
+    read: for tools that show a job's state."""
+    out: list[tuple[Path, AdjunctOffsets | str]] = []
+    base = Path(base)
+    if not base.is_dir():
+        return out
+    for path in sorted(base.glob(f"*/*/{ADJUNCT_OFFSETS_FILE}")):
+        recorded = read_adjunct_offsets(path.parent)
+        out.append((path.parent, recorded.value if isinstance(recorded, _Unreadable)
+                    else recorded))
+    return out
 
 
 # ----------------------------------------------------------------------------------------
@@ -487,14 +503,6 @@ class AdjunctStore:
         keys, values, deletes = builder.take(drop_tombstones=empty)
         load_run(version.engine, keys, values, deletes=deletes)
         self.counters.bulk_records += records
-        self._dirty = True
-
-    def ingest_files(self, files: list[str]) -> None:
-        """Ingest SST files (built by restore worker processes from a bootstrap read) into
-        the version being written, in order, below serdes and cache; before readers exist."""
-        version = self._building if self.adjunct.versioned else self._serving
-        assert version is not None
-        version.engine.ingest_files(files)
         self._dirty = True
 
     def seal(self, partition: str, offset: int) -> None:

@@ -26,16 +26,10 @@ them (:mod:`weir.engine.adjunct.manager`).
 from __future__ import annotations
 
 import logging
-import os
-import shutil
-import threading
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from weir.recovery._workers import (RestoreWorkerError, RestoreWorkers, WorkerChangelogError,
-                                    sst_job)
 from weir.recovery.adjunct import (AdjunctDecision, AdjunctStart, AdjunctStore,
                                    check_adjunct_store, decide_adjunct)
 from weir.recovery.bulk import DEFAULT_BUDGET_BYTES, RunBuilder
@@ -44,7 +38,7 @@ from weir.recovery.storage import task_directory_name
 from weir.recovery.validity import Found
 from weir.stores.config import Config
 from weir.stores.errors import ConfigError
-from weir.stores.spec import EngineKind, StoreSpec
+from weir.stores.spec import StoreSpec
 
 from weir.engine.adjunct.extract import SEAL_KEY_BYTES, make_extractor
 from weir.engine.adjunct.manager import AdjunctDataStoreManager, Feed
@@ -58,9 +52,6 @@ from weir.engine.systems.registry import SystemRegistry, _import_target
 __all__ = ["AdjunctStorage", "AdjunctTaskStorage", "BootstrapStats"]
 
 log = logging.getLogger("weir.adjunct")
-
-WORKER_MIN_BYTES = 32 << 20
-"""File-log bytes of a bulk bootstrap from which it runs on restore worker processes."""
 
 _TO_HEAD = (1 << 63) - 1
 """The end of a bootstrap read: whatever the partition holds when the read gets there."""
@@ -106,11 +97,8 @@ class AdjunctStorage:
     def __init__(self, settings: AdjunctSettings, specs: Mapping[str, StoreSpec],
                  tasks: Mapping[TaskName, Any], container_id: str, job: JobConfig,
                  registry: SystemRegistry, config: Config, *, concurrent: bool = False,
-                 budget_bytes: int = DEFAULT_BUDGET_BYTES, workers: int | None = None,
-                 worker_min_bytes: int = WORKER_MIN_BYTES):
+                 budget_bytes: int = DEFAULT_BUDGET_BYTES):
         self.settings = settings
-        self.workers = workers
-        self.worker_min_bytes = worker_min_bytes
         self.registry = registry
         self.config = config
         self.container_id = str(container_id)
@@ -192,11 +180,7 @@ class AdjunctStorage:
             starts = self._checkpointed(unit, last)
         if decision.blocking:
             started = time.perf_counter()
-            done = self._bootstrap_in_workers(unit, starts)
-            for ssp, (read, head) in done.items():
-                stats.records += read
-                starts[ssp] = head + 1 if head is not None else self._upcoming(ssp, starts[ssp])
-            for ssp in [s for s in unit.ssps if s not in done]:
+            for ssp in unit.ssps:
                 start = starts.get(ssp)
                 if start is None:  # checkpoint row without a checkpoint: the whole stream
                     start = 0
@@ -246,71 +230,6 @@ class AdjunctStorage:
             return self._bulk(unit, ssp, reader(start, _TO_HEAD, into=pairs), source, start,
                               _TO_HEAD, pairs=pairs)
         return self._records(unit, ssp, source, start, _TO_HEAD)
-
-    def _bootstrap_in_workers(self, unit: _Unit, starts: Mapping[SystemStreamPartition, Any]
-                              ) -> dict[SystemStreamPartition, tuple[int, int | None]]:
-        """A large bulk bootstrap of a RocksDB store from the file log, on restore worker
-        processes (``job.container.restore.worker.processes``): every partition, split at
-        segment boundaries, read and written as sorted SST files in parallel, then ingested
-        in partition and offset order. Returns what was read per partition; nothing (the
-        caller reads in this process) when it does not apply, or when a worker failed (the
-        caller then meets the failure where it can name the record)."""
-        if (self.workers is None or unit.spec.engine is not EngineKind.ROCKSDB
-                or not self._bulk_ok(unit)):
-            return {}
-        sources = {s: SystemChangelogSource(self.registry, s) for s in unit.ssps}
-        readers = {s: src.bulk_reader() for s, src in sources.items()}
-        if any(r is None for r in readers.values()):
-            return {}
-        total = sum(_partition_bytes(src) for src in sources.values())
-        if total < self.worker_min_bytes:
-            return {}
-        store = unit.store
-        empty = not store.offsets or all(o < 0 for o in store.offsets.values())
-        staging = Path(f"{store.directory}.bootstrap-sst")
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        lock = threading.Lock()
-        heads: dict[SystemStreamPartition, int] = {}
-
-        def progress_of(ssp: SystemStreamPartition):
-            def progress(last: int, records: int, nbytes: int) -> None:
-                with lock:
-                    heads[ssp] = max(heads.get(ssp, -1), last)
-            return progress
-
-        try:
-            with RestoreWorkers(self.workers) as workers:
-                jobs = []
-                for ssp in unit.ssps:
-                    start = starts.get(ssp) or 0
-                    parts = sources[ssp].split(start, _TO_HEAD, workers.size)
-                    for lo, hi in parts:
-                        first = empty and not jobs
-                        jobs.append((ssp, workers.submit(
-                            sst_job, readers[ssp], lo, hi, str(staging), unit.spec.rocksdb,
-                            self.budget_bytes, first, f"p{ssp.partition:05d}-{lo:020d}",
-                            progress=progress_of(ssp))))
-                results: dict[SystemStreamPartition, list] = {}
-                for ssp, future in jobs:
-                    try:
-                        results.setdefault(ssp, []).append(future.result())
-                    except (RestoreWorkerError, WorkerChangelogError) as exc:
-                        log.info("adjunct store '%s': a bootstrap worker failed (%s); reading "
-                                 "in this process instead", unit.spec.name, exc)
-                        return {}
-            files = [f for ssp in unit.ssps for r in results.get(ssp, ()) for f in r.files]
-            store.ingest_files(files)
-            unit.stats.bulk = True
-            out = {}
-            for ssp in unit.ssps:
-                head = heads.get(ssp)
-                out[ssp] = (sum(r.records for r in results.get(ssp, ())), head)
-                if head is not None:
-                    store.applied(str(ssp.partition), head)
-            return out
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
 
     def _records(self, unit: _Unit, ssp: SystemStreamPartition, source: SystemChangelogSource,
                  start: int, end: int) -> tuple[int, int | None]:
@@ -462,18 +381,6 @@ class AdjunctTaskStorage:
 
     def __getattr__(self, name: str) -> Any:  # restore_stats, logged_stores, ...
         return getattr(self.inner, name)
-
-
-def _partition_bytes(source: SystemChangelogSource) -> int:
-    """Bytes of a file-log partition's segment files (0 when they cannot be listed)."""
-    location = source._location()
-    if location is None:
-        return 0
-    try:
-        with os.scandir(str(location)) as entries:
-            return sum(e.stat().st_size for e in entries if e.is_file())
-    except OSError:
-        return 0
 
 
 def _same_serde(stream: str, store: str) -> bool:

@@ -282,8 +282,6 @@ class Container:
         adjunct = AdjunctStorage(settings.adjuncts, {s.name: s for s in settings.stores},
                                  self.model.tasks, self.container_id, self.job, self.registry,
                                  self.config, budget_bytes=settings.restore.options.budget_bytes,
-                                 workers=(settings.restore.pool_size(1 << 30)
-                                          if settings.restore.worker_processes else None),
                                  concurrent=run_loop.thread_pool_size > 0
                                  or run_loop.max_concurrency > 1)
         self._closers.callback(adjunct.close)  # after the task instances (closed in reverse)

@@ -148,3 +148,18 @@ def test_a_version_switch_under_concurrent_readers_never_shows_a_mix(tmp_path_fa
         store.close()
     assert not mixes, mixes[:3]
     assert calls[0] > 0
+
+
+def test_list_adjunct_stores_shows_each_stores_versions(tmp_path):
+    from weir.recovery.adjunct import list_adjunct_stores
+    cfg = Config({"stores.m.factory": "rocksdb", "stores.m.key.serde": "string",
+                  "stores.m.msg.serde": "int64", "stores.m.adstore.input": "log.model",
+                  "stores.m.adstore.versioned": "true"})
+    store = AdjunctStore(StoreSpec.from_config(cfg, "m"), AdjunctSpec.from_config(cfg, "m"),
+                         tmp_path / "m" / "Partition_0", cfg, partitions=["0"])
+    store.open(None)
+    write_version(store, 1, 2, 0)
+    store.close()
+    ((path, recorded),) = list_adjunct_stores(tmp_path)
+    assert path == tmp_path / "m" / "Partition_0"
+    assert (recorded.store, recorded.serving, recorded.building) == ("m", 1, 2)
