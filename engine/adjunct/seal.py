@@ -8,13 +8,15 @@ marker. :func:`seal_dataset` is the API call; ``weir log produce STREAM --seal``
 Example::
 
     >>> from weir.stores.config import Config
-    >>> from weir.engine.systems.registry import SystemRegistry
-    >>> reg = SystemRegistry(Config({"systems.m.factory": "memory"}))
     >>> from weir.engine.systems.api import StreamSpec
-    >>> reg.admin("m").create_stream(StreamSpec("model", 2))
+    >>> from weir.engine.systems.memory import reset_memory_systems
+    >>> from weir.engine.systems.registry import SystemRegistry
+    >>> reg = SystemRegistry(Config({"systems.seal-doc.factory": "memory"}))
+    >>> reg.admin("seal-doc").create_stream(StreamSpec("model", 2))
     True
-    >>> seal_dataset(reg, "m", "model")
+    >>> seal_dataset(reg, "seal-doc", "model")
     {0: 0, 1: 0}
+    >>> reset_memory_systems("seal-doc")
 """
 
 from __future__ import annotations

@@ -91,3 +91,20 @@ def CountingManager(task_name, feeds, views):
 
 
 CountingManager.applied = 0
+
+
+class AsyncEnrich(Enrich):
+    """Enrich as a coroutine task (``async def process``)."""
+
+    async def process(self, envelope, collector, coordinator):
+        Enrich.process(self, envelope, collector, coordinator)
+
+
+class CallbackEnrich(Enrich):
+    """Enrich as a callback task (``process_async`` completing its callback)."""
+
+    process = None
+
+    def process_async(self, envelope, collector, coordinator, callback):
+        Enrich.process(self, envelope, collector, coordinator)
+        callback.complete()

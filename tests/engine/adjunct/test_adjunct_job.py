@@ -216,3 +216,18 @@ def test_an_adjunct_stream_that_is_no_input_is_refused(tmp_path):
     cfg, registry = prepare(tmp_path, **{"task.broadcast.inputs": ""})
     with pytest.raises(ConfigError, match="task.inputs.*task.broadcast.inputs"):
         S.run(cfg)
+
+
+@pytest.mark.parametrize("task,extra", [
+    ("Enrich", {}),
+    ("Enrich", {"job.container.thread.pool.size": "2", "task.max.concurrency": "2"}),
+    ("AsyncEnrich", {}),
+    ("CallbackEnrich", {"job.container.thread.pool.size": "2"}),
+], ids=["sync-inline", "sync-thread-pool", "coroutine", "callback"])
+def test_every_task_shape_gets_only_its_own_messages_and_reads_the_store(tmp_path, task, extra):
+    cfg, registry = prepare(tmp_path, bootstrap=False, task=task, **extra)
+    S.run(cfg)
+    assert {s for streams in T.SEEN.values() for s in streams} == {"clicks"}
+    assert sum(len(v) for v in T.SEEN.values()) == len(CLICKS)
+    assert len(S.read(registry, "enriched")) == len(CLICKS)
+    assert len(S.contents(cfg)) == 20
