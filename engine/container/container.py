@@ -226,7 +226,7 @@ class Container:
         closers.callback(checkpoints.stop)
         last = {name: checkpoints.read_last(name) for name in tasks}
         storages = self._restore(specs, last, checkpoints)
-        adjunct = self._open_adjuncts(last)
+        adjunct = self._open_adjuncts(last, checkpoints)
         decided = set() if adjunct is None else {s for name in tasks for s in adjunct.starts(name)}
         metadata = self.registry.metadata([s for s in self._ssps_without_position(last)
                                            if s not in decided])
@@ -272,9 +272,13 @@ class Container:
         self.loop = RunLoop(self.instances, self.consumers, settings.run_loop,
                             name=f"container-{self.container_id}", metrics=settings.metrics)
 
-    def _open_adjuncts(self, last: dict[TaskName, Checkpoint | None]) -> AdjunctStorage | None:
+    def _open_adjuncts(self, last: dict[TaskName, Checkpoint | None],
+                       checkpoints: FileCheckpointManager) -> AdjunctStorage | None:
         """Decide, open and bootstrap the container's adjunct stores (before any task is
-        initialized); None when the job has none."""
+        initialized); None when the job has none. An adjunct partition whose store restarts
+        below a task's checkpointed offset (a broadcast reader that skipped further than the
+        writer's store recorded, a store rebuilt from its stream) is rewound on purpose: the
+        store's position is the truth for its input."""
         settings = self.settings
         if not settings.adjuncts.bindings:
             return None
@@ -287,6 +291,16 @@ class Container:
         self._closers.callback(adjunct.close)  # after the task instances (closed in reverse)
         adjunct.open(last)
         self.adjunct = adjunct
+        for name, cp in last.items():
+            if cp is None:
+                continue
+            back = [s for s, start in adjunct.starts(name).items()
+                    if s in cp.input_offsets and start <= cp.input_offsets[s]]
+            if back:
+                checkpoints.allow_rewind(name, back)
+                log.info("task '%s': adjunct input %s goes back to where its store is",
+                         name, ", ".join(f"{s} from {cp.input_offsets[s]} to "
+                                         f"{adjunct.starts(name)[s] - 1}" for s in sorted(back)))
         return adjunct
 
     def _close_storage(self, storage: TaskStorage) -> None:

@@ -231,3 +231,26 @@ def test_every_task_shape_gets_only_its_own_messages_and_reads_the_store(tmp_pat
     assert sum(len(v) for v in T.SEEN.values()) == len(CLICKS)
     assert len(S.read(registry, "enriched")) == len(CLICKS)
     assert len(S.contents(cfg)) == 20
+
+
+def test_a_store_behind_a_readers_checkpoint_rewinds_that_task_on_purpose(tmp_path):
+    # Broadcast, not bootstrap, persistent: the readers skip the stream's messages and may
+    # checkpoint further than the writer's store recorded before a crash. The store's offset
+    # is the truth: the reader's position goes back to it without a CheckpointRegressionError
+    # at the commits made while the writer catches up again.
+    from weir.recovery.adjunct import read_adjunct_offsets, write_adjunct_offsets
+    import dataclasses
+    products = [(f"sku{i}", {"name": f"n{i}"}) for i in range(60)]
+    cfg, registry = prepare(tmp_path, products=products, clicks=[], bootstrap=False)
+    S.run(cfg)
+    directory = tmp_path / "state" / "products" / "broadcast-container-0"
+    recorded = read_adjunct_offsets(directory)
+    assert dict(recorded.offsets) == {"0": 59, "1": -1}
+    # as if the writer had recorded offset 9 when the reader had checkpointed 59
+    write_adjunct_offsets(directory, dataclasses.replace(recorded, offsets={"0": 9, "1": -1}))
+    container = S.run(S.config(tmp_path, bootstrap=False, **{"task.commit.ms": "1"}))
+    (unit,) = container.adjunct.units
+    assert unit.stats.decision.start.value == "store-offset"
+    assert container.instances[1].metrics.commits.count > 1  # commits while catching up
+    assert len(S.contents(cfg)) == 60  # 10..59 applied again: the same content
+    assert read_adjunct_offsets(directory).offsets["0"] == 59
