@@ -138,6 +138,10 @@ class ProducerCollector:
         raise EngineError(f"task '{self.source}': partition key {key!r} for '{ss}' is neither "
                           f"bytes nor str and the stream has no key serde to serialize it")
 
+    def partition_count(self, ss: SystemStream) -> int:
+        """The partition count of ``ss`` (cached; what partition choice uses)."""
+        return self._count(ss)
+
     def send(self, envelope: OutgoingMessageEnvelope) -> None:
         ss = envelope.system_stream
         producer = self._producers.get(ss.system)
@@ -212,12 +216,15 @@ class Coordinator:
 class _Context:
     """The TaskContext handed to ``init``."""
 
-    __slots__ = ("task_name", "ssps", "config", "metrics", "_stores")
+    __slots__ = ("task_name", "ssps", "config", "metrics", "_stores", "control", "collector")
 
     def __init__(self, task_name: TaskName, ssps: frozenset[SystemStreamPartition],
-                 config: Config, stores: Mapping[str, Any], metrics: TaskMetrics):
+                 config: Config, stores: Mapping[str, Any], metrics: TaskMetrics,
+                 control: Any = None, collector: Any = None):
         self.task_name, self.ssps, self.config = task_name, ssps, config
         self.metrics, self._stores = metrics, stores
+        self.control = control        # the task's TaskControl (weir.engine.control), or None
+        self.collector = collector
 
     def store(self, name: str) -> Any:
         try:
@@ -268,7 +275,8 @@ class TaskInstance:
                  last_processed: Mapping[SystemStreamPartition, int] | None = None,
                  starting_offsets: Mapping[SystemStreamPartition, int] | None = None,
                  async_runner: AsyncioThread | None = None,
-                 checkpoint_extras: Callable[[], Mapping[str, Any]] | None = None):
+                 checkpoint_extras: Callable[[], Mapping[str, Any]] | None = None,
+                 control: Any = None):
         self.task_name = TaskName(task_name)
         self.task = task
         self.shape: TaskShape = describe_task(task)
@@ -290,6 +298,10 @@ class TaskInstance:
         self.last_checkpoint: Checkpoint | None = None
         # Bound once: the run loop's inline path calls it directly.
         self.process_fn = task.process if self.shape.kind is not TaskKind.CALLBACK else None
+        self.control = control
+        self.observe = None   # records a source envelope's event time (watermark listeners)
+        if control is not None:
+            self._bind_control(control, checkpoint_extras)
 
     def __repr__(self) -> str:
         return f"TaskInstance({self.task_name!r}, {self.shape.kind.value}, {len(self.ssps)} SSPs)"
@@ -314,10 +326,16 @@ class TaskInstance:
             raise EngineError(f"task '{self.task_name}' is {self.state.value}; init runs once")
         self.collector.register()
         stores = dict(self._storage.stores()) if self._storage is not None else {}
-        self.context = _Context(self.task_name, self.ssps, self.config, stores, self.metrics)
+        self.context = _Context(self.task_name, self.ssps, self.config, stores, self.metrics,
+                                self.control, self.collector)
         if self.shape.initable:
             try:
                 self._call(self.task.init(self.context))
+            except Exception as exc:
+                raise task_error(self.task_name, exc, during="init") from exc
+        if self.control is not None:
+            try:  # restored watermarks and ended streams, before the first message
+                self.control_started = self.control.start(self.collector, self.coordinator)
             except Exception as exc:
                 raise task_error(self.task_name, exc, during="init") from exc
         self.state = InstanceState.INITIALIZED
@@ -337,9 +355,42 @@ class TaskInstance:
         self.metrics.windows.count += 1
 
     def end_of_stream(self, coordinator: Coordinator) -> None:
-        """Call ``on_end_of_stream`` if the task listens for it."""
-        if self.shape.end_of_stream_listener:
+        """Call ``on_end_of_stream`` if the task listens for it (``on_drain`` instead when
+        its inputs drained)."""
+        if self.control is not None and self.control.draining:
+            self.control.finish_drain(self.collector, coordinator)
+        elif self.shape.end_of_stream_listener:
             self._call(self.task.on_end_of_stream(self.collector, coordinator))
+
+    # -- control messages (weir.engine.control) ----------------------------------------------
+    def _bind_control(self, control: Any,
+                      extras: Callable[[], Mapping[str, Any]] | None) -> None:
+        from weir.engine.control.task_control import CHECKPOINT_KEY
+
+        control.bind(self.task, call=self._call)
+        self.control_started = None
+        if extras is None:
+            self._extras = lambda: {CHECKPOINT_KEY: control.checkpoint()}
+        else:
+            self._extras = lambda: {**extras(), CHECKPOINT_KEY: control.checkpoint()}
+        if control.observes_envelopes:
+            observe = self.observe = control.observer()
+            if self.shape.kind is TaskKind.SYNC:
+                process = self.process_fn
+
+                def process_observed(envelope, collector, coordinator):
+                    process(envelope, collector, coordinator)
+                    observe(envelope)
+                self.process_fn = process_observed
+
+    def on_control(self, envelope: IncomingMessageEnvelope, coordinator: Coordinator) -> Any:
+        """A control envelope or a source's end-of-stream (task has control); returns the
+        :class:`~weir.engine.control.task_control.ControlOutcome`."""
+        return self.control.on_envelope(envelope, self.collector, coordinator)
+
+    def control_tick(self, coordinator: Coordinator) -> Any:
+        """The watermark timer's call (task has control); returns a ControlOutcome."""
+        return self.control.tick(self.collector, coordinator)
 
     def is_caught_up(self, envelope: IncomingMessageEnvelope) -> bool:
         start = self.starting_offsets.get(envelope.ssp)
