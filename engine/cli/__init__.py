@@ -20,6 +20,8 @@ _COMMAND_MODULES = (
     "weir.engine.cli.log",      # weir log create|produce|tail|describe
     "weir.engine.cli.config",   # weir config docs|show
     "weir.engine.cli.run",      # weir run job.properties
+    "weir.engine.cli.plan",     # weir plan app.properties
+    "weir.engine.cli.drain",    # weir drain job.properties
 )
 
 
