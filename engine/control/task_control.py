@@ -6,7 +6,9 @@ A :class:`TaskControl` belongs to one task instance. The run loop hands it
   user messages (:meth:`TaskControl.on_envelope`), and the end-of-stream envelope of every
   source partition;
 * a tick every ``task.watermark.interval.ms`` (:meth:`TaskControl.tick`): source watermarks
-  are generated, idle partitions and upstream tasks re-checked, the drain request looked at;
+  are generated, idle partitions and upstream tasks re-checked, the drain request looked at,
+  and what the task sent since the last tick is flushed (so the next stage sees it without
+  waiting for a commit);
 
 and applies what comes back (:class:`ControlOutcome`): partitions that have ended or drained
 for the task, partitions to stop reading. Each call needs nothing of the task in flight (the
@@ -172,6 +174,7 @@ class TaskControl:
         self.completed_drain: str | None = None
         self._call: Callable[[Any], Any] = lambda result: result
         self.hooks = ControlHooks(task) if task is not None else ControlHooks(object())
+        self._flushed = 0          # collector.sent at the last linger flush
         self.messages = 0          # control envelopes handled
         self.discarded = 0         # drain messages of another drain request
 
@@ -296,10 +299,20 @@ class TaskControl:
             if ssp not in self._done:
                 self.watermarks.refresh(ssp, now_ms=now)
         self._publish(collector, coordinator)
+        self._linger(collector)
         new = tuple(list(self._done)[before:])
         if not new and not released:
             return _NOTHING
         return ControlOutcome(new, tuple(dict.fromkeys((*released, *new))))
+
+    def _linger(self, collector: Any) -> None:
+        """Flush what the task sent since the last tick, so a downstream stage (in this
+        process or another) sees it within one tick instead of at the next commit; Kafka's
+        ``linger.ms``, for the file log's producer buffer."""
+        sent = getattr(collector, "sent", None)
+        if sent is not None and sent != self._flushed:
+            collector.flush()
+            self._flushed = sent
 
     def finish_drain(self, collector: Any, coordinator: Any) -> None:
         """Every input drained: ``on_drain`` (if the task has it); the next commit records
