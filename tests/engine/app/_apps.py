@@ -148,3 +148,15 @@ def batch_sessions(events, gap_ms: int) -> Counter:
 
 
 _unused = (summing, Aggregate, KV)
+
+
+class MergedCounts(StreamApplication):
+    """Two inputs merged, repartitioned by user, counted per window."""
+
+    def describe(self, app):
+        a = app.input("filelog.a", timestamp=lambda e: e["ts"], msg_serde="json")
+        b = app.input("filelog.b", timestamp=lambda e: e["ts"], msg_serde="json")
+        (a.merge(b).partition_by(lambda e: e["user"].lower(), name="by-user")
+                   .window(Windows.tumbling(_size(app, 1000)), name="per-user")
+                   .send_to(app.output("filelog.out", key_serde="json", msg_serde="json",
+                                       partitions=2)))
