@@ -278,6 +278,9 @@ class TaskWrapper:
     def on_stream_drain(self, stream, run_id, collector, coordinator):
         return self.wrapped.on_stream_drain(stream, run_id, collector, coordinator)
 
+    def on_control_tick(self, collector, coordinator):
+        return self.wrapped.on_control_tick(collector, coordinator)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.wrapped!r})"
 

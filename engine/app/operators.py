@@ -18,6 +18,7 @@ Stateful operators (windows, joins, tables) live in :mod:`weir.engine.app.window
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -170,8 +171,10 @@ class MergeOperator(Operator):
 
 class PartitionByOperator(Operator):
     """Writes ``KV(key, value)`` to its intermediate stream (partitioned by the key's bytes),
-    and the control messages: watermarks as its input watermark advances (never the end of
-    time: that is what end-of-stream and drain messages say), then end-of-stream or drain."""
+    and the control messages: its input watermark as it advances, at most once per
+    ``task.watermark.interval.ms`` (an advance within the interval waits for the next tick;
+    never the end of time: that is what end-of-stream and drain messages say), then
+    end-of-stream or drain."""
 
     def __init__(self, spec: OpSpec, ctx: OperatorContext):
         super().__init__(spec, ctx)
@@ -179,6 +182,11 @@ class PartitionByOperator(Operator):
         self.task_count = spec.params.get("upstream_tasks")
         self._send = ctx.collector.send
         self._key, self._value = spec.key_fn, spec.value_fn
+        self.sent_wm = WATERMARK_NOT_EXIST
+        self._pending = WATERMARK_NOT_EXIST
+        self._last_send = 0.0
+        settings = getattr(ctx.control, "settings", None)
+        self._interval = (settings.interval_ms if settings is not None else 200) / 1000.0
 
     def open(self) -> None:
         if self.task_count is None:
@@ -193,8 +201,22 @@ class PartitionByOperator(Operator):
         self._send(OutgoingMessageEnvelope(self.stream, value, key, None, None, ts))
 
     def handle_watermark(self, wm: int) -> None:
-        if wm < WATERMARK_MAX:
-            self.ctx.sender.watermark(self.stream, wm, task_count=self.task_count)
+        if wm >= WATERMARK_MAX:
+            return
+        self._pending = wm
+        now = time.monotonic()
+        if now - self._last_send >= self._interval:
+            self._send_pending(now)
+
+    def on_tick(self) -> None:
+        """The watermark timer: send an advance that waited for the interval."""
+        if self._pending > self.sent_wm and self.finished is None:
+            self._send_pending(time.monotonic())
+
+    def _send_pending(self, now: float) -> None:
+        self._last_send = now
+        self.sent_wm = self._pending
+        self.ctx.sender.watermark(self.stream, self._pending, task_count=self.task_count)
 
     def handle_end(self, drain_id: str | None) -> None:
         if drain_id is None:

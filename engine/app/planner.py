@@ -318,9 +318,13 @@ def _check_cycles(graph: OperatorGraph) -> None:
 
 def _stages(graph: OperatorGraph) -> list[list[OpSpec]]:
     comps = _Components(graph.ops)
+    tables: dict[str, OpSpec] = {}
     for op in graph.ops:
         for upstream in op.inputs:
             comps.union(id(op), id(upstream))
+        if op.opcode in (OpCode.SEND_TO_TABLE, OpCode.JOIN_TABLE):
+            first = tables.setdefault(op.table.name, op)   # a table's users share its tasks
+            comps.union(id(op), id(first))
     groups: dict[int, list[OpSpec]] = {}
     for op in graph.ops:
         groups.setdefault(comps.find(id(op)), []).append(op)

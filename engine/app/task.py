@@ -71,6 +71,7 @@ class ApplicationTask:
         self.operators: dict[str, Operator] = {}
         self.inputs: dict[SystemStream, InputOperator] = {}
         self._routes: dict[Any, _Route] = {}
+        self._ticking: list[PartitionByOperator] = []
         self._ctx: OperatorContext | None = None
 
     def init(self, context: Any) -> None:
@@ -112,6 +113,7 @@ class ApplicationTask:
                 op.used = any(u.used for u in op.upstreams)
             if op.used:
                 op.open()
+        self._ticking = [op for _, op in ops if op.used and isinstance(op, PartitionByOperator)]
         for ssp in context.ssps:
             op = self.inputs.get(ssp.system_stream)
             if op is not None:
@@ -151,6 +153,13 @@ class ApplicationTask:
         if op is not None:
             self._ctx.coordinator = coordinator
             op.set_finished(run_id)
+
+    def on_control_tick(self, collector: Any, coordinator: Any) -> None:
+        """The watermark timer: operators send what waited for it (partition_by's
+        watermarks)."""
+        self._ctx.coordinator = coordinator
+        for op in self._ticking:
+            op.on_tick()
 
     def watermark(self, op_id: str) -> int:
         """The input watermark an operator has reached (tests, tools)."""

@@ -37,7 +37,9 @@ through its wrappers):
   that drives its own operators (the application task); such a task reports event times
   itself through :meth:`TaskControl.clock`;
 * ``on_drain(collector, coordinator)``: every input drained; called instead of
-  ``on_end_of_stream`` before the task's final commit.
+  ``on_end_of_stream`` before the task's final commit;
+* ``on_control_tick(collector, coordinator)``: every watermark timer tick (the application
+  task sends the watermarks that waited for it).
 
 The state a checkpoint needs is :meth:`checkpoint` (JSON) and comes back through
 :meth:`restore` before ``init``; :meth:`start` then tells the task the restored watermarks and
@@ -114,7 +116,7 @@ def _innermost(task: Any) -> Any:
 class ControlHooks:
     """The control methods a task defines (bound on the outer task, so wrappers see them)."""
 
-    __slots__ = ("watermark", "drain", "stream_watermark", "stream_end", "stream_drain")
+    __slots__ = ("watermark", "drain", "stream_watermark", "stream_end", "stream_drain", "tick")
 
     def __init__(self, task: Any):
         inner = _innermost(task)
@@ -127,6 +129,7 @@ class ControlHooks:
         self.stream_watermark = bound("on_stream_watermark")
         self.stream_end = bound("on_stream_end")
         self.stream_drain = bound("on_stream_drain")
+        self.tick = bound("on_control_tick")
 
     @property
     def any(self) -> bool:
@@ -299,6 +302,8 @@ class TaskControl:
             if ssp not in self._done:
                 self.watermarks.refresh(ssp, now_ms=now)
         self._publish(collector, coordinator)
+        if self.hooks.tick is not None:
+            self._call(self.hooks.tick(collector, coordinator))
         self._linger(collector)
         new = tuple(list(self._done)[before:])
         if not new and not released:
@@ -306,12 +311,14 @@ class TaskControl:
         return ControlOutcome(new, tuple(dict.fromkeys((*released, *new))))
 
     def _linger(self, collector: Any) -> None:
-        """Flush what the task sent since the last tick, so a downstream stage (in this
-        process or another) sees it within one tick instead of at the next commit; Kafka's
-        ``linger.ms``, for the file log's producer buffer."""
+        """Write out what the task sent since the last tick (without fsync: durability stays
+        the commit's job), so a downstream stage, in this process or another, sees it within
+        one tick instead of at the next commit; Kafka's ``linger.ms`` for the file log's
+        producer buffer."""
         sent = getattr(collector, "sent", None)
         if sent is not None and sent != self._flushed:
-            collector.flush()
+            write = getattr(collector, "write_through", None)
+            (write if callable(write) else collector.flush)()
             self._flushed = sent
 
     def finish_drain(self, collector: Any, coordinator: Any) -> None:

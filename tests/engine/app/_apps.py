@@ -160,3 +160,30 @@ class MergedCounts(StreamApplication):
                    .window(Windows.tumbling(_size(app, 1000)), name="per-user")
                    .send_to(app.output("filelog.out", key_serde="json", msg_serde="json",
                                        partitions=2)))
+
+
+def distinct(value) -> Aggregate:
+    """The sorted distinct ``value(element)``s: an idempotent aggregate (a record counted twice
+    after a crash changes nothing)."""
+    def add(acc, element):
+        v = value(element)
+        return acc if v in acc else sorted([*acc, v])
+    return Aggregate(list, add, lambda a, b: sorted(set(a) | set(b)), result=len)
+
+
+class DistinctThreeStage(StreamApplication):
+    """ThreeStage with idempotent aggregates: distinct events per user and window, then
+    distinct users per window. Intermediate streams are at-least-once; these results stay
+    exact when an upstream task sends records again after a crash."""
+
+    def describe(self, app):
+        events = app.input("filelog.events", timestamp=lambda e: e["ts"], msg_serde="json")
+        per_user = (events.partition_by(lambda e: e["user"], name="by-user")
+                          .window(Windows.tumbling(_size(app, 1000),
+                                                   aggregate=distinct(lambda kv: kv.value["i"])),
+                                  name="per-user"))
+        (per_user.partition_by(lambda pane: pane.start, lambda pane: pane.key, name="by-second")
+                 .window(Windows.tumbling(_size(app, 1000),
+                                          aggregate=distinct(lambda kv: kv.value)), name="users")
+                 .send_to(app.output("filelog.out", key_serde="json", msg_serde="json",
+                                     partitions=2)))
