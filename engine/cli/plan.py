@@ -66,12 +66,13 @@ def _print_tables(plan) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(file=sys.stdout, width=max(100, Console().width), soft_wrap=True)
+    # On a terminal rich fits the tables to its width; in a pipe or a file, lines stay whole.
+    console = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 200)
     console.print(f"application [bold]{plan.app_class}[/] as '{plan.app_name}-{plan.app_id}': "
                   f"{len(plan.stages)} stage(s)")
-    stages = Table(title="stages", title_justify="left")
+    stages = Table()
     for column in ("stage", "inputs", "operators", "stores", "tasks", "writes"):
-        stages.add_column(column, overflow="fold")
+        stages.add_column(column, overflow="fold", no_wrap=column in ("inputs", "writes"))
     for st in plan.stages:
         inputs = "\n".join(f"{s} ({plan.streams[s].partitions})" for s in st.inputs)
         ops = "\n".join(f"{op} {op_id.rsplit('-' + op + '-', 1)[-1] if op != 'input' else op_id}"
@@ -79,14 +80,16 @@ def _print_tables(plan) -> None:
         writes = "\n".join(str(s) for s in (*st.intermediate_outputs, *st.outputs)) or "-"
         stages.add_row(str(st.index), inputs, ops, "\n".join(st.stores) or "-", str(st.tasks),
                        writes)
+    console.print("stages")
     console.print(stages)
-    streams = Table(title="streams", title_justify="left")
+    streams = Table()
     for column in ("stream", "kind", "partitions", "written by", "read by", "upstream tasks"):
-        streams.add_column(column, overflow="fold")
+        streams.add_column(column, overflow="fold", no_wrap=column == "stream")
     for sp in plan.streams.values():
         exists = "" if sp.exists else " (to create)"
         streams.add_row(str(sp.stream), sp.kind + exists, str(sp.partitions),
                         "-" if sp.producer_stage is None else f"stage {sp.producer_stage}",
                         ", ".join(f"stage {s}" for s in sp.consumer_stages) or "-",
                         "-" if sp.upstream_tasks is None else str(sp.upstream_tasks))
+    console.print("streams")
     console.print(streams)
