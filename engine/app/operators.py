@@ -21,6 +21,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from typing import Any
+from zlib import crc32 as _crc32
+
+from weir.stores.errors import SerdeError
 
 from weir.engine.app.api import KV
 from weir.engine.app.graph import OpSpec
@@ -61,6 +64,7 @@ class Operator:
         self.spec, self.ctx, self.id = spec, ctx, spec.id
         self.downstream: list[Operator] = []
         self.upstreams: list[Operator] = []
+        self.links: list[tuple[Operator, int]] = []
         self.emit: list[Callable[[Any, int], None]] = []
         self.used = False
         self.input_wm = WATERMARK_NOT_EXIST
@@ -77,8 +81,14 @@ class Operator:
 
     def connect(self, downstream: "Operator", port: int) -> None:
         self.downstream.append(downstream)
+        self.links.append((downstream, port))
         self.emit.append(downstream.entry(port))
         downstream.upstreams.append(self)
+
+    def rewire(self) -> None:
+        """Take the downstream entries again (after ``open`` may have chosen faster ones),
+        in place: holders of ``emit`` see the change."""
+        self.emit[:] = [d.entry(port) for d, port in self.links]
 
     def open(self) -> None:
         """Called once after wiring, for used operators only (stores are taken here)."""
@@ -193,12 +203,37 @@ class PartitionByOperator(Operator):
             count = self.ctx.config.get_int(
                 f"streams.{self.stream.stream}.intermediate.upstream.tasks")
             self.task_count = count
+        collector = self.ctx.collector
+        serdes = getattr(collector, "serdes_for", lambda ss: None)(self.stream)
+        inner = getattr(serdes, "inner", None)
+        if inner is not None and inner.key_serde is not None and hasattr(collector, "send_serialized"):
+            # The fast path: serialize here (the key once: its bytes also pick the partition).
+            self.on_message = self._on_message_serialized
+            self._key_bytes = inner.key_serde.to_bytes
+            self._msg_bytes = (inner.msg_serde.to_bytes if inner.msg_serde is not None
+                               else None)
+            self._partitions = collector.partition_count(self.stream)
+            self._send_raw = collector.send_serialized
 
     def on_message(self, value: Any, ts: int) -> None:
         key = self._key(value)
         if self._value is not None:
             value = self._value(value)
         self._send(OutgoingMessageEnvelope(self.stream, value, key, None, None, ts))
+
+    def _on_message_serialized(self, value: Any, ts: int) -> None:
+        key = self._key(value)
+        if self._value is not None:
+            value = self._value(value)
+        try:
+            kb = self._key_bytes(key)
+            vb = None if value is None else (
+                b"\x00" + (self._msg_bytes(value) if self._msg_bytes is not None else value))
+        except Exception as exc:
+            raise SerdeError(f"stream '{self.stream}': cannot serialize the key {key!r} or the "
+                             f"value of partition_by {self.spec.name!r} ({type(exc).__name__}: "
+                             f"{exc}); give partition_by a key_serde/msg_serde that can") from exc
+        self._send_raw(self.stream, kb, vb, _crc32(kb) % self._partitions, ts)
 
     def handle_watermark(self, wm: int) -> None:
         if wm >= WATERMARK_MAX:

@@ -113,6 +113,8 @@ class ApplicationTask:
                 op.used = any(u.used for u in op.upstreams)
             if op.used:
                 op.open()
+        for _, op in ops:
+            op.rewire()
         self._ticking = [op for _, op in ops if op.used and isinstance(op, PartitionByOperator)]
         for ssp in context.ssps:
             op = self.inputs.get(ssp.system_stream)

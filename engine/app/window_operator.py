@@ -52,6 +52,9 @@ class WindowOperator(Operator):
         self.store: Any = None
         self.sessions: Any = None
         self.dropped = None
+        # The smallest window end still in the store (a lower bound; unknown after a restart):
+        # a watermark below it has nothing to fire or purge, and costs no range scan.
+        self.next_end = _LOWEST
 
     def open(self) -> None:
         self.store = self.ctx.store(self.id)
@@ -88,6 +91,8 @@ class WindowOperator(Operator):
         else:
             acc, fired = self.add(entry[0], value), entry[1]
         store.put(skey, [acc, fired])
+        if not fired and end < self.next_end:
+            self.next_end = end
         if fired:  # late, within the allowed lateness: a refinement of the fired pane
             self._emit(WindowPane(key, start, end, self.result(acc), True))
 
@@ -109,6 +114,8 @@ class WindowOperator(Operator):
                 fired = fired or entry[1]
                 store.delete((e, s, key))
         store.put((new_end, new_start, key), [acc, fired])
+        if new_end < self.next_end:
+            self.next_end = new_end
         rest = [[s, e] for s, e in index if (s, e) not in overlapping]
         self.sessions.put(key, sorted([*rest, [new_start, new_end]]))
         if fired:
@@ -121,10 +128,15 @@ class WindowOperator(Operator):
 
     # -- firing -------------------------------------------------------------------------------
     def handle_watermark(self, wm: int) -> None:
+        if wm < self.next_end - 1:
+            return   # no window ends by this watermark
         hi = (WATERMARK_MAX, _LOWEST) if wm >= WATERMARK_MAX - 1 else (wm + 2, _LOWEST)
         store = self.store
         with store.range(None, hi) as it:
             due = list(it)
+        with store.range(hi, None) as it:
+            first = next(iter(it), None)
+        self.next_end = first[0][0] if first is not None else WATERMARK_MAX
         purge_limit = wm - self.lateness if wm < WATERMARK_MAX else WATERMARK_MAX
         for skey, (acc, fired) in due:
             end, start, key = skey
@@ -136,8 +148,11 @@ class WindowOperator(Operator):
                 store.delete(skey)
                 if self.sessions is not None:
                     self._forget_session(key, start, end)
-            elif not fired:
-                store.put(skey, [acc, True])
+            else:
+                # kept for its allowed lateness: due again when that has passed
+                self.next_end = min(self.next_end, end + self.lateness)
+                if not fired:
+                    store.put(skey, [acc, True])
 
     def _forget_session(self, key: Any, start: int, end: int) -> None:
         index = self.sessions.get(key) or []

@@ -55,6 +55,7 @@ __all__ = [
 ]
 
 USER_TYPE_BYTE = b"\x00"
+_MESSAGE = EnvelopeKind.MESSAGE
 _WATERMARK, _EOS, _DRAIN = (bytes([t]) for t in (1, 2, 3))
 _ALIASES = {"task-name": "taskName", "task-count": "taskCount", "run-id": "runId"}
 _FIELDS = {
@@ -156,7 +157,7 @@ class IntermediateStreamSerdes:
     user message with the type byte in front.
     """
 
-    __slots__ = ("inner", "system_stream", "key_serde_name", "msg_serde_name")
+    __slots__ = ("inner", "system_stream", "key_serde_name", "msg_serde_name", "_key", "_msg")
 
     is_passthrough = False
 
@@ -165,18 +166,32 @@ class IntermediateStreamSerdes:
         self.system_stream = inner.system_stream
         self.key_serde_name = inner.key_serde_name
         self.msg_serde_name = f"intermediate({inner.msg_serde_name})"
+        self._key = inner.key_serde.from_bytes if inner.key_serde is not None else None
+        self._msg = inner.msg_serde.from_bytes if inner.msg_serde is not None else None
 
     def deserialize(self, envelope: IncomingMessageEnvelope) -> IncomingMessageEnvelope:
-        if envelope.kind is not EnvelopeKind.MESSAGE:
+        if envelope.kind is not _MESSAGE:
             return envelope
         data = envelope.message
         if data is None:  # a null user message (no type byte: a null value has no bytes)
             return envelope
-        if data and data[0] == 0:
-            envelope = IncomingMessageEnvelope(envelope.ssp, envelope.offset, envelope.key,
-                                               data[1:], envelope.timestamp,
-                                               envelope.size, EnvelopeKind.MESSAGE)
-            return self.inner.deserialize(envelope)
+        if data[:1] == USER_TYPE_BYTE:   # one envelope out, serdes applied directly
+            key = envelope.key
+            if key is not None and self._key is not None:
+                try:
+                    key = self._key(key)
+                except Exception as exc:
+                    raise self.inner._failure("key", self.inner.key_serde_name, envelope,
+                                              exc) from exc
+            message = data[1:]
+            if self._msg is not None:
+                try:
+                    message = self._msg(message)
+                except Exception as exc:
+                    raise self.inner._failure("message", self.inner.msg_serde_name, envelope,
+                                              exc) from exc
+            return IncomingMessageEnvelope(envelope.ssp, envelope.offset, key, message,
+                                           envelope.timestamp, envelope.size, _MESSAGE)
         try:
             message: Any = decode_control(data or b"", ssp=envelope.ssp, offset=envelope.offset)
         except Exception as exc:  # noqa: BLE001 - raised in order by the task's control

@@ -5,10 +5,11 @@ A :class:`TaskControl` belongs to one task instance. The run loop hands it
 * every in-band control envelope of the task's intermediate partitions, in order with the
   user messages (:meth:`TaskControl.on_envelope`), and the end-of-stream envelope of every
   source partition;
-* a tick every ``task.watermark.interval.ms`` (:meth:`TaskControl.tick`): source watermarks
-  are generated, idle partitions and upstream tasks re-checked, the drain request looked at,
-  and what the task sent since the last tick is flushed (so the next stage sees it without
-  waiting for a commit);
+* a tick of the control timer (:meth:`TaskControl.tick`): what the task sent since the last
+  tick is written out (so the next stage sees it without waiting for a commit,
+  ``task.intermediate.linger.ms``), and once per ``task.watermark.interval.ms`` source
+  watermarks are generated, idle partitions and upstream tasks re-checked and the drain
+  request looked at;
 
 and applies what comes back (:class:`ControlOutcome`): partitions that have ended or drained
 for the task, partitions to stop reading. Each call needs nothing of the task in flight (the
@@ -178,6 +179,7 @@ class TaskControl:
         self._call: Callable[[Any], Any] = lambda result: result
         self.hooks = ControlHooks(task) if task is not None else ControlHooks(object())
         self._flushed = 0          # collector.sent at the last linger flush
+        self._last_watermark_ms = -(1 << 62)
         self.messages = 0          # control envelopes handled
         self.discarded = 0         # drain messages of another drain request
 
@@ -294,16 +296,21 @@ class TaskControl:
         return ControlOutcome(new, new)
 
     def tick(self, collector: Any, coordinator: Any) -> ControlOutcome:
-        """The watermark timer: drain request, idle upstream tasks, source watermarks."""
+        """The control timer: what the task sent is written out; once per
+        ``task.watermark.interval.ms`` also the drain request, idle upstream tasks and source
+        watermarks."""
         before = len(self._done)
-        released = self._check_drain(force=False)
         now = self._clock_ms()
-        for ssp in self._intermediate:
-            if ssp not in self._done:
-                self.watermarks.refresh(ssp, now_ms=now)
-        self._publish(collector, coordinator)
-        if self.hooks.tick is not None:
-            self._call(self.hooks.tick(collector, coordinator))
+        released: tuple[SystemStreamPartition, ...] = ()
+        if now - self._last_watermark_ms >= self.settings.interval_ms:
+            self._last_watermark_ms = now
+            released = self._check_drain(force=False)
+            for ssp in self._intermediate:
+                if ssp not in self._done:
+                    self.watermarks.refresh(ssp, now_ms=now)
+            self._publish(collector, coordinator)
+            if self.hooks.tick is not None:
+                self._call(self.hooks.tick(collector, coordinator))
         self._linger(collector)
         new = tuple(list(self._done)[before:])
         if not new and not released:

@@ -295,7 +295,7 @@ class RunLoop:
             ticker.every(s.commit_ms, lambda: self._tick("_commit_due"))
         controls = [w.control for w in self._workers if w.control is not None]
         if controls:
-            ticker.every(controls[0].settings.interval_ms, lambda: self._tick("_control_due"))
+            ticker.every(controls[0].settings.timer_ms, lambda: self._tick("_control_due"))
         if self._reporter is not None:
             ticker.every(self._reporter.interval_ms, lambda: self._tick("_report_due"))
         if self._timeouts:

@@ -262,10 +262,13 @@ def test_source_event_time_survives_the_checkpoint():
 
 def test_a_drain_request_drains_the_sources_and_transiently_runs_event_time_out(tmp_path):
     monitor = DrainMonitor(tmp_path / "drain.json", poll_ms=0)
-    control, listener = make(ssps=(S0, I0), intermediate={I0: 1}, monitor=monitor)
+    clock = Clock()
+    control, listener = make(ssps=(S0, I0), intermediate={I0: 1}, monitor=monitor, clock=clock)
     control.clock(S0).observe(50)
     control.tick(None, None)
     request = write_drain_request(tmp_path / "drain.json")
+    assert control.tick(None, None).ended == ()     # within task.watermark.interval.ms
+    clock.now += 200
     out = control.tick(None, None)
     assert out.ended == (S0,) and out.released == (S0,)
     assert ("drain", "views", request.run_id) in listener.calls
