@@ -14,6 +14,8 @@ end through the embedded runner (wall time includes planning and starting the jo
 - **application, no watermarks**: the same with a one-hour watermark interval, so no
   watermark is generated during the run and every window fires at the end of input: the
   difference to the first is the cost of control messages and incremental firing;
+- **application, one job per stage**: the same plan run as two jobs (``weir run --stage N``),
+  each in its own process, both running at once (the machine has 2 cores);
 - **low-level task, no shuffle**: one task per input partition counting into the same kind of
   RocksDB store (same key layout, changelog), emitting every count at end of stream;
 - **Bytewax** (``pip install -e '.[peers]'``): ``TestingSource`` (batch 1,000) over the same
@@ -130,6 +132,45 @@ def _application(root: Path, interval_ms: int, tag: str) -> Callable[[int], tupl
     return run
 
 
+def _stage_process(config_items: dict, out) -> None:
+    """Child process: run one stage job, report (wall, cpu, ok)."""
+    sys.path.insert(0, str(HERE))
+    started, cpu = time.perf_counter(), time.process_time()
+    result = run_job(Config(config_items), status=StatusMode.OFF, progress=ProgressMode.QUIET)
+    out.put((time.perf_counter() - started, time.process_time() - cpu,
+             result.exit_code is ExitCode.OK, "\n".join(result.summary_lines())))
+
+
+def _split(root: Path) -> Callable[[int], tuple]:
+    """The application as one job per stage, each in its own process (2 cores: both run)."""
+    import multiprocessing
+
+    def run(round_no: int) -> tuple[float, float, str]:
+        name = f"split-{round_no}"
+        config = Config({**_common(root, name), "app.class": "_app_jobs:ShuffledWindowCount",
+                         "task.watermark.interval.ms": "100",
+                         "job.intermediate.stream.partitions": str(PARTITIONS)})
+        registry = SystemRegistry(config)
+        registry.admin("filelog").create_stream(StreamSpec("counts", PARTITIONS))
+        plan, _ = prepare_application(config, registry=registry)
+        ctx = multiprocessing.get_context("spawn")
+        out = ctx.Queue()
+        procs = [ctx.Process(target=_stage_process, args=(dict(plan.job_config(s.index)), out))
+                 for s in plan.stages]
+        wall = time.perf_counter()
+        for p in procs:
+            p.start()
+        reports = [out.get(timeout=600) for _ in procs]
+        for p in procs:
+            p.join()
+        wall = time.perf_counter() - wall
+        for *_, ok, summary in reports:
+            if not ok:
+                raise SystemExit(summary)
+        return wall, sum(r[1] for r in reports), f"{len(procs)} processes, cpu summed"
+    return run
+
+
 def _low_level(root: Path) -> Callable[[int], tuple]:
     def run(round_no: int) -> tuple[float, float, str]:
         name = f"direct-{round_no}"
@@ -200,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         variants = [_Variant(BASELINE, _application(root, 100, "wm100")),
                     _Variant("application, no watermarks during the run",
                              _application(root, 3_600_000, "nowm")),
+                    _Variant("application, one job per stage (2 processes)", _split(root)),
                     _Variant("low-level task, no shuffle", _low_level(root))]
         bytewax = _bytewax(events)
         if bytewax is not None:

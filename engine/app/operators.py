@@ -152,23 +152,35 @@ class InputOperator(Operator):
 
 
 class MapOperator(Operator):
+    def __init__(self, spec: OpSpec, ctx: OperatorContext):
+        super().__init__(spec, ctx)
+        self.fn = spec.fn
+
     def on_message(self, value: Any, ts: int) -> None:
-        out = self.spec.fn(value)
+        out = self.fn(value)
         for fn in self.emit:
             fn(out, ts)
 
 
 class FlatMapOperator(Operator):
+    def __init__(self, spec: OpSpec, ctx: OperatorContext):
+        super().__init__(spec, ctx)
+        self.fn = spec.fn
+
     def on_message(self, value: Any, ts: int) -> None:
         emit = self.emit
-        for out in self.spec.fn(value):
+        for out in self.fn(value):
             for fn in emit:
                 fn(out, ts)
 
 
 class FilterOperator(Operator):
+    def __init__(self, spec: OpSpec, ctx: OperatorContext):
+        super().__init__(spec, ctx)
+        self.fn = spec.fn
+
     def on_message(self, value: Any, ts: int) -> None:
-        if self.spec.fn(value):
+        if self.fn(value):
             for fn in self.emit:
                 fn(value, ts)
 
@@ -209,8 +221,8 @@ class PartitionByOperator(Operator):
         if inner is not None and inner.key_serde is not None and hasattr(collector, "send_serialized"):
             # The fast path: serialize here (the key once: its bytes also pick the partition).
             self.on_message = self._on_message_serialized
-            self._key_bytes = inner.key_serde.to_bytes
-            self._msg_bytes = (inner.msg_serde.to_bytes if inner.msg_serde is not None
+            self._key_bytes = _fast_to_bytes(inner.key_serde)
+            self._msg_bytes = (_fast_to_bytes(inner.msg_serde) if inner.msg_serde is not None
                                else None)
             self._partitions = collector.partition_count(self.stream)
             self._send_raw = collector.send_serialized
@@ -258,6 +270,20 @@ class PartitionByOperator(Operator):
             self.ctx.sender.end_of_stream(self.stream, task_count=self.task_count)
         else:
             self.ctx.sender.drain(self.stream, drain_id, task_count=self.task_count)
+
+
+def _fast_to_bytes(serde: Any) -> Callable[[Any], bytes]:
+    """``serde.to_bytes``, or, for MessagePack (Weir's key serde, the msgpack serde), the
+    ``pack`` of a Packer of this operator's own: ``msgpack.packb`` builds a Packer per call
+    and the registered key serde sits behind a checking wrapper. One Packer per operator:
+    operators of one task never run concurrently."""
+    from weir.engine.app.serdes import KeySerde
+
+    plain = getattr(serde, "_serde", serde)   # a user serde behind its checking wrapper
+    if isinstance(plain, KeySerde) or getattr(serde, "name", None) == "msgpack":
+        import msgpack
+        return msgpack.Packer(use_bin_type=True).pack
+    return serde.to_bytes
 
 
 def output_pair(value: Any, key_fn: Callable | None, value_fn: Callable | None) -> tuple[Any, Any]:

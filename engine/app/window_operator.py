@@ -60,6 +60,9 @@ class WindowOperator(Operator):
         self.store = self.ctx.store(self.id)
         if self.kind is WindowKind.SESSION:
             self.sessions = self.ctx.store(f"{self.id}-sessions")
+        else:
+            self.on_message = self._on_tumbling
+            self._get, self._put = self.store.get, self.store.put
         self.dropped = self.ctx.counter(f"late-dropped-{self.id}")
 
     # -- elements -----------------------------------------------------------------------------
@@ -75,6 +78,29 @@ class WindowOperator(Operator):
             self._fold(start, start + self.size, key, value)
         else:
             self._fold_session(ts, key, value)
+
+    def _on_tumbling(self, value: Any, ts: int) -> None:
+        """``on_message`` of tumbling windows, in one function (the per-element path)."""
+        if ts < 0:
+            WindowOperator.on_message(self, value, ts)   # raises the clear error
+            return
+        size = self.size
+        start = ts - ts % size
+        end = start + size
+        if end - 1 + self.lateness <= self.input_wm:
+            self.dropped.count += 1
+            return
+        skey = (end, start, self.key_fn(value))
+        entry = self._get(skey)
+        if entry is None:
+            self._put(skey, [self.add(self.initial(), value), False])
+            if end < self.next_end:
+                self.next_end = end
+            return
+        acc = self.add(entry[0], value)
+        self._put(skey, [acc, entry[1]])
+        if entry[1]:  # late, within the allowed lateness: a refinement of the fired pane
+            self._emit(WindowPane(skey[2], start, end, self.result(acc), True))
 
     def _is_too_late(self, end: int) -> bool:
         return end - 1 + self.lateness <= self.input_wm
