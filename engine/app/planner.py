@@ -600,6 +600,15 @@ def _check_tables(graph: OperatorGraph, ops: list[OpSpec], counts: Mapping[Syste
 
 
 def _check_deployment(config: Config, streams: Mapping[SystemStream, StreamPlan]) -> None:
+    from weir.engine.runloop.loop import TASK_MAX_CONCURRENCY
+
+    if TASK_MAX_CONCURRENCY.get(config) > 1:
+        key = TASK_MAX_CONCURRENCY.name
+        raise ConfigError(
+            f"is {TASK_MAX_CONCURRENCY.get(config)}, but an application's operators keep "
+            f"per-task state (windows, joins) that must see a task's elements one at a time; "
+            f"remove it (tasks still run in parallel with job.container.thread.pool.size)",
+            key=key, origin=config.origin(key))
     containers = CONTAINER_COUNT.get(config)
     if containers > 1 and any(p.kind == "intermediate" for p in streams.values()):
         key = next((k for k in (CONTAINER_COUNT.name, *CONTAINER_COUNT.aliases) if k in config),

@@ -25,7 +25,7 @@ LONG = bool(os.environ.get("WEIR_LONG_TESTS"))
 MODES = {
     "inline": {},
     "pool": {"job.container.thread.pool.size": 2},
-    "pool-concurrent": {"job.container.thread.pool.size": 2, "task.max.concurrency": 4},
+    "pool-4-threads": {"job.container.thread.pool.size": 4},
     "time-chooser": {"task.chooser.tiebreak": "time"},
     "batching": {"task.chooser.batch.size": 7},
 }

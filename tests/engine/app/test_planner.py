@@ -242,6 +242,11 @@ def test_several_containers_cannot_share_intermediate_partitions(tmp_path):
         plan_application(*setup(tmp_path, "chain", **{"job.container.count": "2"}))
 
 
+def test_more_than_one_message_in_flight_per_task_is_refused_for_applications(tmp_path):
+    with pytest.raises(ConfigError, match="task.max.concurrency.*one at a time"):
+        plan_application(*setup(tmp_path, "chain", **{"task.max.concurrency": "4"}))
+
+
 def test_an_existing_intermediate_stream_with_another_partition_count_is_refused(tmp_path):
     config, registry = setup(tmp_path, "explicit")
     registry.admin("filelog").create_stream(StreamSpec("myjob-1-partition_by-p", 2))
