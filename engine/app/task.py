@@ -52,16 +52,36 @@ OPERATORS: dict[OpCode, type[Operator]] = {
 }
 
 
-class _Route:
-    """Per input partition: what ``process`` needs, looked up once per message."""
+def _route(op: InputOperator, clock: Any):
+    """The per-message function of one input partition: the element (``KV`` or message), its
+    event time (the input's function or the record's), the partition's clock, the operators
+    downstream; specialized once so the per-message path has no decisions left."""
+    emit = op.emit
+    timestamp = op.spec.params.get("timestamp")
+    kv = op.spec.params.get("kv", False)
+    if len(emit) == 1:
+        (first,) = emit
 
-    __slots__ = ("emit", "timestamp", "kv", "clock")
+        def deliver(value, ts):
+            first(value, ts)
+    else:
+        def deliver(value, ts):
+            for fn in emit:
+                fn(value, ts)
 
-    def __init__(self, op: InputOperator, clock: Any):
-        self.emit = op.emit
-        self.timestamp = op.spec.params.get("timestamp")
-        self.kv = op.spec.params.get("kv", False)
-        self.clock = clock
+    if clock is None:   # an intermediate stream: event time is the record's
+        if kv:
+            return lambda env: deliver(KV(env.key, env.message), env.timestamp)
+        return lambda env: deliver(env.message, env.timestamp)
+
+    def from_source(env):
+        value = KV(env.key, env.message) if kv else env.message
+        ts = timestamp(value) if timestamp is not None else env.timestamp
+        if ts > clock.max_ts:
+            clock.max_ts = ts
+        clock.active = True
+        deliver(value, ts)
+    return from_source
 
 
 class ApplicationTask:
@@ -70,7 +90,7 @@ class ApplicationTask:
     def __init__(self) -> None:
         self.operators: dict[str, Operator] = {}
         self.inputs: dict[SystemStream, InputOperator] = {}
-        self._routes: dict[Any, _Route] = {}
+        self._routes: dict[Any, Any] = {}
         self._ticking: list[PartitionByOperator] = []
         self._ctx: OperatorContext | None = None
 
@@ -119,21 +139,12 @@ class ApplicationTask:
         for ssp in context.ssps:
             op = self.inputs.get(ssp.system_stream)
             if op is not None:
-                self._routes[ssp] = _Route(op, control.clock(ssp))
+                self._routes[ssp] = _route(op, control.clock(ssp))
 
     # -- messages -----------------------------------------------------------------------------
     def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
-        route = self._routes[envelope.ssp]
         self._ctx.coordinator = coordinator
-        value = KV(envelope.key, envelope.message) if route.kv else envelope.message
-        ts = route.timestamp(value) if route.timestamp is not None else envelope.timestamp
-        clock = route.clock
-        if clock is not None:
-            if ts > clock.max_ts:
-                clock.max_ts = ts
-            clock.active = True
-        for fn in route.emit:
-            fn(value, ts)
+        self._routes[envelope.ssp](envelope)
 
     # -- control (called by the task's TaskControl) -------------------------------------------
     def on_stream_watermark(self, stream: SystemStream, watermark: int, collector: Any,
