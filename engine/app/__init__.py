@@ -15,14 +15,14 @@ docs/APPLICATIONS.md is the guide.
 
 from weir.engine.app.api import (KV, ApplicationDescriptor, MessageStream, OutputStream,
                                  StreamApplication, Table)
-from weir.engine.app.errors import ApplicationError, LateEventTimeError
+from weir.engine.app.errors import ApplicationError, MissingEventTimeError
 from weir.engine.app.planner import ExecutionPlan, StagePlan, StreamPlan, plan_application
 from weir.engine.app.windows import (Aggregate, WindowPane, Windows, WindowSpec, collecting, count,
                                      summing)
 
 __all__ = [
     "KV", "ApplicationDescriptor", "MessageStream", "OutputStream", "StreamApplication", "Table",
-    "ApplicationError", "LateEventTimeError",
+    "ApplicationError", "MissingEventTimeError",
     "ExecutionPlan", "StagePlan", "StreamPlan", "plan_application",
     "Aggregate", "WindowPane", "Windows", "WindowSpec", "collecting", "count", "summing",
 ]

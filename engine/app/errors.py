@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from weir.engine.errors import EngineError
 
-__all__ = ["ApplicationError", "LateEventTimeError"]
+__all__ = ["ApplicationError", "MissingEventTimeError"]
 
 
 class ApplicationError(EngineError):
@@ -13,6 +13,6 @@ class ApplicationError(EngineError):
     names the operator or stream and the fix."""
 
 
-class LateEventTimeError(ApplicationError):
+class MissingEventTimeError(ApplicationError):
     """A windowed or joined element has no event time (``envelope.timestamp`` is -1 and the
     input has no ``timestamp=`` function)."""

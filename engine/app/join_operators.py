@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from weir.engine.app.api import KV
-from weir.engine.app.errors import LateEventTimeError
+from weir.engine.app.errors import MissingEventTimeError
 from weir.engine.app.graph import OpSpec
 from weir.engine.app.operators import Operator, OperatorContext
 from weir.engine.control.messages import WATERMARK_MAX
@@ -55,7 +55,7 @@ class StreamJoinOperator(Operator):
 
     def _arrive(self, side: int, value: Any, ts: int) -> None:
         if ts < 0:
-            raise LateEventTimeError(
+            raise MissingEventTimeError(
                 f"join {self.spec.name!r} got an element without an event time ({value!r}); "
                 f"give the input a timestamp function (app.input(..., timestamp=fn))")
         if ts < self.input_wm:

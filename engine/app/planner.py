@@ -3,8 +3,9 @@
 :func:`plan_application` loads ``app.class``, calls its ``describe(app)`` and
 
 1. **cuts the graph into stages** at every ``partition_by``: a stage is a connected group of
-   operators and the streams that feed it (source streams, or intermediate streams written
-   by a ``partition_by`` of an earlier stage). Stages are numbered in data-flow order. A
+   operators (operators using the same table count as connected) and the streams that feed
+   it (source streams, or intermediate streams written by a ``partition_by`` of an earlier
+   stage). Stages are numbered in data-flow order. A
    ``partition_by`` whose own output feeds back into it is refused (end-of-stream could never
    get through);
 2. **names the intermediate streams** as Samza does, ``<app>-<id>-partition_by-<name>``, on
@@ -65,7 +66,7 @@ __all__ = [
     "APP_CLASS", "APP_NAME", "APP_ID", "APP_STAGE", "APP_STORE_FACTORY",
     "JOB_INTERMEDIATE_STREAM_PARTITIONS", "MAX_INFERRED_PARTITIONS", "APPLICATION_TASK",
     "StreamPlan", "StagePlan", "ExecutionPlan", "load_application", "describe_application",
-    "plan_application", "is_application",
+    "plan_application", "is_application", "stage_operators",
 ]
 
 log = logging.getLogger("weir.app")
@@ -316,7 +317,9 @@ def _check_cycles(graph: OperatorGraph) -> None:
                 stack.append(cur.producer)
 
 
-def _stages(graph: OperatorGraph) -> list[list[OpSpec]]:
+def stage_operators(graph: OperatorGraph) -> list[list[OpSpec]]:
+    """The operators of each stage, stages in data-flow order (see the module docstring);
+    the planner and every ApplicationTask compute the same list from the same graph."""
     comps = _Components(graph.ops)
     tables: dict[str, OpSpec] = {}
     for op in graph.ops:
@@ -436,7 +439,7 @@ def plan_application(config: Config, registry: Any = None) -> ExecutionPlan:
     app = describe_application(config)
     graph = app.graph
     _check_cycles(graph)
-    stage_ops = _stages(graph)
+    stage_ops = stage_operators(graph)
 
     sources = [s for s, op in graph.inputs.items() if not op.is_intermediate_input]
     counts: dict[SystemStream, int] = dict(registry.partition_counts(sources))

@@ -28,7 +28,7 @@ from weir.engine.app.join_operators import SendToTableOperator, StreamJoinOperat
 from weir.engine.app.operators import (FilterOperator, FlatMapOperator, InputOperator, MapOperator,
                                        MergeOperator, Operator, OperatorContext, PartitionByOperator,
                                        SendToOperator, SinkOperator)
-from weir.engine.app.planner import APP_STAGE, _stages, describe_application
+from weir.engine.app.planner import APP_STAGE, describe_application, stage_operators
 from weir.engine.app.window_operator import WindowOperator
 from weir.engine.control.sender import ControlMessageSender
 from weir.engine.errors import EngineError
@@ -103,7 +103,7 @@ class ApplicationTask:
         config = context.config
         app = describe_application(config)
         graph = app.graph
-        stages = _stages(graph)
+        stages = stage_operators(graph)
         selected = APP_STAGE.get(config)
         if selected >= len(stages):
             raise EngineError(f"app.stage={selected} but the application has {len(stages)} "

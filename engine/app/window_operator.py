@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from weir.engine.app.errors import LateEventTimeError
+from weir.engine.app.errors import MissingEventTimeError
 from weir.engine.app.graph import OpSpec
 from weir.engine.app.operators import Operator, OperatorContext
 from weir.engine.app.windows import WindowKind, WindowPane
@@ -68,7 +68,7 @@ class WindowOperator(Operator):
     # -- elements -----------------------------------------------------------------------------
     def on_message(self, value: Any, ts: int) -> None:
         if ts < 0:
-            raise LateEventTimeError(
+            raise MissingEventTimeError(
                 f"window {self.spec.name!r} got an element without an event time ({value!r}); "
                 f"give the input a timestamp function (app.input(..., timestamp=fn)) or write "
                 f"records with timestamps")

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from weir.engine.app import KV, Windows, count
-from weir.engine.app.errors import LateEventTimeError
+from weir.engine.app.errors import MissingEventTimeError
 from weir.engine.app.graph import OpCode, OpSpec
 from weir.engine.app.join_operators import StreamJoinOperator
 from weir.engine.app.operators import (ENDED, InputOperator, MapOperator, MergeOperator,
@@ -127,7 +127,7 @@ def test_session_windows_merge_overlapping_sessions_and_their_counts(tmp_path):
 
 def test_a_window_element_without_an_event_time_is_a_clear_error(tmp_path):
     op, *_ = window(tmp_path, Windows.tumbling(10))
-    with pytest.raises(LateEventTimeError, match="timestamp"):
+    with pytest.raises(MissingEventTimeError, match="timestamp"):
         op.on_message(KV("a", 1), -1)
 
 
