@@ -36,7 +36,7 @@ import lmdb
 import pytest
 import rocksdict
 
-from weir.stores.builder import build_store, open_engine
+from weir.stores.builder import build_store, open_engine, shared_store
 from weir.stores.config import Config
 from weir.stores.engines.rocksdb import RocksDBOptions
 from weir.stores.filesink import FileChangelog
@@ -478,3 +478,38 @@ def test_side_by_side(root, capsys, commit_every):
         log.close()
     rocks_ref[0].close()
     lmdb_ref.close()
+
+
+def test_lock_cost(root, capsys):
+    """What the lock layer costs a task whose calls may overlap (``task.max.concurrency`` > 1
+    off the loop thread): the read-modify-write loop through ``shared_store(stack)`` against
+    the bare stack, one thread, interleaved rounds. The inline path never gets the layer."""
+    sub = root / "lock-cost"
+    for part in ("bare", "locked"):
+        (sub / part).mkdir(parents=True)
+    c = {"commit_every": COMMIT_EVERY}
+    opened, pairs = [], {}
+    for engine in ("rocksdb", "lmdb"):
+        bare, bare_log = open_stack(sub / "bare", engine)
+        locked_inner, locked_log = open_stack(sub / "locked", engine)
+        opened += [(bare, bare_log), (locked_inner, locked_log)]
+        pairs[f"{engine} stack"] = (functools.partial(rmw_stack, **c), (bare,))
+        pairs[f"{engine} stack + lock"] = (functools.partial(rmw_stack, **c),
+                                           (shared_store(locked_inner),))
+    times = _side_by_side(pairs, SIDE_BY_SIDE_ROUNDS)
+    lines = [f"read-modify-write counter, {HOT_KEYS:,} hot keys, {EVENTS:,} events/round, "
+             f"commit every {COMMIT_EVERY:,}, {SIDE_BY_SIDE_ROUNDS} interleaved rounds",
+             f"{'loop':32s} {'best wall ev/s':>15s} {'best cpu ev/s':>15s}"]
+    for name, runs in times.items():
+        lines.append(f"{name:32s} {EVENTS / min(w for w, _ in runs):15,.0f} "
+                     f"{EVENTS / min(c for _, c in runs):15,.0f}")
+    lines.append("median of per-round ratios (bare time / locked time):")
+    for engine in ("rocksdb", "lmdb"):
+        a, b = f"{engine} stack + lock", f"{engine} stack"
+        lines.append(f"{engine + ' locked / bare':40s} wall {_ratio(times, a, b, 0):.2f}  "
+                     f"cpu {_ratio(times, a, b, 1):.2f}")
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))
+    for store, log in opened:
+        store.close()
+        log.close()

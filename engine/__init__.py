@@ -20,10 +20,12 @@ from typing import Any
 
 from weir.engine.errors import (
     CallbackTimeoutError,
+    ChangelogNotCompactedError,
     CorruptRecordError,
     DeserializationError,
     EngineError,
     PartitionLockedError,
+    StreamIdentityMismatchError,
     StreamNotFoundError,
     TaskError,
 )
@@ -71,8 +73,8 @@ _LAZY = {
 
 __all__ = [
     "__version__",
-    "CallbackTimeoutError", "CorruptRecordError", "DeserializationError", "EngineError",
-    "PartitionLockedError", "StreamNotFoundError", "TaskError",
+    "CallbackTimeoutError", "ChangelogNotCompactedError", "CorruptRecordError", "DeserializationError", "EngineError",
+    "PartitionLockedError", "StreamIdentityMismatchError", "StreamNotFoundError", "TaskError",
     "NO_TIMESTAMP", "EnvelopeKind", "IncomingMessageEnvelope", "OutgoingMessageEnvelope",
     "SystemStream", "SystemStreamPartition", "TaskName",
     "AsyncStreamTask", "ClosableTask", "EndOfStreamListenerTask", "InitableTask",

@@ -375,7 +375,7 @@ def load_task_factory(config: Config | Mapping[str, str]) -> Callable[[], Any]:
         >>> make = load_task_factory({"task.class": "weir.engine.task:TaskWrapper"})
         Traceback (most recent call last):
         ...
-        stores.errors.ConfigError: config key 'task.class': TaskWrapper is a task wrapper, not a task; name the wrapped task in task.class and the wrapper in task.wrapper.class
+        weir.stores.errors.ConfigError: config key 'task.class': TaskWrapper is a task wrapper, not a task; name the wrapped task in task.class and the wrapper in task.wrapper.class
     """
     cfg = config if isinstance(config, Config) else Config(config)
     key = TASK_CLASS.name

@@ -7,23 +7,32 @@ through the :class:`weir.stores.ChangelogSink` / :class:`weir.stores.ChangelogSo
 from weir.recovery.checkpoint import (
     CHECKPOINT_FORMAT,
     Checkpoint,
+    CheckpointFile,
     CheckpointManager,
     CorruptCheckpointPolicy,
     FileCheckpointManager,
     MemoryCheckpointManager,
     decode_checkpoint,
+    decode_checkpoint_file,
     encode_checkpoint,
 )
-from weir.recovery.errors import CheckpointCorruptError, RecoveryError, StaleStoreError
+from weir.recovery.errors import (ChangelogDamagedError, ChangelogMismatchError, ChangelogStateError,
+                                  CheckpointCorruptError, CheckpointRegressionError, JobLockedError,
+                                  RecoveryError, StaleStoreError, StateWithoutCheckpointError,
+                                  StoreRepairError)
+from weir.recovery.job_lock import JobLock
 from weir.recovery.offset_file import OffsetFileCorruptError, StoreOffset, read_offset_file, write_offset_file
-from weir.recovery.restore import Action, RestorePlan, RestoreStats, plan_restore
+from weir.recovery.restore import Action, Repair, RestorePlan, RestoreStats, plan_restore
 from weir.recovery.storage import ProgressMode, TaskStorageManager, task_directory_name
 
 __all__ = [
-    "CHECKPOINT_FORMAT", "Checkpoint", "CheckpointManager", "CorruptCheckpointPolicy",
-    "FileCheckpointManager", "MemoryCheckpointManager", "decode_checkpoint", "encode_checkpoint",
-    "CheckpointCorruptError", "RecoveryError", "StaleStoreError",
+    "CHECKPOINT_FORMAT", "Checkpoint", "CheckpointFile", "CheckpointManager",
+    "CorruptCheckpointPolicy", "FileCheckpointManager", "MemoryCheckpointManager",
+    "decode_checkpoint", "decode_checkpoint_file", "encode_checkpoint",
+    "CheckpointCorruptError", "CheckpointRegressionError", "JobLockedError", "RecoveryError",
+    "StaleStoreError", "StateWithoutCheckpointError", "JobLock",
+    "ChangelogStateError", "ChangelogMismatchError", "ChangelogDamagedError", "StoreRepairError",
     "OffsetFileCorruptError", "StoreOffset", "read_offset_file", "write_offset_file",
-    "Action", "RestorePlan", "RestoreStats", "plan_restore",
+    "Action", "Repair", "RestorePlan", "RestoreStats", "plan_restore",
     "ProgressMode", "TaskStorageManager", "task_directory_name",
 ]

@@ -9,19 +9,27 @@ after). The storage manager keeps it true:
 * the first change after that removes ``OFFSET`` **before** it reaches the engine (the logged
   layer appends to the changelog before writing the engine, and the storage manager's sink
   removes the file on that first append), so a crash between commits leaves no ``OFFSET``;
-* restore removes ``OFFSET`` before replaying and writes it when the store is caught up.
+* restore removes ``OFFSET`` before replaying and writes it when the store is caught up;
+* an offset the changelog cannot back is never written: when the changelog reports no newest
+  offset (:data:`~weir.stores.changelog.NO_OFFSET`) the file is removed instead, so the next
+  start restores (issue 9, point 8).
 
 Content: one JSON object, written atomically (temp, fsync, rename, fsync dir)::
 
     {"format": 1, "store": "counts", "engine": "rocksdb",
      "changelog": "filelog.counts-changelog", "offset": 1234,
-     "written_at_ms": 1700000000000, "crc32c": "0c1d2e3f"}
+     "written_at_ms": 1700000000000, "marker": "rocksdb-seq:5120", "crc32c": "0c1d2e3f"}
 
-``offset`` may be :data:`~weir.stores.changelog.NO_OFFSET` (-1): the changelog was empty and so is
-the store. ``engine`` and ``changelog`` identify what wrote the files: a store whose
-config now names another engine or changelog is rebuilt. ``written_at_ms`` dates the file for the staleness rule (a file copied from a backup
-keeps its age, unlike its mtime). A file that does not parse or fails its checksum is reported
-with :class:`OffsetFileCorruptError`; restore treats it like a missing file (wipe and replay).
+``engine`` and ``changelog`` identify what wrote the files: a store whose config now names
+another engine or changelog is rebuilt. ``written_at_ms`` dates the file for the staleness rule
+(a file copied from a backup keeps its age, unlike its mtime). ``marker`` is the engine's commit
+marker when the file was written (RocksDB's last sequence number; LMDB's last transaction id and
+entry count): restore reuses the files only when the opened engine still shows it, so an
+``OFFSET`` file that outlived or was copied next to other files (a deleted ``data.mdb``, an
+``OFFSET`` put back from a backup) vouches for nothing. Files written before the marker existed
+have none and are checked without it. A file that does not parse or fails its checksum is
+reported with :class:`OffsetFileCorruptError`; restore treats it like a missing file (rebuild).
+An offset of -1 (written by older versions for an empty changelog) proves nothing either.
 """
 
 from __future__ import annotations
@@ -66,6 +74,8 @@ class StoreOffset:
     offset: int
     written_at_ms: int
     engine: str
+    marker: str | None = None
+    """The engine's commit marker when the file was written (None in files older than it)."""
 
     def age_ms(self, now_ms: int) -> int:
         return now_ms - self.written_at_ms
@@ -76,15 +86,23 @@ def _body_checksum(body: dict) -> str:
 
 
 def write_offset_file(directory: Path, store: str, changelog: str, offset: int, *,
-                      engine: str, now_ms: int | None = None) -> StoreOffset:
-    """Record that the store in ``directory`` holds ``changelog``'s state at ``offset``."""
+                      engine: str, now_ms: int | None = None,
+                      marker: str | None = None) -> StoreOffset:
+    """Record that the store in ``directory`` holds ``changelog``'s state at ``offset``
+    (``marker``: the engine's commit marker now). ``offset`` must be a real changelog offset:
+    ``NO_OFFSET`` vouches for nothing, remove the file instead (:func:`remove_offset_file`)."""
+    if int(offset) < 0:
+        raise ValueError(f"an OFFSET file vouches for a changelog offset, not {offset}; "
+                         f"remove the file when the changelog has no records")
     if now_ms is None:
         now_ms = time.time_ns() // 1_000_000
     body = {"format": _FORMAT, "store": store, "engine": engine, "changelog": changelog,
             "offset": int(offset), "written_at_ms": int(now_ms)}
+    if marker is not None:
+        body["marker"] = str(marker)
     doc = dict(body, crc32c=_body_checksum(body))
     atomic_write(Path(directory) / OFFSET_FILE_NAME, orjson.dumps(doc) + b"\n")
-    return StoreOffset(store, changelog, int(offset), int(now_ms), engine)
+    return StoreOffset(store, changelog, int(offset), int(now_ms), engine, body.get("marker"))
 
 
 def read_offset_file(directory: Path) -> StoreOffset | None:
@@ -105,8 +123,10 @@ def read_offset_file(directory: Path) -> StoreOffset | None:
                              f"{_body_checksum(doc)})")
         if doc["format"] > _FORMAT:
             raise ValueError(f"format {doc['format']} is newer than {_FORMAT}")
+        marker = doc.get("marker")
         result = StoreOffset(str(doc["store"]), str(doc["changelog"]), doc["offset"],
-                             doc["written_at_ms"], str(doc["engine"]))
+                             doc["written_at_ms"], str(doc["engine"]),
+                             None if marker is None else str(marker))
         if not isinstance(result.offset, int) or not isinstance(result.written_at_ms, int):
             raise ValueError("offset and written_at_ms must be integers")
         return result

@@ -1,11 +1,17 @@
-"""Changelog restore of one store: decide what to do, replay, and trim uncommitted records.
+"""Changelog restore of one store: decide what to do, replay, trim, and realign.
 
 The state to restore is the store's changelog **up to the checkpointed changelog offset**
 (transactional restore, SAMZA-REFERENCE 4.7). :func:`plan_restore` is the decision table, a
-pure function; :func:`replay` and :func:`trim` carry it out on the store's bytes engine (below
-serdes, cache and changelog logging, so restoring never re-logs).
+pure function; :func:`replay`, :func:`trim` and :func:`realign` carry it out on the store's
+bytes engine (below serdes, cache and changelog logging, so restoring never re-logs).
 
-Target offset (the last changelog record the restored state includes):
+The rule behind every row: when the changelog cannot give back the state the checkpoint covers
+and no local copy proves that state, restore **stops** (:attr:`Action.STOP`; the storage manager
+raises :class:`~weir.recovery.errors.ChangelogMismatchError` with the safe next steps). It never
+restores "as much as there is" on its own, and it never deletes a local copy before a rebuild
+succeeded. An operator may then ask for a :class:`Repair` (``weir store repair``).
+
+Target offset (the last changelog record the restored state includes; ``C`` = checkpointed):
 
 ================================================  =============================================
 checkpoint says                                   target
@@ -13,11 +19,19 @@ checkpoint says                                   target
 nothing (no checkpoint, or store not in it)       ``newest`` (the whole changelog)
 ``NO_OFFSET`` (changelog was empty at commit)     ``NO_OFFSET`` (empty store)
 ``oldest <= C <= newest``                         ``C``
-``C`` outside ``[oldest, newest]``, or the        ``newest``, with a warning (the changelog was
-changelog is empty                                recreated or lost records; Samza does the same)
+``C > newest`` (the changelog was cut, emptied,   STOP; with ``Repair.KEEP_LOCAL`` and a local
+recreated, or is damaged at its end)              copy proven at ``C``: REUSE and realign the
+                                                  changelog to ``C`` from it; with
+                                                  ``Repair.ACCEPT_LOSS``: rebuild from
+                                                  ``[oldest, newest]`` and realign to ``C``
+``C < oldest`` (the records up to the checkpoint  REUSE when a local copy is proven at ``C``
+are gone)                                         (with a warning); else STOP; with
+                                                  ``Repair.ACCEPT_LOSS``: an empty store
 ================================================  =============================================
 
-Action per store (``L`` = offset in the local ``OFFSET`` file, see :mod:`weir.recovery.offset_file`):
+Action per store (``L`` = offset in the local ``OFFSET`` file, see :mod:`weir.recovery.offset_file`;
+a local copy is *proven* at ``L`` when that file is valid, names the store's engine and
+changelog, is not -1, and the engine's commit marker still matches it):
 
 ==============================================================  ===================================
 store                                                           action
@@ -25,45 +39,53 @@ store                                                           action
 persistent, not logged                                          KEEP the local files as they are
 in-memory, not logged                                           EMPTY
 in-memory, logged                                               REPLAY ``[oldest, target]``
-persistent, logged, ``L == target``, fresh, same changelog      REUSE (replay nothing)
-and engine
+persistent, logged, ``L == target``, fresh, proven              REUSE (replay nothing)
 persistent, logged, ``L < target``, ``L + 1 >= oldest``, fresh  CATCH_UP: replay ``(L, target]``
-anything else: no/corrupt ``OFFSET``, ``L > target`` (local     REBUILD: wipe the directory,
-writes not committed), stale (older than                        replay ``[oldest, target]``
-``stores.<s>.changelog.staleness.ms``), other changelog,
-records after ``L`` already deleted from the changelog
+anything else: no/corrupt ``OFFSET``, ``L > target`` (local     REBUILD: set the files aside,
+writes not committed), stale (older than                        replay ``[oldest, target]``, then
+``stores.<s>.changelog.staleness.ms``), other changelog or      remove the set-aside copy (or keep
+engine, files the ``OFFSET`` file does not describe, records    it and say where, when the local
+after ``L`` already deleted from the changelog                  files were damaged)
 ==============================================================  ===================================
 
 Trim: whatever the action, every key written to the changelog **after** the target (by a run
 that crashed before its next checkpoint) gets one more changelog record carrying its restored
 value (a tombstone if absent). After that the changelog's latest value of every key equals the
 store, so a later restore can never resurrect an uncommitted write.
+
+Realign (repairs only): when the changelog ends at ``N < C``, records ``N+1..C`` are written so
+that the changelog's state at ``C`` equals the store: first a record for every key whose value
+differs between the store and the changelog's state at ``N`` (a tombstone for a key the store
+lacks), then copies of the last of those records (no-ops) until offset ``C``. The differing keys
+can only be keys written in the lost records, so they always fit.
 """
 
 from __future__ import annotations
 
-import shutil
+import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
-from pathlib import Path
 
 from weir.stores.changelog import NO_OFFSET, ChangelogSink, ChangelogSource
 from weir.stores.engines._base import BytesEngine
-from weir.stores.locking import LOCK_FILE_NAME, DirectoryLock
 
+from weir.recovery.errors import StoreRepairError
 from weir.recovery.offset_file import StoreOffset
 
 __all__ = [
     "Action",
     "CheckpointedOffset",
     "LocalState",
+    "PAD_KEY",
+    "Repair",
     "RestorePlan",
     "RestoreStats",
     "plan_restore",
+    "proof_problem",
+    "realign",
     "replay",
     "trim",
-    "wipe_store_directory",
 ]
 
 
@@ -76,6 +98,22 @@ class Action(Enum):
     REPLAY = "replay"
     KEEP = "keep"
     EMPTY = "empty"
+    STOP = "stop"
+    """The changelog cannot back the checkpoint and nothing proves the state: restore refuses
+    (the storage manager raises ``ChangelogMismatchError``)."""
+
+
+class Repair(Enum):
+    """A repair an operator asked for (``weir store repair``); only acts when the changelog
+    does not reach the checkpoint (the rows marked STOP in the module docstring)."""
+
+    NONE = "none"
+    KEEP_LOCAL = "keep-local"
+    """Keep the local copy its ``OFFSET`` file proves at the checkpoint, and rewrite the
+    changelog records it is missing from it. Nothing is lost."""
+    ACCEPT_LOSS = "accept-loss"
+    """Restore what the changelog still holds up to the checkpoint and pad it to the
+    checkpoint's offset; the effect of the missing records is lost (the error said which)."""
 
 
 class CheckpointedOffset(Enum):
@@ -85,16 +123,31 @@ class CheckpointedOffset(Enum):
 
 
 class LocalState(Enum):
-    """A persistent store's ``OFFSET`` file when it gives no offset."""
+    """A persistent store's local copy when its ``OFFSET`` file proves no offset."""
 
     MISSING = "missing"
     CORRUPT = "corrupt"
+    FOREIGN = "foreign"
+    """The ``OFFSET`` file is valid but does not describe the files next to it (the engine's
+    commit marker differs: files lost, replaced, or an ``OFFSET`` file put back)."""
+    UNREADABLE = "unreadable"
+    """The engine cannot open the files."""
+
+
+PAD_KEY = b"\x00"
+"""The key of the padding tombstones :func:`realign` writes when neither the store nor the
+changelog has a key to repeat (an empty store over an empty changelog): deleting a key nobody
+wrote changes no state."""
 
 
 @dataclass(frozen=True)
 class RestorePlan:
     """The decision for one store. Replay covers ``[start, target]`` (nothing when
-    ``start > target``); records in ``(target, newest]`` are trimmed."""
+    ``start > target``); records in ``(target, newest]`` are trimmed; with ``realign`` set the
+    changelog is then written up to that offset (see the module docstring) and the store holds
+    the state at ``realign``. ``proven`` is the offset the local copy is proven at (None when
+    it proves nothing); ``lost`` the range of changelog offsets whose effect an
+    ``ACCEPT_LOSS`` repair gives up (``(None, C)``: every record up to ``C``)."""
 
     store: str
     action: Action
@@ -103,6 +156,11 @@ class RestorePlan:
     newest: int
     reason: str
     warning: str | None = None
+    realign: int | None = None
+    proven: int | None = None
+    lost: tuple[int | None, int] | None = None
+    repair: Repair = Repair.NONE
+    """The repair this plan carries out (``NONE``: an ordinary restore)."""
 
     @property
     def replays(self) -> bool:
@@ -110,11 +168,19 @@ class RestorePlan:
 
     @property
     def trims(self) -> bool:
-        return self.action not in (Action.KEEP, Action.EMPTY) and self.newest > self.target
+        return (self.action not in (Action.KEEP, Action.EMPTY, Action.STOP)
+                and self.newest > self.target)
 
     @property
     def wipes(self) -> bool:
+        """The local files are set aside and the store rebuilt (they are removed only after
+        the rebuild succeeded)."""
         return self.action is Action.REBUILD
+
+    @property
+    def state_offset(self) -> int:
+        """The changelog offset whose state the store holds once the plan is carried out."""
+        return self.realign if self.realign is not None else self.target
 
 
 @dataclass(frozen=True)
@@ -131,6 +197,12 @@ class RestoreStats:
     target: int
     trimmed_keys: int
     reason: str = ""
+    trimmed_records: int = 0
+    """Changelog records after the checkpoint (written by a run that crashed before its next
+    commit) whose changes the trim reverted; ``trimmed_keys`` counts the keys they touched."""
+    realigned: int = 0
+    """Changelog records written by a repair's realign."""
+    repair: Repair = Repair.NONE
 
     @property
     def records_per_second(self) -> float:
@@ -138,10 +210,14 @@ class RestoreStats:
 
     def summary(self) -> str:
         span = (f"offsets {self.start}..{self.target}" if self.records else "no records")
-        trimmed = f", reverted {self.trimmed_keys} uncommitted keys" if self.trimmed_keys else ""
+        trimmed = (f", reverted {self.trimmed_records:,} uncommitted changelog records "
+                   f"({self.trimmed_keys:,} keys)" if self.trimmed_keys else "")
+        realigned = (f", rewrote {self.realigned:,} changelog records" if self.realigned
+                     else "")
         return (f"restored store '{self.store}' of task '{self.task}' ({self.action.value}, "
                 f"{span}): {self.records:,} records, {_human_bytes(self.bytes)}, "
-                f"{self.seconds:.2f} s, {self.records_per_second:,.0f} records/s{trimmed}")
+                f"{self.seconds:.2f} s, {self.records_per_second:,.0f} records/s"
+                f"{trimmed}{realigned}")
 
 
 def _human_bytes(n: int) -> str:
@@ -157,65 +233,83 @@ def _human_bytes(n: int) -> str:
 
 def plan_restore(*, store: str, persistent: bool, logged: bool, changelog: str, engine: str,
                  checkpointed: int | CheckpointedOffset, oldest: int, newest: int,
-                 local: StoreOffset | LocalState, staleness_ms: int, now_ms: int) -> RestorePlan:
+                 local: StoreOffset | LocalState, staleness_ms: int, now_ms: int,
+                 repair: Repair = Repair.NONE) -> RestorePlan:
     """Decide how to restore one store (see the module docstring for the table).
 
     ``changelog`` (``system.stream``) and ``engine`` are the store's configured changelog and
     engine, compared with those recorded in the ``OFFSET`` file; ``oldest``/``newest`` are the
-    changelog's current bounds.
+    changelog's current bounds; ``repair`` what an operator asked for.
     """
     if not logged:
         action = Action.KEEP if persistent else Action.EMPTY
         reason = ("no changelog: local files used as they are" if persistent
                   else "no changelog: starts empty")
         return RestorePlan(store, action, NO_OFFSET, NO_OFFSET, NO_OFFSET, reason)
-    target, warning = _target(store, checkpointed, oldest, newest)
     first = oldest if newest != NO_OFFSET else NO_OFFSET
+    problem = proof_problem(local, changelog, engine) if persistent else "it is in memory"
+    proven = local.offset if problem is None and isinstance(local, StoreOffset) else None
+    if isinstance(checkpointed, int) and checkpointed != NO_OFFSET:
+        if newest == NO_OFFSET or checkpointed > newest:
+            return _changelog_ends_early(store, persistent, checkpointed, first, newest,
+                                         proven, problem, repair)
+        if checkpointed < oldest:
+            return _changelog_starts_late(store, persistent, checkpointed, oldest, newest,
+                                          proven, problem, repair)
+    if checkpointed is CheckpointedOffset.ABSENT:
+        target = newest
+    elif checkpointed == NO_OFFSET:
+        target = NO_OFFSET
+    else:
+        target = int(checkpointed)
+    warning = _lost_tail_warning(store, proven, newest, target)
     if not persistent:
         return RestorePlan(store, Action.REPLAY, first, target, newest,
                            "in-memory store: replayed from the changelog", warning)
-    rebuild = _rebuild_reason(local, changelog, engine, target, oldest, staleness_ms, now_ms)
+    rebuild = _rebuild_reason(local, problem, target, oldest, staleness_ms, now_ms)
     if rebuild is not None:
-        return RestorePlan(store, Action.REBUILD, first, target, newest, rebuild, warning)
+        return RestorePlan(store, Action.REBUILD, first, target, newest, rebuild, warning,
+                           proven=proven)
     assert isinstance(local, StoreOffset)
     if local.offset == target:
         return RestorePlan(store, Action.REUSE, local.offset + 1, target, newest,
-                           f"local copy is at the target offset {target}", warning)
+                           f"local copy is at the target offset {target}", warning,
+                           proven=proven)
     return RestorePlan(store, Action.CATCH_UP, local.offset + 1, target, newest,
-                       f"local copy is at offset {local.offset}, behind {target}", warning)
+                       f"local copy is at offset {local.offset}, behind {target}", warning,
+                       proven=proven)
 
 
-def _target(store: str, checkpointed: int | CheckpointedOffset, oldest: int,
-            newest: int) -> tuple[int, str | None]:
-    if checkpointed is CheckpointedOffset.ABSENT:
-        return newest, None
-    if checkpointed == NO_OFFSET:
-        return NO_OFFSET, None
-    if newest == NO_OFFSET:
-        return NO_OFFSET, (
-            f"store '{store}': the checkpoint covers changelog offset {checkpointed} but the "
-            "changelog is empty (recreated or deleted?); the store starts empty")
-    if checkpointed < oldest or checkpointed > newest:
-        return newest, (
-            f"store '{store}': checkpointed changelog offset {checkpointed} is outside the "
-            f"changelog's range {oldest}..{newest} (recreated, truncated or expired by "
-            "retention?); restoring the whole changelog, which may include writes made after "
-            "that checkpoint")
-    return checkpointed, None
-
-
-def _rebuild_reason(local: StoreOffset | LocalState, changelog: str, engine: str, target: int,
-                    oldest: int, staleness_ms: int, now_ms: int) -> str | None:
+def proof_problem(local: StoreOffset | LocalState, changelog: str, engine: str) -> str | None:
+    """Why ``local`` proves no offset of a store logged to ``changelog`` on ``engine``; None
+    when its ``OFFSET`` file proves ``local.offset`` (the commit marker is checked by the
+    storage manager once the files are open)."""
     if local is LocalState.MISSING:
         return ("no OFFSET file (new store, or changed after its last flush, e.g. by a run "
                 "that crashed)")
     if local is LocalState.CORRUPT:
         return "OFFSET file is corrupt"
+    if local is LocalState.FOREIGN:
+        return ("the OFFSET file does not describe the files beside it (the engine's commit "
+                "marker differs: files lost or replaced, or an OFFSET file put back)")
+    if local is LocalState.UNREADABLE:
+        return "the engine cannot open the local files"
     assert isinstance(local, StoreOffset)
     if local.engine != engine:
         return f"local files were written by the {local.engine} engine, the store now uses {engine}"
     if local.changelog != changelog:
         return f"local copy was logged to {local.changelog}, the store now logs to {changelog}"
+    if local.offset < 0:
+        return (f"its OFFSET file says {local.offset} (an empty changelog), which proves "
+                "nothing about the files")
+    return None
+
+
+def _rebuild_reason(local: StoreOffset | LocalState, problem: str | None, target: int,
+                    oldest: int, staleness_ms: int, now_ms: int) -> str | None:
+    if problem is not None:
+        return problem
+    assert isinstance(local, StoreOffset)
     age = local.age_ms(now_ms)
     if age >= staleness_ms:
         return (f"local copy is stale: OFFSET written {age / 1000:.0f} s ago, limit "
@@ -229,24 +323,63 @@ def _rebuild_reason(local: StoreOffset | LocalState, changelog: str, engine: str
     return None
 
 
+def _lost_tail_warning(store: str, proven: int | None, newest: int, target: int) -> str | None:
+    if proven is None or proven <= newest:
+        return None
+    return (f"store '{store}': the local copy's OFFSET file says changelog offset {proven}, but "
+            f"the changelog ends at {newest}: records {newest + 1}..{proven} are gone from it "
+            f"(cut or damaged). They come after the target offset {target}, so no committed "
+            f"state is lost")
+
+
+def _changelog_ends_early(store: str, persistent: bool, checkpointed: int, first: int,
+                          newest: int, proven: int | None, problem: str | None,
+                          repair: Repair) -> RestorePlan:
+    missing = f"changelog records {newest + 1}..{checkpointed}"
+    if repair is Repair.KEEP_LOCAL:
+        if persistent and proven == checkpointed:
+            return RestorePlan(
+                store, Action.REUSE, checkpointed + 1, checkpointed, newest,
+                f"repair: keeping the local copy (proven at offset {checkpointed}) and "
+                f"rewriting {missing} from it", realign=checkpointed, proven=proven,
+                repair=repair)
+        why = problem if problem is not None else f"it is proven at offset {proven}"
+        return RestorePlan(store, Action.STOP, NO_OFFSET, checkpointed, newest,
+                           f"keep-local needs a local copy proven at the checkpoint's offset "
+                           f"{checkpointed}, but {why}", proven=proven)
+    if repair is Repair.ACCEPT_LOSS:
+        return RestorePlan(
+            store, Action.REBUILD if persistent else Action.REPLAY, first, newest, newest,
+            f"repair: restoring the changelog's records up to {newest} and padding it to "
+            f"{checkpointed}; the effect of {missing} is lost", realign=checkpointed,
+            proven=proven, lost=(newest + 1, checkpointed), repair=repair)
+    return RestorePlan(store, Action.STOP, NO_OFFSET, checkpointed, newest,
+                       f"the changelog ends at offset {newest} but the checkpoint covers "
+                       f"offset {checkpointed}: {missing} are missing", proven=proven)
+
+
+def _changelog_starts_late(store: str, persistent: bool, checkpointed: int, oldest: int,
+                           newest: int, proven: int | None, problem: str | None,
+                           repair: Repair) -> RestorePlan:
+    gone = (f"the changelog now starts at offset {oldest}, after the checkpoint's offset "
+            f"{checkpointed}: every record up to the checkpoint is gone")
+    if persistent and proven == checkpointed:
+        return RestorePlan(
+            store, Action.REUSE, checkpointed + 1, checkpointed, newest,
+            f"local copy is at the target offset {checkpointed}", proven=proven,
+            warning=(f"store '{store}': {gone} (retention, or the changelog was recreated); "
+                     "the local copy proves the checkpoint's state and is reused, but a "
+                     "rebuild from this changelog could not give it back"))
+    if repair is Repair.ACCEPT_LOSS:
+        return RestorePlan(
+            store, Action.REBUILD if persistent else Action.REPLAY, oldest, checkpointed,
+            newest, f"repair: {gone}; the store starts empty and records {oldest}..{newest} "
+            "are reverted", proven=proven, lost=(None, checkpointed), repair=repair)
+    return RestorePlan(store, Action.STOP, NO_OFFSET, checkpointed, newest, gone,
+                       proven=proven)
+
+
 # -- carrying it out ----------------------------------------------------------------------------
-
-def wipe_store_directory(directory: Path, *, store: str) -> None:
-    """Delete a store's local files, refusing (``StoreLockedError``) while a live process has
-    the store open. The directory itself is kept."""
-    directory = Path(directory)
-    if not directory.exists():
-        directory.mkdir(parents=True)
-        return
-    with DirectoryLock.acquire(directory, store=store):
-        for child in directory.iterdir():
-            if child.name == LOCK_FILE_NAME:
-                continue
-            if child.is_dir() and not child.is_symlink():
-                shutil.rmtree(child)
-            else:
-                child.unlink()
-
 
 def replay(engine: BytesEngine, source: ChangelogSource, start: int, end: int, *,
            batch_size: int, batch_bytes: int = 64 << 20,
@@ -301,3 +434,65 @@ def trim(engine: BytesEngine, source: ChangelogSource, sink: ChangelogSink, *, a
             sink.append(key, value)
     sink.flush()
     return len(keys)
+
+
+def _digest(value: bytes) -> bytes:
+    return hashlib.blake2b(value, digest_size=16).digest()
+
+
+def realign(engine: BytesEngine, source: ChangelogSource, sink: ChangelogSink, *, store: str,
+            oldest: int, newest: int, target: int) -> int:
+    """Write changelog records ``newest+1..target`` so that the changelog's state at ``target``
+    equals what ``engine`` holds (see the module docstring); returns how many were written.
+
+    Reads the changelog's records ``[oldest, newest]`` (memory: a 16-byte digest per key).
+    Raises :class:`StoreRepairError`, writing nothing, when more keys differ than there are
+    offsets to fill: then the store is not the state those offsets held.
+    """
+    gap = target - newest
+    if gap <= 0:
+        return 0
+    logged: dict[bytes, bytes | None] = {}
+    if newest != NO_OFFSET:
+        for _, key, value in source.read(oldest, newest):
+            logged[key] = None if value is None else _digest(value)
+    writes: list[tuple[bytes, bytes | None]] = []
+    some_key: tuple[bytes, bytes | None] | None = None
+    missing = object()
+    with engine.all() as items:
+        for key, value in items:
+            if some_key is None:
+                some_key = (key, value)
+            if logged.pop(key, missing) != _digest(value):
+                writes.append((key, value))
+                if len(writes) > gap:
+                    break
+    writes.extend((key, None) for key, digest in logged.items() if digest is not None)
+    if len(writes) > gap:
+        raise StoreRepairError(
+            f"store '{store}': the local copy differs from the changelog's state at offset "
+            f"{newest} in more than {gap} keys, but only records {newest + 1}..{target} are "
+            f"missing: it is not the state at offset {target} its OFFSET file claims. Nothing "
+            f"was written; use the accept-loss repair or restore the changelog from a backup")
+    if writes:
+        pad = writes[-1]
+    elif some_key is not None:
+        pad = some_key
+    else:
+        pad = (next(iter(logged), PAD_KEY), None)
+    writes.extend([pad] * (gap - len(writes)))
+    append_all = getattr(sink, "append_all", None)
+    if callable(append_all):
+        append_all(writes)
+    else:
+        for key, value in writes:
+            sink.append(key, value)
+    sink.flush()
+    reached = source.newest_offset()
+    if reached != target:
+        raise StoreRepairError(
+            f"store '{store}': after writing records {newest + 1}..{target} the changelog's "
+            f"newest offset is {reached}, not {target}: something else wrote to it at the same "
+            f"time. Stop every other writer of this changelog partition and run the repair "
+            f"again")
+    return gap

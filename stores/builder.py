@@ -2,6 +2,8 @@
 
 From the outside in (what a task holds first)::
 
+    LockedLayer      one lock per store, held by every operation     only by shared_store(), when
+                                                                     calls of a task may overlap
     CachedLayer      LRU cache of Python objects, dirty write-back   if object.cache.size > 0
     SerializedLayer  typed <-> bytes with the key and msg serdes     always
     LoggedLayer      every change appended to the ChangelogSink      if a changelog is given
@@ -11,6 +13,11 @@ The cache sits above serialization (as in Samza's default stack), so a hot key's
 dict lookup and its write a dict store: no serde work until dirty entries are written down, and
 a key written many times between write-downs is serialized and logged once. docs/STORES.md
 has the measurements behind this choice and its one cost (cached values are shared objects).
+
+The lock layer is not part of :func:`build_store`: a store is built before the engine knows
+how its task will be run, and most tasks never share their stores between threads. The task
+instance adds it with :func:`shared_store` when the run loop lets several calls of the task
+run at once (``task.max.concurrency`` > 1 off the loop thread; docs/TASKS.md).
 
 Example::
 
@@ -40,12 +47,13 @@ from weir.stores.engines.lmdb import LMDBEngine, LMDBOptions
 from weir.stores.engines.memory import MemoryEngine
 from weir.stores.engines.rocksdb import RocksDBEngine, RocksDBOptions
 from weir.stores.layers.cached import CachedLayer
+from weir.stores.layers.locked import LockedLayer
 from weir.stores.layers.logged import LoggedLayer
 from weir.stores.layers.serialized import SerializedLayer
 from weir.stores.serdes import serde_from_name
 from weir.stores.spec import STORE_KEY_SERDE, STORE_MSG_SERDE, EngineKind, StoreSpec
 
-__all__ = ["build_store", "open_engine"]
+__all__ = ["build_store", "open_engine", "shared_store"]
 
 
 def open_engine(spec: StoreSpec, directory: Path, *, logged: bool) -> BytesEngine:
@@ -88,3 +96,11 @@ def build_store(spec: StoreSpec, directory: Path, *, changelog: ChangelogSink | 
         engine.close()  # release the directory lock: the caller never gets a store to close
         raise
     return typed
+
+
+def shared_store(store: KeyValueStore) -> LockedLayer:
+    """``store`` for several threads at once: every operation holds the store's lock, so each
+    is atomic and no write is lost (:mod:`weir.stores.layers.locked`). The storage manager
+    keeps flushing and closing ``store`` itself; whoever does that while the task may run holds
+    :attr:`LockedLayer.lock` around it."""
+    return LockedLayer(store)

@@ -35,6 +35,7 @@ __all__ = [
     "EngineKind",
     "StoreSpec",
     "stores_in",
+    "check_store_keys",
     "STORE_FACTORY",
     "STORE_KEY_SERDE",
     "STORE_MSG_SERDE",
@@ -166,7 +167,7 @@ class StoreSpec:
         """
         if not isinstance(config, Config):
             config = Config(config)
-        _check_known_keys(config, name)
+        check_store_keys(config, name)
         engine = _engine(config, name)
         key_serde = _serde(config, name, STORE_KEY_SERDE)
         value_serde = _serde(config, name, STORE_MSG_SERDE)
@@ -257,9 +258,12 @@ def _changelog(config: Config, name: str, default_system: str | None) -> tuple[s
     return default_system, raw
 
 
-def _check_known_keys(config: Config, name: str) -> None:
+def check_store_keys(config: Config, name: str) -> None:
+    """Refuse the first unknown ``stores.<name>.*`` key (in key order) with a ConfigError that
+    names it, where it was set, the closest valid key and every valid key. The job's config
+    check and :meth:`StoreSpec.from_config` both call it, so a typo gets one message."""
     prefix = f"stores.{name}."
-    for key in config:
+    for key in sorted(config):
         if not key.startswith(prefix) or find_declared(key) is not None:
             continue
         valid = sorted(d.key(store=name) for d in declared_keys()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -105,6 +106,18 @@ def test_no_code_imports_the_bare_package_names():
                  for path in _python_files() for line, mod in _imported_modules(path)
                  if mod.split(".")[0] in BARE]
     assert not offenders, "import weir.<package> instead:\n" + "\n".join(offenders)
+
+
+def test_no_code_runs_the_bare_packages_as_modules():
+    """``python -m engine`` works from the repository root by accident (and loads a second copy
+    of every module); the command is ``python -m weir`` (or the ``weir`` script)."""
+    pattern = re.compile(r"""["']-m["'],\s*["'](engine|stores|recovery)\b|-m (engine|stores|recovery)\b""")
+    offenders = [f"{path.relative_to(REPO)}:{n}: {line.strip()}"
+                 for path in list(_python_files()) + sorted((REPO / "docs").glob("*.md"))
+                 + [REPO / "README.md"]
+                 for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+                 if pattern.search(line) and path != Path(__file__).resolve()]
+    assert not offenders, "run `python -m weir` instead:\n" + "\n".join(offenders)
 
 
 @pytest.mark.parametrize("package, forbidden", [

@@ -603,7 +603,7 @@ def _check_tables(graph: OperatorGraph, ops: list[OpSpec], counts: Mapping[Syste
 
 
 def _check_deployment(config: Config, streams: Mapping[SystemStream, StreamPlan]) -> None:
-    from weir.engine.runloop.loop import TASK_MAX_CONCURRENCY
+    from weir.engine.runloop.settings import TASK_MAX_CONCURRENCY
 
     if TASK_MAX_CONCURRENCY.get(config) > 1:
         key = TASK_MAX_CONCURRENCY.name

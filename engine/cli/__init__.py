@@ -20,6 +20,8 @@ _COMMAND_MODULES = (
     "weir.engine.cli.log",      # weir log create|produce|tail|describe
     "weir.engine.cli.config",   # weir config docs|show
     "weir.engine.cli.run",      # weir run job.properties
+    "weir.engine.cli.checkpoint",  # weir checkpoint show|use-previous|reset job.properties
+    "weir.engine.cli.store",    # weir store repair job.properties --task T --store S ...
     "weir.engine.cli.plan",     # weir plan app.properties
     "weir.engine.cli.drain",    # weir drain job.properties
 )
@@ -53,6 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     except WeirError as exc:
         print(f"weir: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        # What the checks before a run cannot foresee (a disk that fills or turns read-only
+        # while the job starts): say what failed and where, not a traceback.
+        from weir.engine.runloop.failures import machine_fault
+        fault = machine_fault(exc)
+        what = f"the machine failed: {fault.describe()}: " if fault is not None else ""
+        print(f"weir: error: {what}{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 

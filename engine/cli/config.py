@@ -4,9 +4,10 @@
   key with its value and where it was set (``file:line``, ``--set``, ``default``), then the
   warnings (unknown keys, with the closest known key). A bad value fails with the key, its
   place and what is allowed. ``--strict`` exits 1 when there are warnings.
-* ``weir config docs [--output docs/CONFIG.md] [--check]`` writes the key reference generated
-  from every ``declare(...)``; ``--check`` writes nothing and exits 1 with a diff when the
-  file is stale.
+* ``weir config docs [--output FILE|-] [--check]`` writes the key reference generated from
+  every ``declare(...)``: to ``--output`` (``-`` is standard output); without it, to
+  ``docs/CONFIG.md`` when run at the root of a Weir checkout, else to standard output.
+  ``--check`` writes nothing and exits 1 with a diff when the file is stale.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import difflib
 import os
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 
 from rich.console import Console
@@ -23,6 +25,7 @@ from rich.table import Table
 
 from weir.stores.config import declared_keys
 
+from weir.engine.errors import EngineError
 from weir.engine.config.job import (
     OVERRIDE_ORIGIN,
     config_docs_markdown,
@@ -31,9 +34,10 @@ from weir.engine.config.job import (
     validate_config,
 )
 
-__all__ = ["register", "write_atomically"]
+__all__ = ["register", "write_atomically", "is_weir_checkout"]
 
 _DEFAULT_OUTPUT = "docs/CONFIG.md"
+_STDOUT = "-"
 _DIFF_LINES = 40
 
 
@@ -54,8 +58,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show.set_defaults(func=_show)
 
     docs = sub.add_parser("docs", help="generate the config key reference (docs/CONFIG.md)")
-    docs.add_argument("--output", "-o", default=_DEFAULT_OUTPUT,
-                      help=f"where to write it (default {_DEFAULT_OUTPUT})")
+    docs.add_argument("--output", "-o", metavar="FILE",
+                      help=f"where to write it, '-' for standard output (default: "
+                           f"{_DEFAULT_OUTPUT} at the root of a Weir checkout, else standard "
+                           f"output)")
     docs.add_argument("--check", action="store_true",
                       help="write nothing; exit 1 with a diff if the file is stale")
     docs.set_defaults(func=_docs)
@@ -128,13 +134,46 @@ def write_atomically(path: Path, text: str) -> None:
         os.close(dir_fd)
 
 
+def is_weir_checkout(directory: Path) -> bool:
+    """Whether ``directory`` is the root of a Weir source checkout: its ``pyproject.toml``
+    names the project ``weir`` and it has a ``docs`` directory."""
+    try:
+        with open(directory / "pyproject.toml", "rb") as f:
+            name = tomllib.load(f).get("project", {}).get("name")
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+    return name == "weir" and (directory / "docs").is_dir()
+
+
+def _docs_target(args: argparse.Namespace) -> Path | None:
+    """Where ``weir config docs`` writes (None: standard output)."""
+    if args.output == _STDOUT:
+        return None
+    if args.output is not None:
+        return Path(args.output)
+    if is_weir_checkout(Path.cwd()):
+        return Path(_DEFAULT_OUTPUT)
+    if args.check:
+        raise EngineError(f"nothing to check: {Path.cwd()} is not the root of a Weir checkout, "
+                          f"so there is no {_DEFAULT_OUTPUT} here; pass --output FILE")
+    return None
+
+
 def _docs(args: argparse.Namespace) -> int:
     text = config_docs_markdown()
-    path = Path(args.output)
+    path = _docs_target(args)
     keys = len(declared_keys())
     modules = len(load_all_declarations())
+    if path is None:
+        if args.check:
+            raise EngineError("--check compares with a file: pass --output FILE")
+        sys.stdout.write(text)
+        return 0
     if args.check:
-        current = path.read_text(encoding="utf-8") if path.exists() else ""
+        if not path.exists():
+            raise EngineError(f"{path} does not exist: generate it with "
+                              f"`weir config docs --output {path}`")
+        current = path.read_text(encoding="utf-8")
         if current == text:
             print(f"{path} is up to date ({keys} keys from {modules} modules)")
             return 0
@@ -145,7 +184,7 @@ def _docs(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr)
         if len(diff) > _DIFF_LINES:
             print(f"... {len(diff) - _DIFF_LINES} more diff lines", file=sys.stderr)
-        command = "weir config docs" + ("" if args.output == _DEFAULT_OUTPUT else f" --output {path}")
+        command = "weir config docs" + ("" if args.output is None else f" --output {path}")
         print(f"{path} is stale: regenerate it with `{command}` and commit it", file=sys.stderr)
         return 1
     write_atomically(path, text)

@@ -1,22 +1,25 @@
-"""``weir log``: create, fill, read and describe streams of any configured system.
+"""``weir log``: create, fill, read, list, describe and delete streams of any configured system.
 
 The file log is the default: ``--root DIR`` points at its directory (else
-``systems.filelog.root`` from ``--config``, else the file log's default root). With
-``--config job.properties --system NAME`` the commands work on any system of a job config,
-through the same :class:`~weir.engine.systems.registry.SystemRegistry` and per-stream serdes the
-job uses.
+``systems.filelog.root`` from ``--config``, else the file log's default root,
+``./weir-data/log``). With ``--config job.properties --system NAME`` the commands work on any
+system of a job config, through the same :class:`~weir.engine.systems.registry.SystemRegistry`
+and per-stream serdes the job uses.
 
 Examples::
 
     weir log create orders --partitions 3 --root ./data/log
     printf '{"user": "ann", "amount": 3}\\n' | weir log produce orders --format json --key-field user --root ./data/log
     weir log tail orders --from oldest --max 10 --root ./data/log
+    weir log list --root ./data/log
     weir log describe orders --root ./data/log
+    weir log delete orders --yes --root ./data/log
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -56,13 +59,16 @@ _READ_POLL_S = 0.2
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "log", help="create, produce to, tail and describe streams",
-        description="Create, produce to, tail and describe streams (file log by default).")
+        "log", help="create, produce to, tail, list, describe and delete streams",
+        description="Create, produce to, tail, list, describe and delete streams (file log by "
+                    "default).")
     actions = parser.add_subparsers(dest="log_command", metavar="ACTION", required=True)
 
     target = argparse.ArgumentParser(add_help=False)
     group = target.add_argument_group("where the stream lives")
-    group.add_argument("--root", help="file log directory (sets systems.<system>.root)")
+    group.add_argument("--root", metavar="DIR",
+                       help="file log directory (sets systems.<system>.root; default: the "
+                            "value in --config, else ./weir-data/log)")
     group.add_argument("--config", metavar="FILE", help="job config (.properties or .yaml)")
     group.add_argument("--system", help=f"system name in the config (default {DEFAULT_SYSTEM})")
     group.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -70,7 +76,8 @@ def register(subparsers: Any) -> None:
 
     p = actions.add_parser("create", parents=[target], help="create a stream")
     p.add_argument("stream")
-    p.add_argument("--partitions", type=_positive_int, default=1, metavar="N")
+    p.add_argument("--partitions", type=_positive_int, default=1, metavar="N",
+                   help="number of partitions, fixed for the stream's life (default: %(default)s)")
     p.add_argument("--compact", action="store_true", help="keep the latest value per key")
     p.add_argument("--bounded", action="store_true", help="the stream ends (see produce --end)")
     p.set_defaults(func=_create)
@@ -99,6 +106,19 @@ def register(subparsers: Any) -> None:
     p = actions.add_parser("describe", parents=[target], help="show partitions and offsets")
     p.add_argument("stream")
     p.set_defaults(func=_describe)
+
+    p = actions.add_parser("list", parents=[target],
+                           help="list the streams: partitions, records, size, policy, ended")
+    p.add_argument("--json", action="store_true", help="one JSON object per stream, for scripts")
+    p.set_defaults(func=_list)
+
+    p = actions.add_parser("delete", parents=[target],
+                           help="delete a stream and its files (needs --yes)",
+                           description="Delete a stream and every record in it. Refused without "
+                                       "--yes, and while any process writes to the stream.")
+    p.add_argument("stream")
+    p.add_argument("--yes", action="store_true", help="really delete (it cannot be undone)")
+    p.set_defaults(func=_delete)
 
 
 def _positive_int(text: str) -> int:
@@ -138,8 +158,14 @@ def _parse_sets(items: list[str]) -> dict[str, str]:
     return out
 
 
+def _root(reg: SystemRegistry, system: str) -> str | None:
+    """The directory the system keeps its streams in (the file log's root), if it has one."""
+    root = getattr(reg.admin(system), "root", None)
+    return root if isinstance(root, str) else None
+
+
 def _where(reg: SystemRegistry, system: str) -> str:
-    root = reg.config.get_str(f"systems.{system}.root")
+    root = _root(reg, system)
     return f" (root {root})" if root else ""
 
 
@@ -150,10 +176,10 @@ def _existing_stream(args: argparse.Namespace) -> tuple[SystemRegistry, SystemSt
     ss = SystemStream(system, args.stream)
     admin = reg.admin(system)
     if not admin.stream_exists(args.stream):
-        root = reg.config.get_str(f"systems.{system}.root")
-        raise StreamNotFoundError(system, args.stream, f"create it with `weir log create "
-                                  f"{args.stream}{' --root ' + root if root else ''}` or check "
-                                  f"--root/--system")
+        root = _root(reg, system)
+        raise reg.stream_not_found(system, args.stream, f"create it with `weir log create "
+                                   f"{args.stream}{' --root ' + root if root else ''}`, or "
+                                   f"point --root/--config/--system at where it is")
     count = admin.partition_count(args.stream)
     partition = getattr(args, "partition", None)
     if partition is not None and partition >= count:
@@ -269,18 +295,22 @@ def _tail(args: argparse.Namespace) -> int:
     partitions = [args.partition] if args.partition is not None else list(range(count))
     ssps = [SystemStreamPartition(system, args.stream, p) for p in partitions]
     metadata = admin.metadata(ssps)
+    details = _partition_details(admin, args.stream, count)
+    ended = {ssp for ssp in ssps if getattr(details.get(ssp.partition), "ended", None) is True}
     serdes = reg.serdes_for(ss)
     consumer = reg.consumer(system)
-    # Without --follow, read what exists now: up to each partition's upcoming offset.
+    # Without --follow, read what exists now: up to each partition's upcoming offset, and the
+    # end-of-stream marker of a partition that has ended.
     stop_at: dict[SystemStreamPartition, int] = {}
+    active = []
     for ssp in ssps:
         start = _start_offset(args.start, metadata[ssp])
         consumer.register(ssp, start)
         stop_at[ssp] = metadata[ssp].upcoming
-    active = [ssp for ssp in ssps
-              if args.follow or _start_offset(args.start, metadata[ssp]) < stop_at[ssp]]
+        if args.follow or ssp in ended or start < stop_at[ssp]:
+            active.append(ssp)
     consumer.start()
-    tail = _TailPrinter(args.max, args.follow, stop_at, serdes)
+    tail = _TailPrinter(args.max, args.follow, stop_at, serdes, ended)
     started = time.perf_counter()
     try:
         while active and not tail.done:
@@ -295,17 +325,24 @@ def _tail(args: argparse.Namespace) -> int:
     finally:
         consumer.stop()
     seconds = time.perf_counter() - started
-    print(f"read {tail.shown} record(s) from {ss} ({len(ssps)} partition(s)) in {seconds:.2f} s",
-          file=sys.stderr)
+    ends = f", {tail.ends} ended" if tail.ends else ""
+    print(f"read {tail.shown} record(s) from {ss} ({len(ssps)} partition(s){ends}) in "
+          f"{seconds:.2f} s", file=sys.stderr)
     return 0
 
 
 class _TailPrinter:
-    """Prints envelopes; knows when a partition is finished and when --max is reached."""
+    """Prints envelopes, and the end-of-stream marker of a partition that ended; knows when a
+    partition is finished and when --max is reached. Without --follow a partition is finished
+    at the upcoming offset it had when the tail started, or, if it had ended then, at its
+    end-of-stream marker."""
 
-    def __init__(self, limit: int | None, follow: bool, stop_at: dict, serdes) -> None:
+    def __init__(self, limit: int | None, follow: bool, stop_at: dict, serdes,
+                 ended: set) -> None:
         self.limit, self.follow, self.stop_at, self.serdes = limit, follow, stop_at, serdes
+        self.ended = ended
         self.shown = 0
+        self.ends = 0
 
     @property
     def done(self) -> bool:
@@ -317,13 +354,15 @@ class _TailPrinter:
         for env in envs:
             if self.done:
                 return False
-            if bounded and not env.is_end_of_stream and env.offset >= self.stop_at[ssp]:
+            if env.is_end_of_stream:
+                print(format_record(env, self.serdes), flush=self.follow)
+                self.ends += 1
+                return True
+            if bounded and env.offset >= self.stop_at[ssp]:
                 return True
             print(format_record(env, self.serdes), flush=self.follow)
-            if env.is_end_of_stream:
-                return True
             self.shown += 1
-            if bounded and env.offset + 1 >= self.stop_at[ssp]:
+            if bounded and ssp not in self.ended and env.offset + 1 >= self.stop_at[ssp]:
                 return True
         return False
 
@@ -347,21 +386,37 @@ def _describe(args: argparse.Namespace) -> int:
         table.add_row(str(ssp.partition), str(md.oldest), str(md.newest), str(md.upcoming),
                       _attr(info, "segments"), _attr(info, "bytes", "{:,}"),
                       {True: "yes", False: "no"}.get(getattr(info, "ended", None), "-"))
-    console = Console(file=sys.stdout)
+    console = _console()
     console.print(table)
     console.print(f"{total:,} offset(s) across {count} partition(s)")
     return 0
 
 
+def _console() -> Console:
+    """Standard output; as wide as the terminal, or wide enough not to wrap table rows when
+    the output goes to a file or a pipe (scripts grep it)."""
+    interactive = sys.stdout.isatty()
+    return Console(file=sys.stdout, width=None if interactive else 200, highlight=False)
+
+
 def _traits(admin: Any, stream: str) -> str:
-    """``", compact, bounded"`` where the admin tells (memory: cleanup_policy; file log:
-    stream_meta)."""
-    meta = getattr(admin, "stream_meta", None)
-    if callable(meta):
-        m = meta(stream)
-        return f", {m.cleanup_policy.value}" + (", bounded" if m.bounded else "")
+    """``", compact, bounded"`` where the admin tells."""
+    policy, bounded = _policy(admin, stream)
+    if policy is None:
+        return ""
+    return f", {policy.value}" + (", bounded" if bounded else "")
+
+
+def _policy(admin: Any, stream: str) -> tuple[CleanupPolicy | None, bool | None]:
+    """The stream's cleanup policy and whether it is bounded, where the admin tells (file
+    log: ``stream_meta``; memory: ``stream_spec``; else ``cleanup_policy`` alone)."""
+    for name in ("stream_meta", "stream_spec"):
+        describe = getattr(admin, name, None)
+        if callable(describe):
+            m = describe(stream)
+            return m.cleanup_policy, m.bounded
     policy = getattr(admin, "cleanup_policy", None)
-    return f", {policy(stream).value}" if callable(policy) else ""
+    return (policy(stream), None) if callable(policy) else (None, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -399,3 +454,123 @@ def _partition_details(admin: Any, stream: str, count: int) -> dict[int, Any]:
 def _attr(info: Any, name: str, fmt: str = "{}") -> str:
     value = getattr(info, name, None)
     return "-" if value is None else fmt.format(value)
+
+
+# -- list -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _StreamSummary:
+    """One row of ``weir log list``; ``None`` where the system cannot tell."""
+
+    stream: str
+    partitions: int
+    records: int
+    bytes: int | None
+    cleanup_policy: CleanupPolicy | None
+    bounded: bool | None
+    ended_partitions: int | None
+
+    @property
+    def records_exact(self) -> bool:
+        """Offsets retained = records, except in a compacted stream (compaction leaves gaps)."""
+        return self.cleanup_policy is not CleanupPolicy.COMPACT
+
+    def as_json(self) -> dict[str, Any]:
+        return {"stream": self.stream, "partitions": self.partitions, "records": self.records,
+                "records_exact": self.records_exact, "bytes": self.bytes,
+                "cleanup_policy": self.cleanup_policy.value if self.cleanup_policy else None,
+                "bounded": self.bounded, "ended_partitions": self.ended_partitions}
+
+    @property
+    def ended_text(self) -> str:
+        if self.ended_partitions is None:
+            return "-"
+        if self.ended_partitions == 0:
+            return "no" if self.bounded is not False else "-"
+        if self.ended_partitions == self.partitions:
+            return "yes"
+        return f"{self.ended_partitions}/{self.partitions}"
+
+
+def _summary(admin: Any, system: str, stream: str) -> _StreamSummary:
+    count = admin.partition_count(stream)
+    metadata = admin.metadata([SystemStreamPartition(system, stream, p) for p in range(count)])
+    records = sum(md.upcoming - md.oldest for md in metadata.values())
+    details = _partition_details(admin, stream, count)
+    sizes = [getattr(details.get(p), "bytes", None) for p in range(count)]
+    ended = [getattr(details.get(p), "ended", None) for p in range(count)]
+    policy, bounded = _policy(admin, stream)
+    return _StreamSummary(
+        stream, count, records, None if None in sizes else sum(sizes), policy, bounded,
+        None if None in ended else sum(1 for e in ended if e))
+
+
+def _list(args: argparse.Namespace) -> int:
+    reg, system = _target(args)
+    admin = reg.admin(system)
+    list_streams = getattr(admin, "list_streams", None)
+    if not callable(list_streams):
+        raise EngineError(f"system '{system}' cannot list its streams (its admin has no "
+                          f"list_streams); name a stream: `weir log describe STREAM`")
+    rows = [_summary(admin, system, stream) for stream in list_streams()]
+    if args.json:
+        for row in rows:
+            print(json.dumps(row.as_json()))
+        return 0
+    where = _where(reg, system)
+    if not rows:
+        print(f"no streams in {system}{where}; create one with `weir log create STREAM`")
+        return 0
+    console = _console()
+    console.print(f"{system}: {len(rows)} stream(s){where}", soft_wrap=True)
+    table = Table()
+    for column, justify in (("stream", "left"), ("partitions", "right"), ("records", "right"),
+                            ("size", "right"), ("policy", "left"), ("bounded", "left"),
+                            ("ended", "left")):
+        table.add_column(column, justify=justify, overflow="fold")
+    for row in rows:
+        table.add_row(row.stream, str(row.partitions),
+                      f"{'' if row.records_exact else '<= '}{row.records:,}",
+                      "-" if row.bytes is None else _human_bytes(row.bytes),
+                      row.cleanup_policy.value if row.cleanup_policy else "-",
+                      {True: "yes", False: "no"}.get(row.bounded, "-"), row.ended_text)
+    console.print(table)
+    sizes = [row.bytes for row in rows if row.bytes is not None]
+    total = f"{sum(row.records for row in rows):,} record(s)"
+    if sizes:
+        total += f", {_human_bytes(sum(sizes))}"
+    console.print(f"{total} in {len(rows)} stream(s)"
+                  + ("; '<=' marks compacted streams, where compaction leaves gaps in the "
+                     "offsets" if any(not row.records_exact for row in rows) else ""),
+                  soft_wrap=True)
+    return 0
+
+
+def _human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{n:,} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+# -- delete ---------------------------------------------------------------------------------
+
+def _delete(args: argparse.Namespace) -> int:
+    reg, ss, admin, _ = _existing_stream(args)
+    delete = getattr(admin, "delete_stream", None)
+    if not callable(delete):
+        raise EngineError(f"system '{ss.system}' cannot delete streams (its admin has no "
+                          f"delete_stream); only the file log can")
+    row = _summary(admin, ss.system, args.stream)
+    size = "" if row.bytes is None else f", {_human_bytes(row.bytes)}"
+    root = _root(reg, ss.system)
+    what = (f"{ss}{f' in {root}' if root else ''}: {row.partitions} partition(s), "
+            f"{row.records:,} record(s){size}")
+    if not args.yes:
+        raise EngineError(f"not deleting {what}; deleting a stream removes every record in "
+                          f"it and cannot be undone: run again with --yes")
+    delete(args.stream)
+    print(f"deleted {what}")
+    return 0

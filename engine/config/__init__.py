@@ -6,7 +6,7 @@ job-level keys (job, streams, serdes).
 declares the keys that belong to the engine.
 """
 
-from weir.engine.config.check import ConfigWarning, WarningKind, check_config
+from weir.engine.config.check import ConfigWarning, UnknownSamzaKeyError, WarningKind, check_config
 from weir.engine.config.job import (
     JobConfig,
     StoreBase,
@@ -28,7 +28,7 @@ from weir.engine.config.streams import (
 )
 
 __all__ = [
-    "ConfigWarning", "WarningKind", "check_config",
+    "ConfigWarning", "UnknownSamzaKeyError", "WarningKind", "check_config",
     "JobConfig", "StoreBase", "apply_overrides", "config_docs_markdown",
     "load_all_declarations", "load_config", "parse_override", "validate_config",
     "warn_unknown_keys",

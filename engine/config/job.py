@@ -23,10 +23,11 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from weir.stores.config import Config, declare
 from weir.stores.errors import ConfigError
@@ -54,6 +55,8 @@ __all__ = [
     "JOB_ID",
     "JOB_CHANGELOG_SYSTEM",
     "JOB_COORDINATOR_SYSTEM",
+    "JOB_DATA_DIR",
+    "DEFAULT_DATA_ROOT",
     "JOB_LOGGED_STORE_BASE_DIR",
     "JOB_NON_LOGGED_STORE_BASE_DIR",
     "TASK_CHECKPOINT_PATH",
@@ -79,18 +82,31 @@ JOB_CHANGELOG_SYSTEM = declare(
 JOB_COORDINATOR_SYSTEM = declare(
     "job.coordinator.system", str, None, "System of the coordinator stream; falls back to "
     "`job.default.system`.", component=_COMPONENT)
+DEFAULT_DATA_ROOT = "weir-data"
+"""The directory, relative to the working directory, under which every default path of a job
+lives: ``weir-data/<job.name>-<job.id>`` for the job's own files, and ``weir-data/log`` for the
+file log (``systems.<system>.root``). Deleting it resets every job run from that directory."""
+
+JOB_DATA_DIR = declare(
+    "job.data.dir", str, None, "Directory of everything the job keeps on this machine: its "
+    "stores go to `<job.data.dir>/state` and its checkpoints to `<job.data.dir>/checkpoints` "
+    "unless `job.logged.store.base.dir`, `job.non-logged.store.base.dir` or "
+    "`task.checkpoint.path` say otherwise. Unset: `weir-data/<job.name>-<job.id>`. Relative to "
+    "the working directory. Deleting it (with the job's changelog streams) resets the job. "
+    "Weir's key; Samza has none.", component=_COMPONENT)
 JOB_LOGGED_STORE_BASE_DIR = declare(
-    "job.logged.store.base.dir", str, "state", "Base directory of stores with a changelog and of "
-    "side-input stores (`<base>/<store>/<task name, spaces as _>`); relative to the working "
-    "directory. The environment variable `LOGGED_STORE_BASE_DIR`, when set, wins: "
-    "`$LOGGED_STORE_BASE_DIR/<job.name>-<job.id>`.", component=_COMPONENT)
+    "job.logged.store.base.dir", str, None, "Base directory of stores with a changelog "
+    "(`<base>/<store>/<task name, spaces as _>`); relative to the working directory. Unset: `<job.data.dir>/state`. The environment variable "
+    "`LOGGED_STORE_BASE_DIR`, when set, wins: `$LOGGED_STORE_BASE_DIR/<job.name>-<job.id>`.",
+    component=_COMPONENT)
 JOB_NON_LOGGED_STORE_BASE_DIR = declare(
-    "job.non-logged.store.base.dir", str, "state", "Base directory of stores without a changelog; "
-    "relative to the working directory.", component=_COMPONENT)
+    "job.non-logged.store.base.dir", str, None, "Base directory of stores without a changelog; "
+    "relative to the working directory. Unset: `<job.data.dir>/state`.", component=_COMPONENT)
 TASK_CHECKPOINT_PATH = declare(
-    "task.checkpoint.path", str, "checkpoints", "Directory of the file checkpoint manager (one "
-    "checkpoint file per task); relative to the working directory. Samza's "
-    "FileSystemCheckpointManager key.", component=_COMPONENT)
+    "task.checkpoint.path", str, None, "Directory of the file checkpoint manager (one "
+    "checkpoint file per task); relative to the working directory. Unset: "
+    "`<job.data.dir>/checkpoints`. Samza's FileSystemCheckpointManager key.",
+    component=_COMPONENT)
 
 _LOGGED_BASE_ENV = "LOGGED_STORE_BASE_DIR"
 
@@ -193,7 +209,7 @@ def config_docs_markdown() -> str:
 
 class StoreBase(Enum):
     """Which base directory a store lives under (SAMZA-REFERENCE 4.1): ``LOGGED`` for stores
-    with a changelog (or backup) and side-input stores, ``NON_LOGGED`` for the rest."""
+    with a changelog, ``NON_LOGGED`` for the rest."""
 
     LOGGED = "logged"
     NON_LOGGED = "non-logged"
@@ -205,8 +221,10 @@ class JobConfig:
 
     >>> job = JobConfig.from_config(Config({"job.name": "wc", "job.default.system": "filelog"}),
     ...                             cwd=Path("/srv"), environ={})
+    >>> job.data_dir, job.checkpoint_dir
+    (PosixPath('/srv/weir-data/wc-1'), PosixPath('/srv/weir-data/wc-1/checkpoints'))
     >>> job.store_dir("counts", "Partition 0", StoreBase.LOGGED)
-    PosixPath('/srv/state/counts/Partition_0')
+    PosixPath('/srv/weir-data/wc-1/state/counts/Partition_0')
     >>> job.changelog_stream("counts", "counts-changelog")
     SystemStream(system='filelog', stream='counts-changelog')
     """
@@ -215,6 +233,7 @@ class JobConfig:
     id: str
     changelog_system: str | None
     coordinator_system: str | None
+    data_dir: Path
     logged_store_base_dir: Path
     non_logged_store_base_dir: Path
     checkpoint_dir: Path
@@ -224,7 +243,8 @@ class JobConfig:
                     environ: Mapping[str, str] | None = None) -> "JobConfig":
         """Parse the job keys. ``job.name`` is required. Relative directories are resolved
         against ``cwd`` (the working directory by default); ``environ`` defaults to
-        ``os.environ`` (for ``LOGGED_STORE_BASE_DIR``)."""
+        ``os.environ`` (for ``LOGGED_STORE_BASE_DIR``). Every directory left unset lies under
+        ``job.data.dir`` (default ``weir-data/<job.name>-<job.id>``)."""
         cwd = Path.cwd() if cwd is None else cwd
         environ = os.environ if environ is None else environ
         name = config.require(JOB_NAME.name)
@@ -233,19 +253,24 @@ class JobConfig:
             empty = JOB_NAME.name if not name else JOB_ID.name
             raise ConfigError("must not be empty", key=empty, origin=config.origin(empty))
         default_system = JOB_DEFAULT_SYSTEM.get(config)
+        data_dir = cwd / _data_dir(config, name, job_id)
+        state = data_dir / "state"
         env_base = environ.get(_LOGGED_BASE_ENV)
         if env_base:
-            logged = Path(env_base) / f"{name}-{job_id}"
+            logged = Path(env_base) / _job_dir_name(name, job_id, _LOGGED_BASE_ENV)
         else:
-            logged = Path(JOB_LOGGED_STORE_BASE_DIR.get(config))
+            logged = cwd / _dir_key(config, JOB_LOGGED_STORE_BASE_DIR, state)
         return cls(
             name=name,
             id=job_id,
             changelog_system=JOB_CHANGELOG_SYSTEM.get(config) or default_system,
             coordinator_system=JOB_COORDINATOR_SYSTEM.get(config) or default_system,
-            logged_store_base_dir=cwd / logged,
-            non_logged_store_base_dir=cwd / Path(JOB_NON_LOGGED_STORE_BASE_DIR.get(config)),
-            checkpoint_dir=cwd / Path(TASK_CHECKPOINT_PATH.get(config)),
+            data_dir=data_dir,
+            logged_store_base_dir=logged,
+            non_logged_store_base_dir=cwd / _dir_key(config, JOB_NON_LOGGED_STORE_BASE_DIR,
+                                                     state),
+            checkpoint_dir=cwd / _dir_key(config, TASK_CHECKPOINT_PATH,
+                                          data_dir / "checkpoints"),
         )
 
     def base_dir(self, base: StoreBase) -> Path:
@@ -283,3 +308,30 @@ class JobConfig:
     def coordinator_stream(self) -> str:
         """``__samza_coordinator_<name>_<id>`` with ``_`` inside name and id turned into ``-``."""
         return f"__samza_coordinator_{self.name.replace('_', '-')}_{self.id.replace('_', '-')}"
+
+
+def _job_dir_name(name: str, job_id: str, setting: str) -> str:
+    """``<job.name>-<job.id>``, the per-job directory name; ConfigError when the name or id
+    cannot name one directory (a path separator, ``.`` or ``..``)."""
+    dir_name = f"{name}-{job_id}"
+    if "/" in dir_name or "\\" in dir_name or "\0" in dir_name:
+        raise ConfigError(f"job name {name!r} and id {job_id!r} cannot name a directory "
+                          f"(they contain a path separator); set {setting} explicitly or "
+                          f"rename the job", key=JOB_NAME.name)
+    return dir_name
+
+
+def _data_dir(config: Config, name: str, job_id: str) -> Path:
+    return _dir_key(config, JOB_DATA_DIR, lambda: Path(DEFAULT_DATA_ROOT) / _job_dir_name(
+        name, job_id, JOB_DATA_DIR.name))
+
+
+def _dir_key(config: Config, decl: Any, default: Path | Callable[[], Path]) -> Path:
+    """The directory set by ``decl`` (an empty value is an error), else ``default``."""
+    value = decl.get(config)
+    if value is None:
+        return default() if callable(default) else default
+    if not value.strip():
+        raise ConfigError("is empty; set a directory or remove the key for the default",
+                          key=decl.name, origin=config.origin(decl.name))
+    return Path(value.strip())

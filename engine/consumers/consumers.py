@@ -20,8 +20,9 @@ answers the run loop's ``choose()`` with the chooser's pick.
   (:class:`~weir.engine.chooser.BootstrapLag`); an SSP is caught up when a chosen envelope reaches
   the head, when it starts past it, or at its end-of-stream.
 * **Deserialization** failures are fatal (:class:`~weir.engine.errors.DeserializationError`,
-  naming SSP and offset) unless ``task.drop.deserialization.errors=true``, which drops and
-  counts them.
+  naming SSP and offset) unless ``task.drop.deserialization.errors=true``, which drops them,
+  counts them (``deserialization_errors``, in total and per partition) and logs them (the
+  first at once, then at most one line per 10 s; :class:`~weir.engine.consumers.watches.DroppedMessageLog`).
 
 Differences from Samza: a poll *appends* to an SSP's buffer instead of replacing it (quirk 5:
 Samza's replace is only safe because of the empty-buffer rule); when ``choose()`` has to poll
@@ -50,6 +51,7 @@ Example::
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
@@ -57,7 +59,8 @@ from typing import Any
 
 from weir.stores.config import Config, declare
 
-from weir.engine.consumers.watches import TIER_POLL_INTERVAL_S, ConsumerCounters, PriorityWatch, Refill
+from weir.engine.consumers.watches import (TIER_POLL_INTERVAL_S, ConsumerCounters, DroppedMessageLog,
+                                          PriorityWatch, Refill)
 from weir.engine.chooser.base import MessageChooser
 from weir.engine.chooser.bootstrapping import BootstrapLag
 from weir.engine.chooser.default import chooser_from_config
@@ -75,6 +78,7 @@ __all__ = [
     "TASK_DROP_DESERIALIZATION_ERRORS",
 ]
 
+_log = logging.getLogger("weir.consumers")
 _COMPONENT = "consumers"
 _MESSAGE = EnvelopeKind.MESSAGE
 _END_OF_STREAM = EnvelopeKind.END_OF_STREAM
@@ -90,8 +94,10 @@ TASK_NO_NEW_MESSAGES_TIMEOUT_MS = declare(
     component=_COMPONENT)
 TASK_DROP_DESERIALIZATION_ERRORS = declare(
     "task.drop.deserialization.errors", bool, False,
-    "Drop (and count) input messages that cannot be deserialized instead of stopping the "
-    "job.", component=_COMPONENT)
+    "Drop input messages that cannot be deserialized instead of stopping the job. Dropped "
+    "messages are counted (`deserialization_errors` of the consumers' metrics, also per "
+    "partition) and logged (the first at once, then at most one line per 10 s).",
+    component=_COMPONENT)
 
 _IMMEDIATE = Refill.IMMEDIATE
 
@@ -136,6 +142,7 @@ class SystemConsumers:
         self._tier_waiting = self._watch.waiting   # its ``waiting``: checked per message
         self._started = False
         self._counters = ConsumerCounters()
+        self._drop_log = DroppedMessageLog(_log, clock=clock)
 
     @classmethod
     def from_registry(cls, registry: Any, systems: Iterable[str], *,
@@ -201,6 +208,7 @@ class SystemConsumers:
         if not self._started:
             return
         self._started = False
+        self._drop_log.flush()
         for consumer in self._consumers.values():
             consumer.stop()
         self._chooser.stop()
@@ -283,7 +291,7 @@ class SystemConsumers:
                             raise
                         raise DeserializationError(f"{type(exc).__name__}: {exc}", ssp=ssp,
                                                    offset=envelope.offset) from exc
-                    self._counters.deserialization_errors += 1
+                    self._count_dropped(ssp, envelope.offset, exc)
                     if self._gating:
                         self._dropped_at_head(envelope)
                     continue
@@ -295,6 +303,15 @@ class SystemConsumers:
             self._empty[ssp.system][ssp] = None
             self._watch.drained(ssp)
         return False
+
+    def _count_dropped(self, ssp: SystemStreamPartition, offset: int,
+                       error: BaseException) -> None:
+        counters = self._counters
+        counters.deserialization_errors += 1
+        by = counters.deserialization_errors_by_partition
+        key = str(ssp)
+        by[key] = by.get(key, 0) + 1
+        self._drop_log.dropped(ssp, offset, error)
 
     def _dropped_at_head(self, envelope: IncomingMessageEnvelope) -> None:
         """A dropped envelope at its lagging bootstrap SSP's head catches that SSP up."""

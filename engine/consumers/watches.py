@@ -1,5 +1,6 @@
-"""Pieces of :mod:`weir.engine.consumers.consumers`: its counters, refill mode, and the priority watch that
-keeps a drained high-priority SSP from waiting for polls while lower tiers are served.
+"""Pieces of :mod:`weir.engine.consumers.consumers`: its counters, refill mode, the priority watch that
+keeps a drained high-priority SSP from waiting for polls while lower tiers are served, and the
+rate-limited log of dropped undeserializable messages.
 
 Kept apart so :mod:`weir.engine.consumers.consumers` reads as polling and choosing; the public names are
 re-exported there.
@@ -7,8 +8,10 @@ re-exported there.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -18,8 +21,13 @@ __all__ = [
     "Refill",
     "ConsumerCounters",
     "PriorityWatch",
+    "DroppedMessageLog",
     "TIER_POLL_INTERVAL_S",
+    "DROP_LOG_INTERVAL_S",
 ]
+
+DROP_LOG_INTERVAL_S = 10.0
+"""At most one log line per this many seconds about dropped undeserializable messages."""
 
 TIER_POLL_INTERVAL_S = 0.001
 """Shortest gap between two polls of drained higher-priority SSPs made because a lower tier
@@ -54,6 +62,8 @@ class ConsumerCounters:
     """Times the chooser was not asked because a bootstrap stream lagged without an envelope."""
     deserialization_errors: int = 0
     """Envelopes dropped because they could not be deserialized."""
+    deserialization_errors_by_partition: dict[str, int] = field(default_factory=dict)
+    """The same, per input partition (``system.stream#partition``)."""
     buffered: int = 0
     """Envelopes polled and not yet handed to the chooser (``unprocessed-messages``)."""
     tier_polls: int = 0
@@ -117,3 +127,50 @@ class PriorityWatch:
 def _rank(priority: int | None) -> int:
     """A priority as the watch ranks it: no priority (or below 0) is -1, the lowest."""
     return -1 if priority is None or priority < 0 else priority
+
+
+class DroppedMessageLog:
+    """Logs messages dropped because they could not be deserialized
+    (``task.drop.deserialization.errors=true``) without flooding the log: the first drop at
+    once, naming stream, partition, offset and the error; after that at most one line per
+    ``interval`` seconds counting the drops since the last line and naming the latest. A
+    count not logged yet is logged by :meth:`flush` (when the consumers stop)."""
+
+    def __init__(self, logger: logging.Logger, interval: float = DROP_LOG_INTERVAL_S, *,
+                 clock: Callable[[], float] = time.monotonic):
+        self._log, self._interval, self._clock = logger, interval, clock
+        self._next = 0.0
+        self._pending = 0
+        self._since = 0.0
+        self._latest: tuple[SystemStreamPartition, int, BaseException] | None = None
+
+    def dropped(self, ssp: SystemStreamPartition, offset: int, error: BaseException) -> None:
+        now = self._clock()
+        self._pending += 1
+        self._latest = (ssp, offset, error)
+        if self._pending == 1 and self._next == 0.0:
+            self._emit(now, first=True)
+        elif now >= self._next:
+            self._emit(now, first=False)
+
+    def flush(self) -> None:
+        if self._pending:
+            self._emit(self._clock(), first=False)
+
+    def _emit(self, now: float, *, first: bool) -> None:
+        assert self._latest is not None
+        ssp, offset, error = self._latest
+        what = f"{type(error).__name__}: {error}"
+        if first:
+            self._log.warning(
+                "dropped the message at %s offset %d: it cannot be deserialized (%s); "
+                "task.drop.deserialization.errors=true drops such messages (counted in the "
+                "consumers' deserialization_errors metric)", ssp, offset, what)
+        else:
+            self._log.warning(
+                "dropped %d more message(s) that cannot be deserialized in the last %.0f s; "
+                "the latest at %s offset %d (%s)", self._pending, now - self._since, ssp,
+                offset, what)
+        self._pending = 0
+        self._since = now
+        self._next = now + self._interval

@@ -3,12 +3,17 @@
 A :class:`Container` runs the tasks the job model gives to one container id. ``run()`` goes
 through Samza's start order (SAMZA-REFERENCE 4.4), runs the loop, and stops in order:
 
-1. load the task class (a bad ``task.class`` fails before anything is opened);
+1. load the task class (a bad ``task.class`` fails before anything is opened) and build
+   every settings object from config and check the directories to write
+   (:func:`~weir.engine.container.preflight.check_job`): a bad setting is refused before
+   anything is created;
 2. create the stores' changelog streams if missing (compacted, one partition per task);
 3. make one producer per system (configured systems, inputs, changelogs, the default
    system), register every task and every changelog source, start them;
 4. read each task's last checkpoint (:class:`~weir.recovery.checkpoint.FileCheckpointManager` in
-   ``task.checkpoint.path``);
+   ``task.checkpoint.path``) and check, before anything is restored, that it was written
+   against the same incarnations of the input and changelog streams and that a task without
+   a checkpoint has no state (:mod:`weir.engine.container.safety`);
 5. restore each task's stores from their changelogs to exactly that checkpoint
    (:class:`~weir.recovery.storage.TaskStorageManager`; progress on the terminal, a summary line
    per store);
@@ -45,10 +50,14 @@ from typing import Any
 from weir.recovery.checkpoint import Checkpoint, FileCheckpointManager
 from weir.recovery.storage import ProgressMode
 from weir.stores.config import Config
+from weir.stores.errors import ConfigError
 from weir.stores.spec import StoreSpec, stores_in
 
 from weir.engine.container.progress import (ContainerProgress, ContainerResult, CountingProducer,
                                            SspPosition)
+from weir.engine.container.preflight import changelog_admin, check_job
+from weir.engine.container.safety import (check_identities, check_state_without_checkpoint,
+                                          config_file_of, current_identities, reset_ssps)
 from weir.engine.container.task_storage import TaskStorage, changelog_source_name
 from weir.engine.runloop.asyncio_thread import AsyncioThread
 from weir.engine.chooser import chooser_from_config
@@ -191,17 +200,19 @@ class Container:
     def _start(self) -> None:
         config, job, closers = self.config, self.job, self._closers
         make_task = load_task_factory(config)
+        check_job(config, job, self.registry)  # every setting and directory: nothing made yet
         specs = store_specs(config, job)
         tasks = self.model.tasks
         self._create_changelogs(specs)
         self._start_producers(specs)
-        checkpoints = FileCheckpointManager(job.checkpoint_dir)
+        checkpoints = FileCheckpointManager(job.checkpoint_dir,
+                                            job_config=config_file_of(config))
         for name in tasks:
             checkpoints.register(name)
         checkpoints.start()
         closers.callback(checkpoints.stop)
         last = {name: checkpoints.read_last(name) for name in tasks}
-        storages = self._restore(specs, last)
+        storages = self._restore(specs, last, checkpoints)
         metadata = self.registry.metadata(self._ssps_without_position(last))
         runner = AsyncioThread(f"weir-asyncio-{self.container_id}")
         closers.callback(runner.stop)
@@ -224,6 +235,10 @@ class Container:
                                              extras=cp.extras if cp else None))
             self.instances.append(inst)
             closers.callback(lambda inst=inst: inst.close(self._store_disposal()))
+        for name in tasks:
+            if last[name] is not None:
+                log.info("%s", resume_line(name, self.positions[name],
+                                           storages[name].restore_stats()))
         for inst in self.instances:
             inst.init()
         for inst in self.instances:
@@ -290,18 +305,50 @@ class Container:
             self._producers[system] = producer
             self._closers.callback(producer.stop)
 
-    def _restore(self, specs: list[StoreSpec], last: dict[TaskName, Checkpoint | None]
-                 ) -> dict[TaskName, TaskStorage]:
+    def _restore(self, specs: list[StoreSpec], last: dict[TaskName, Checkpoint | None],
+                 checkpoints: FileCheckpointManager) -> dict[TaskName, TaskStorage]:
         raw = {system: p.inner for system, p in self._producers.items()}
+        storages = {name: TaskStorage(name, specs, self.job, task.changelog_partition, raw,
+                                      self.registry, self.config, self.progress)
+                     for name, task in self.model.tasks.items()}
+        # Every task is checked before any store is restored: a mismatch changes nothing.
+        self._check_before_restore(storages, last, checkpoints)
         out: dict[TaskName, TaskStorage] = {}
-        for name, task in self.model.tasks.items():
-            storage = TaskStorage(name, specs, self.job, task.changelog_partition, raw,
-                                  self.registry, self.config, self.progress)
+        for name, storage in storages.items():
             storage.open(last[name])
             out[name] = storage
             # Closed by the task instance once it exists; this covers a failed start.
             self._closers.callback(lambda storage=storage: self._close_storage(storage))
         return out
+
+    def _check_before_restore(self, storages: dict[TaskName, TaskStorage],
+                              last: dict[TaskName, Checkpoint | None],
+                              checkpoints: FileCheckpointManager) -> None:
+        """Refuse to start when a checkpoint was written against other incarnations of the
+        streams, or a task without a checkpoint has state (see ``safety``); then bind the
+        streams' identities into every checkpoint this run writes."""
+        job_config = config_file_of(self.config)
+        logged = {name: storage.logged_stores() for name, storage in storages.items()}
+        ssps = {ssp for task in self.model.tasks.values() for ssp in task.ssps}
+        ssps.update(store.changelog for stores in logged.values() for store in stores)
+        identities = current_identities(self.registry, sorted(ssps))
+        for name, task in self.model.tasks.items():
+            path = str(checkpoints.path_for(name))
+            reset = reset_ssps(self.config, task.ssps)
+            inputs = {ssp: identities.get(ssp) for ssp in task.ssps}
+            changelogs = {store.name: (store.changelog, identities.get(store.changelog))
+                          for store in logged[name]}
+            check_identities(name, last[name], inputs, changelogs, checkpoint_path=path,
+                             job_config=job_config, reset=reset)
+            if last[name] is None:
+                check_state_without_checkpoint(
+                    name, logged[name], checkpoint_path=path, job_config=job_config,
+                    previous_exists=checkpoints.previous_path_for(name).exists())
+            else:
+                checkpoints.allow_rewind(name, [s for s in reset
+                                                if s in last[name].input_offsets])
+            checkpoints.bind(name, inputs={s: i for s, i in inputs.items() if i},
+                             changelogs={store: i for store, (_, i) in changelogs.items() if i})
 
     def _start_consumers(self) -> None:
         systems = sorted({ssp.system for t in self.model.tasks.values() for ssp in t.ssps})
@@ -345,6 +392,39 @@ def _describe_starts(positions: dict[SystemStreamPartition, SspPosition]) -> str
     return ", ".join(f"{ssp} offset {pos.start}" for ssp, pos in sorted(positions.items()))
 
 
+def resume_line(task: TaskName, positions: dict[SystemStreamPartition, SspPosition],
+                restored: list[Any]) -> str:
+    """The line a task with a checkpoint logs at start: the offset each input resumes from
+    and how many changelog records of a crashed run's uncommitted work the restore reverted.
+
+    >>> from weir.engine.model import SystemStreamPartition as SSP
+    >>> from weir.recovery.restore import Action, RestoreStats
+    >>> stats = RestoreStats("Partition 0", "counts", Action.CATCH_UP, 10, 200, 0.1, 41, 50,
+    ...                      trimmed_keys=3, trimmed_records=7)
+    >>> resume_line("Partition 0", {SSP("filelog", "words", 0): SspPosition(1234, 1234)},
+    ...             [stats])
+    "task 'Partition 0' resumes from its checkpoint: filelog.words#0 at offset 1234; restore reverted 7 uncommitted changelog record(s) of store 'counts' (3 key(s))"
+    >>> other = RestoreStats("Partition 0", "totals", Action.REUSE, 0, 0, 0.0, 5, 5,
+    ...                      trimmed_keys=1, trimmed_records=1)
+    >>> resume_line("Partition 0", {}, [stats, other]).split("; ")[1]
+    "restore reverted 8 uncommitted changelog record(s): store 'counts' 7 (3 key(s)), store 'totals' 1 (1 key(s))"
+    """
+    inputs = ", ".join(f"{ssp} at offset {pos.start}" for ssp, pos in sorted(positions.items()))
+    reverted = [s for s in restored if s.trimmed_keys]
+    if not reverted:
+        undo = "no uncommitted changelog records to revert"
+    elif len(reverted) == 1:
+        (s,) = reverted
+        undo = (f"restore reverted {s.trimmed_records:,} uncommitted changelog record(s) of "
+                f"store '{s.store}' ({s.trimmed_keys:,} key(s))")
+    else:
+        records = sum(s.trimmed_records for s in reverted)
+        stores = ", ".join(f"store '{s.store}' {s.trimmed_records:,} ({s.trimmed_keys:,} "
+                           f"key(s))" for s in sorted(reverted, key=lambda s: s.store))
+        undo = f"restore reverted {records:,} uncommitted changelog record(s): {stores}"
+    return f"task '{task}' resumes from its checkpoint: {inputs or 'no inputs'}; {undo}"
+
+
 def store_specs(config: Config, job: JobConfig) -> list[StoreSpec]:
     """Every configured store (``stores.<name>.factory``), parsed; bare changelog stream
     names go to the job's changelog system."""
@@ -362,7 +442,8 @@ def create_changelog_streams(specs: list[StoreSpec], registry: SystemRegistry,
     for spec in specs:
         if spec.logged:
             system, stream = spec.changelog
-            if ensure_changelog_stream(registry.admin(system), stream, partitions):
+            admin = changelog_admin(registry, spec)
+            if ensure_changelog_stream(admin, stream, partitions, store=spec.name):
                 log.info("created changelog stream %s.%s with %d partitions for store '%s'",
                          system, stream, partitions, spec.name)
                 created.append(SystemStream(system, stream))
@@ -401,4 +482,4 @@ def run_container(config: Config, job_model: JobModel, container_id: str = "0",
     return Container(config, job_model, container_id, **kwargs).run()
 
 
-__all__ += ["run_container", "store_specs", "create_changelog_streams"]
+__all__ += ["run_container", "store_specs", "create_changelog_streams", "resume_line"]

@@ -1,7 +1,11 @@
 """One container in its own OS process: the child side of the embedded runner.
 
 The runner starts :func:`container_process_main` with the *spawn* start method (a fresh
-interpreter: no forked locks, file handles or store locks). The child rebuilds the job model
+interpreter: no forked locks, file handles or store locks; in particular the child does not
+share the runner's job lock). The child takes its own container lock
+(``CONTAINER-<id>.LOCK`` in the checkpoint directory) for its whole life, so a new run of the
+job refuses to start while it still works, e.g. during its final commit after the runner
+died. The child rebuilds the job model
 from its JSON, runs its container with SIGINT/SIGTERM wired to a graceful stop, and reports
 over a ``multiprocessing`` queue:
 
@@ -77,13 +81,27 @@ def _stop_when_parent_dies(container: Any, events: Any) -> None:
 def container_process_main(config: Config, model_json: str, container_id: str, events: Any,
                            interval_ms: int) -> None:
     """The target of a container process; exits with 0 (done) or 1 (failed)."""
+    from weir.engine.config.job import JobConfig
     from weir.engine.container.container import Container
     from weir.engine.jobmodel.model import JobModel
     from weir.engine.container.runner import ContainerFailure
+    from weir.recovery.job_lock import hold_container_lock
 
     _configure_child_logging(container_id)
-    model = JobModel.from_json(model_json)
-    container = Container(config, model, container_id, progress=ProgressMode.LOG)
+    try:
+        # Held until this process exits: a new run of the job refuses to start while this
+        # container still works, even after its runner died (see recovery.job_lock).
+        job = JobConfig.from_config(config)
+        container_lock = hold_container_lock(job.checkpoint_dir, container_id, job=job.name)
+        model = JobModel.from_json(model_json)
+        container = Container(config, model, container_id, progress=ProgressMode.LOG)
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, then exit 1
+        log.error("container %s failed to start: %s", container_id, exc)
+        events.put(ChildEvent(EventKind.FAILED, container_id,
+                              ContainerFailure(container_id, type(exc).__name__, str(exc))))
+        events.close()
+        events.join_thread()
+        sys.exit(1)
 
     def on_signal(signum: int, frame: Any) -> None:
         if not container.stop_requested:
@@ -121,3 +139,4 @@ def container_process_main(config: Config, model_json: str, container_id: str, e
     events.put(ChildEvent(EventKind.DONE, container_id, result))
     events.close()
     events.join_thread()
+    container_lock.release()

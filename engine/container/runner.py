@@ -10,6 +10,11 @@
    each container in its own OS process (``multiprocessing`` *spawn*), which report progress
    and their result back over a queue. When one fails, the others are stopped (SIGTERM, so
    they commit) and the result names the failed container and why;
+   The runner holds the job lock (:class:`~weir.recovery.job_lock.JobLock`, in
+   ``task.checkpoint.path``) for the whole run: a second ``weir run`` of the same job fails
+   fast with :class:`~weir.recovery.errors.JobLockedError` naming the holder; each container
+   process also holds its own container lock, so a new run never starts beside containers
+   of an old one whose runner died;
 4. SIGINT / SIGTERM stop the job gracefully: work in flight finishes (up to
    ``task.shutdown.ms``), every task commits, stores close. A second SIGINT stops at once
    without the final commit (processing resumes from the last checkpoint);
@@ -38,6 +43,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from weir.recovery.checkpoint import FileCheckpointManager
+from weir.recovery.job_lock import JobLock
 from weir.recovery.storage import ProgressMode
 from weir.stores.config import Config
 from weir.stores.errors import ConfigError
@@ -46,7 +53,8 @@ from weir.engine.container.progress import ContainerProgress, ContainerResult
 from weir.engine.container.process import ChildEvent, EventKind, container_process_main
 from weir.engine.config.job import JobConfig, load_all_declarations, warn_unknown_keys
 from weir.engine.container.container import Container, create_changelog_streams, store_specs
-from weir.engine.errors import EngineError
+from weir.engine.container.preflight import check_job
+from weir.engine.errors import EngineError, UnwritableDirectoryError
 from weir.engine.jobmodel.model import JobModel, build_job_model
 from weir.engine.model import SystemStream
 from weir.engine.container.status import StatusMode, StatusReporter, StatusSettings
@@ -151,7 +159,9 @@ def prepare_job(config: Config, *, registry: SystemRegistry | None = None
     """Check ``config`` and build the job model from the input streams' partition counts.
 
     Raises ConfigError for bad values (unknown keys are only logged; ``task.class`` is
-    imported) and StreamNotFoundError for an input stream that does not exist."""
+    imported; every settings object is built and every directory the job writes is checked,
+    :func:`~weir.engine.container.preflight.check_job`) and StreamNotFoundError for an input
+    stream that does not exist. Nothing is created before these checks pass."""
     try:
         load_all_declarations()
     except EngineError as exc:
@@ -161,6 +171,8 @@ def prepare_job(config: Config, *, registry: SystemRegistry | None = None
     job = JobConfig.from_config(config)
     load_task_factory(config)  # a bad task.class / task.wrapper.class fails before any setup
     registry = registry if registry is not None else SystemRegistry(config)
+    # Every settings object and every directory to write, before anything is created.
+    check_job(config, job, registry)
     counts = registry.partition_counts(all_input_streams(config))
     model = build_job_model(config, counts)
     # Created here, before any container starts, so containers never race to create them.
@@ -218,10 +230,14 @@ def run_job(config: Config, *, status: StatusMode = StatusMode.AUTO,
     started = time.perf_counter()
     job, registry, model = prepare_job(config)
     settings = StatusSettings.from_config(config)
-    if len(model.containers) == 1:
-        return _run_in_process(config, job, registry, model, status, settings, console,
-                               progress or ProgressMode.AUTO, started)
-    return _run_processes(config, job, model, status, settings, console, started)
+    # One run of a job at a time: the lock is held for the whole run, and only under it are
+    # temp files of interrupted checkpoint writes removed (never a live writer's).
+    with JobLock.acquire(job.checkpoint_dir, job=job.name, role="weir run") as lock:
+        FileCheckpointManager(job.checkpoint_dir).remove_stray_temps(lock)
+        if len(model.containers) == 1:
+            return _run_in_process(config, job, registry, model, status, settings, console,
+                                   progress or ProgressMode.AUTO, started)
+        return _run_processes(config, job, model, status, settings, console, started)
 
 
 def _status_registry(config: Config) -> Callable[[list], Mapping]:
@@ -249,11 +265,14 @@ def _run_in_process(config: Config, job: JobConfig, registry: SystemRegistry, mo
                      time.perf_counter() - started, (result,))
 
 
+_CONFIG_ERRORS = frozenset({ConfigError.__name__, UnwritableDirectoryError.__name__})
+
+
 def _failure_exit_code(failures: Iterable[ContainerFailure]) -> ExitCode:
     """CONFIG when every failure is a config error (the job cannot run as configured),
     FAILED otherwise."""
     kinds = {f.error_type for f in failures}
-    return ExitCode.CONFIG if kinds == {ConfigError.__name__} else ExitCode.FAILED
+    return ExitCode.CONFIG if kinds and kinds <= _CONFIG_ERRORS else ExitCode.FAILED
 
 
 @dataclass

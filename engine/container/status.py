@@ -5,7 +5,8 @@
     currency-join  52,410 msgs  48,900 msg/s  lag transactions 1,204 · transactions-replay 9,000  last commit 2s ago
 
 * **msgs**: messages processed so far this run, over every container;
-* **msg/s**: the rate over the last few refreshes;
+* **msg/s**: the rate over the last few seconds (progress is sampled every
+  ``job.status.interval.ms`` in both modes, so the first line already has a rate);
 * **lag** per input stream: messages not yet processed (the partitions' upcoming offsets minus
   the tasks' next offsets, summed over partitions; an ended partition has no lag);
 * **last commit**: time since the newest checkpoint of any task.
@@ -146,13 +147,19 @@ class StatusReporter:
     returns partition metadata for a list of SSPs (a ``SystemRegistry.metadata``; give the
     reporter its own registry so its admin calls never share objects with the job's thread).
     Use as a context manager around the run.
+
+    Progress is sampled every ``interval_ms`` in both modes (reading it is cheap: counters of
+    the containers); the line is redrawn at each sample on a terminal and logged every
+    ``log_interval_ms`` otherwise, so the rate of the first logged line already covers the
+    last few seconds. ``clock`` (seconds, monotonic) is for tests.
     """
 
     def __init__(self, job: str, read: Callable[[], list[ContainerProgress]],
                  metadata: Callable[[list[SystemStreamPartition]],
                                     Mapping[SystemStreamPartition, PartitionMetadata]],
                  mode: StatusMode = StatusMode.AUTO, settings: StatusSettings = StatusSettings(),
-                 *, console: Console | None = None):
+                 *, console: Console | None = None,
+                 clock: Callable[[], float] = time.monotonic):
         self.job = job
         self._read = read
         self._metadata = metadata
@@ -166,6 +173,8 @@ class StatusReporter:
         self._heads_cache: dict[SystemStreamPartition, PartitionMetadata] = {}
         self._heads_due = 0.0
         self._running = False
+        self._clock = clock
+        self._next_log: float | None = None
         self.last: StatusSnapshot | None = None
 
     def __enter__(self) -> "StatusReporter":
@@ -192,21 +201,48 @@ class StatusReporter:
             self._live.stop()
             self._live = None
 
-    def snapshot(self) -> StatusSnapshot:
-        """Read the containers and the partitions' heads now."""
+    def sample(self) -> list[ContainerProgress]:
+        """Read the containers' progress and remember the count for the rate."""
         progress = self._read()
-        metadata = self._heads(sorted({s for p in progress for s in p.positions}))
-        now = time.monotonic()
-        processed = sum(p.processed for p in progress)
+        now = self._clock()
+        if self._next_log is None:
+            self._next_log = now + self.settings.log_interval_ms / 1000
         samples = self._samples
-        samples.append((now, processed))
+        samples.append((now, sum(p.processed for p in progress)))
         while len(samples) > 2 and now - samples[0][0] > _RATE_WINDOW_S:
             samples.popleft()
-        t0, n0 = samples[0]
-        rate = (processed - n0) / (now - t0) if now > t0 else 0.0
         self._running = any(p.state == "running" for p in progress)
-        self.last = StatusSnapshot.of(self.job, progress, metadata, rate=rate)
+        return progress
+
+    def rate(self) -> float:
+        """Messages per second over the samples of the last few seconds (0 before two)."""
+        if len(self._samples) < 2:
+            return 0.0
+        (t0, n0), (t1, n1) = self._samples[0], self._samples[-1]
+        return (n1 - n0) / (t1 - t0) if t1 > t0 else 0.0
+
+    def snapshot(self, progress: list[ContainerProgress] | None = None) -> StatusSnapshot:
+        """Sample the containers (unless ``progress`` was just sampled) and read the
+        partitions' heads now."""
+        if progress is None:
+            progress = self.sample()
+        metadata = self._heads(sorted({s for p in progress for s in p.positions}))
+        self.last = StatusSnapshot.of(self.job, progress, metadata, rate=self.rate())
         return self.last
+
+    def tick(self) -> StatusSnapshot | None:
+        """One step of the reporting thread: sample, and return the snapshot to show now
+        (on a terminal: every tick once a container runs; in log mode: when a log line is
+        due), else None."""
+        if self.mode is StatusMode.LOG:
+            progress = self.sample()
+            now = self._clock()
+            if self._next_log is not None and now < self._next_log:
+                return None
+            self._next_log = now + self.settings.log_interval_ms / 1000
+            return self.snapshot(progress)
+        snap = self.snapshot()
+        return snap if self._running else None
 
     def _heads(self, ssps: list[SystemStreamPartition]
                ) -> Mapping[SystemStreamPartition, PartitionMetadata]:
@@ -232,17 +268,24 @@ class StatusReporter:
         self._live.update(Text(snap.line()), refresh=True)
 
     def _run(self) -> None:
-        interval = (self.settings.interval_ms if self.mode is StatusMode.LINE
-                    else self.settings.log_interval_ms) / 1000
+        interval = self.settings.interval_ms / 1000
+        if self.mode is StatusMode.LOG:
+            interval = min(interval, self.settings.log_interval_ms / 1000)
+        try:
+            self.sample()  # the first rate is measured from the start of the run
+        except Exception as exc:  # noqa: BLE001 - the status must never stop the job
+            log.debug("status: %s", exc)
         while not self._stop.wait(interval):
             try:
-                snap = self.snapshot()
+                snap = self.tick()
             except Exception as exc:  # noqa: BLE001
                 log.debug("status: %s", exc)
                 continue
+            if snap is None:
+                continue
             if self.mode is StatusMode.LOG:
                 log.info("%s", snap.line())
-            elif self._running:
+            else:
                 self._show(snap)
 
 

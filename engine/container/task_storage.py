@@ -8,10 +8,12 @@ newest offset without asking the system at every commit.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from weir.recovery.checkpoint import Checkpoint
-from weir.recovery.storage import ProgressMode, TaskStorageManager
+from weir.recovery.storage import ProgressMode, Repair, TaskStorageManager
 from weir.stores.config import Config
 from weir.stores.spec import StoreSpec
 
@@ -20,7 +22,8 @@ from weir.engine.model import SystemStreamPartition, TaskName
 from weir.engine.systems.api import SystemProducer
 from weir.engine.systems.changelog import SystemChangelogSink, SystemChangelogSource
 
-__all__ = ["TaskStorage", "TrackedChangelog", "changelog_source_name", "tracks_offsets"]
+__all__ = ["LoggedStore", "TaskStorage", "TrackedChangelog", "changelog_source_name",
+           "tracks_offsets"]
 
 
 def changelog_source_name(task_name: str, store: str) -> str:
@@ -107,8 +110,31 @@ class TrackedChangelog:
     def read(self, start: int, end: int):
         return self.source.read(start, end)
 
+    @property
+    def partition(self) -> int | None:
+        """The changelog partition, when the source knows it (for restore's errors)."""
+        return getattr(self.source, "partition", None)
+
+    def probe(self, offset: int) -> None:
+        """The source's ``probe`` (see SystemChangelogSource.probe), if it has one."""
+        probe = getattr(self.source, "probe", None)
+        if callable(probe):
+            probe(offset)
+
     def __repr__(self) -> str:
         return f"TrackedChangelog({self.source!r})"
+
+
+@dataclass(frozen=True)
+class LoggedStore:
+    """One logged store of a task: its changelog partition and source, and its directory
+    (None for an in-memory store)."""
+
+    name: str
+    changelog: SystemStreamPartition
+    source: Any
+    directory: Path | None
+    spec: StoreSpec | None = None
 
 
 class TaskStorage:
@@ -121,7 +147,8 @@ class TaskStorage:
 
     def __init__(self, task_name: TaskName, specs: Iterable[StoreSpec], job: JobConfig,
                  changelog_partition: int, producers: Mapping[str, SystemProducer],
-                 registry: Any, config: Config, progress: ProgressMode):
+                 registry: Any, config: Config, progress: ProgressMode, *,
+                 repairs: Mapping[str, Repair] | None = None):
         by_base: dict[Any, list[StoreSpec]] = {}
         for spec in specs:
             base = StoreBase.LOGGED if spec.logged else StoreBase.NON_LOGGED
@@ -145,9 +172,25 @@ class TaskStorage:
                     changelogs[spec.name] = (tracked, tracked)
                 else:
                     changelogs[spec.name] = (sink, source)
+            group_repairs = {s.name: repairs[s.name] for s in group
+                             if repairs and s.name in repairs}
             self.managers.append(TaskStorageManager(task_name, group, base_dir, changelogs,
-                                                    config, progress=progress))
+                                                    config, progress=progress,
+                                                    repairs=group_repairs))
         self._stores: dict[str, Any] = {}
+
+    def logged_stores(self) -> list[LoggedStore]:
+        """Every logged store of the task with its changelog partition, its changelog source
+        and its local directory (None for in-memory stores), for start-up checks."""
+        out = []
+        for manager in self.managers:
+            for name, spec in sorted(manager.specs.items()):
+                if not spec.logged:
+                    continue
+                source = manager.changelogs[name][1]
+                directory = manager.store_directory(name) if spec.persistent else None
+                out.append(LoggedStore(name, self.changelog_ssps[name], source, directory, spec))
+        return out
 
     def open(self, checkpoint: Checkpoint | None) -> dict[str, Any]:
         """Restore every store to ``checkpoint`` and open it."""

@@ -23,9 +23,10 @@ id plays that part (it travels as ``runId`` in the drain messages).
 Example::
 
     >>> import pathlib, tempfile
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "drain-request.json"
-    >>> request = write_drain_request(path)
-    >>> read_drain_request(path) == request
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "drain-request.json"
+    ...     request = write_drain_request(path)
+    ...     read_drain_request(path) == request
     True
 """
 

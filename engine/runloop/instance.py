@@ -39,16 +39,20 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from enum import Enum
 from typing import Any, Protocol
 
 from weir.recovery.checkpoint import Checkpoint, CheckpointManager
 from weir.stores.config import Config, ConfigError
 from weir.stores.errors import SerdeError
+from weir.stores.builder import shared_store
 
 from weir.engine.runloop.asyncio_thread import AsyncioThread
 from weir.engine.runloop.failures import TASK_IGNORED_EXCEPTIONS, IgnoredExceptions, class_name, task_error
+from weir.engine.runloop.settings import RunLoopConfig, StoreAccess
+from weir.engine.runloop.settings import store_access as _access_for
 from weir.engine.errors import EngineError
 from weir.engine.metrics import TaskMetrics
 from weir.engine.model import (IncomingMessageEnvelope, OutgoingMessageEnvelope, SystemStream,
@@ -58,6 +62,7 @@ from weir.engine.task import RequestScope, TaskKind, TaskShape, describe_task
 
 __all__ = [
     "TASK_IGNORED_EXCEPTIONS",
+    "StoreAccess",
     "TaskStorage",
     "ProducerCollector",
     "Coordinator",
@@ -290,6 +295,12 @@ class TaskInstance:
     shared (broadcast) SSP that the consumer delivers from an earlier offset for another
     task. ``async_runner`` runs ``async def`` hooks; give every instance of a container the
     same one so they share one asyncio thread.
+
+    ``store_access`` says whether calls of this task may use its stores at the same time; by
+    default it follows from ``config`` (the run loop's ``task.max.concurrency`` and
+    ``job.container.thread.pool.size``, see :func:`~weir.engine.runloop.settings.store_access`).
+    With :attr:`StoreAccess.CONCURRENT` the task gets each store under a
+    :class:`~weir.stores.layers.locked.LockedLayer`, and commit and close hold those locks.
     """
 
     def __init__(self, task_name: str, task: Any, ssps: Iterable[SystemStreamPartition],
@@ -301,6 +312,7 @@ class TaskInstance:
                  starting_offsets: Mapping[SystemStreamPartition, int] | None = None,
                  async_runner: AsyncioThread | None = None,
                  checkpoint_extras: Callable[[], Mapping[str, Any]] | None = None,
+                 store_access: StoreAccess | None = None,
                  control: Any = None):
         self.task_name = TaskName(task_name)
         self.task = task
@@ -321,6 +333,9 @@ class TaskInstance:
         self._checkpoints = checkpoints
         self._extras = checkpoint_extras
         self.last_checkpoint: Checkpoint | None = None
+        self.store_access: StoreAccess = store_access if store_access is not None else \
+            _access_for(RunLoopConfig.from_config(self.config), self.shape.kind)
+        self._store_locks: list[Any] = []  # the LockedLayers' locks, by store name
         # Bound once: the run loop's inline path calls it directly.
         self.process_fn = task.process if self.shape.kind is not TaskKind.CALLBACK else None
         self.control = control
@@ -351,6 +366,9 @@ class TaskInstance:
             raise EngineError(f"task '{self.task_name}' is {self.state.value}; init runs once")
         self.collector.register()
         stores = dict(self._storage.stores()) if self._storage is not None else {}
+        if self.store_access is StoreAccess.CONCURRENT:
+            stores = {name: shared_store(store) for name, store in stores.items()}
+            self._store_locks = [stores[name].lock for name in sorted(stores)]
         self.context = _Context(self.task_name, self.ssps, self.config, stores, self.metrics,
                                 self.control, self.collector)
         if self.shape.initable:
@@ -364,6 +382,22 @@ class TaskInstance:
             except Exception as exc:
                 raise task_error(self.task_name, exc, during="init") from exc
         self.state = InstanceState.INITIALIZED
+
+    @property
+    def has_stores(self) -> bool:
+        return self._storage is not None
+
+    @contextmanager
+    def _stores_held(self) -> Iterator[None]:
+        """Hold every store lock (in name order) when the stores are shared between threads:
+        a flush or close then never runs inside another thread's store operation."""
+        if not self._store_locks:
+            yield
+            return
+        with ExitStack() as stack:
+            for lock in self._store_locks:
+                stack.enter_context(lock)
+            yield
 
     def process(self, envelope: IncomingMessageEnvelope, coordinator: Coordinator) -> None:
         """Run a sync task's ``process`` (raises what the task raises)."""
@@ -441,7 +475,10 @@ class TaskInstance:
         started = time.perf_counter_ns()
         offsets = dict(self.last_processed)
         self.collector.flush()
-        changelog = dict(self._storage.flush()) if self._storage is not None else {}
+        changelog = {}
+        if self._storage is not None:
+            with self._stores_held():
+                changelog = dict(self._storage.flush())
         checkpoint = None
         if self._checkpoints is not None:
             extras = dict(self._extras()) if self._extras is not None else {}
@@ -467,5 +504,6 @@ class TaskInstance:
                     raise task_error(self.task_name, exc, during="close") from exc
         finally:
             if self._storage is not None and stores is StoreDisposal.CLOSE:
-                self._storage.close()
+                with self._stores_held():
+                    self._storage.close()
 

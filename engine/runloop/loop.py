@@ -14,8 +14,13 @@ seed design "Event Loop"). Guarantees, per task:
 * when every input SSP of a task has delivered end-of-stream, ``on_end_of_stream`` runs,
   the task commits and is done; the loop ends when every task is done, when every task
   voted ``shutdown(CURRENT_TASK)``, on ``shutdown(ALL_TASKS_IN_CONTAINER)`` or on
-  :meth:`RunLoop.shutdown` -- then it waits up to ``task.shutdown.ms`` for work in flight
-  and commits every task that is not done;
+  :meth:`RunLoop.shutdown` -- from the moment it decides to stop it starts nothing new (no
+  message, no window, on any dispatch path), waits up to ``task.shutdown.ms`` for work in
+  flight and commits every task that is not done;
+* with ``task.max.concurrency`` > 1 off the loop thread, a task's calls may use its stores
+  at the same time: the task instance gives it locked stores (each operation atomic, no
+  write lost; :mod:`weir.engine.runloop.settings`), and the loop refuses an instance whose
+  stores were opened for one call at a time;
 * an exception in user code stops the loop with a :class:`~weir.engine.errors.TaskError` naming
   the task, SSP and offset and carrying the user traceback (no final commit), unless its
   class is listed in ``task.ignored.exceptions`` (then it is logged, counted and skipped).
@@ -59,9 +64,13 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
-from weir.stores.config import Config, ConfigError, declare
+from weir.stores.config import Config
 
 from weir.engine.runloop.pool import TaskPool
+from weir.engine.runloop.settings import (JOB_CONTAINER_THREAD_POOL_SIZE, TASK_CALLBACK_TIMEOUT_MS,
+                                          TASK_COMMIT_MS, TASK_MAX_CONCURRENCY, TASK_MAX_IDLE_MS,
+                                          TASK_SHUTDOWN_MS, TASK_WINDOW_MS, RunLoopConfig,
+                                          StoreAccess, store_access)
 from weir.engine.runloop.timers import Ticker
 from weir.engine.runloop.worker import (DUPLICATE, FAILED, OP_DONE, WAKE, Op, TaskCallback, Worker,
                                         duplicate_completion_error, log_ignored, op_outcome,
@@ -80,27 +89,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("weir.runloop")
-
-_C = "run loop"
-TASK_MAX_CONCURRENCY = declare("task.max.concurrency", int, 1, "Messages in flight per task; "
-                               "> 1 lets async and thread-pool tasks finish out of order.", component=_C)
-JOB_CONTAINER_THREAD_POOL_SIZE = declare(
-    "job.container.thread.pool.size", int, 0, "Threads running sync process/window/commit; "
-    "0 runs them inline on the loop thread.", component=_C)
-TASK_WINDOW_MS = declare("task.window.ms", int, -1, "Call window() of windowable tasks this "
-                         "often (milliseconds); -1: never.", component=_C)
-TASK_COMMIT_MS = declare("task.commit.ms", int, 60_000, "Commit every task this often "
-                         "(milliseconds); -1: only on request, end-of-stream and shutdown.", component=_C)
-TASK_CALLBACK_TIMEOUT_MS = declare(
-    "task.callback.timeout.ms", int, -1, "Fail the task with CallbackTimeoutError when a "
-    "message is not finished within this time (milliseconds); -1: no limit. Applies to async "
-    "tasks (callback and coroutine) and to sync tasks run on the thread pool "
-    "(job.container.thread.pool.size > 0), not to sync tasks run inline on the loop thread.",
-    component=_C)
-TASK_SHUTDOWN_MS = declare("task.shutdown.ms", int, 30_000, "On shutdown, wait this long "
-                           "(milliseconds) for messages in flight before the final commit.", component=_C)
-TASK_MAX_IDLE_MS = declare("task.max.idle.ms", int, 10, "Longest wait (milliseconds) for new "
-                           "messages before the loop re-checks timers and requests.", component=_C)
 
 _perf = time.perf_counter_ns
 _MAX_PENDING = 64   # envelopes queued per busy task before the loop stops choosing
@@ -134,35 +122,6 @@ class RunSummary:
                 f"{self.seconds:.2f} s ({rate:,.0f} msg/s) over {len(self.processed)} tasks")
 
 
-def _at_least(config: Config, key, value: int, minimum: int) -> int:
-    if value < minimum:
-        raise ConfigError(f"must be >= {minimum}, got {value}", key=key.name,
-                          origin=config.origin(key.name))
-    return value
-
-
-@dataclass(frozen=True, slots=True)
-class RunLoopConfig:
-    max_concurrency: int = 1
-    thread_pool_size: int = 0
-    window_ms: int = -1
-    commit_ms: int = 60_000
-    callback_timeout_ms: int = -1
-    shutdown_ms: int = 30_000
-    max_idle_ms: int = 10
-
-    @classmethod
-    def from_config(cls, config: Config | Mapping[str, str]) -> "RunLoopConfig":
-        cfg = config if isinstance(config, Config) else Config(config)
-        return cls(_at_least(cfg, TASK_MAX_CONCURRENCY, TASK_MAX_CONCURRENCY.get(cfg), 1),
-                   _at_least(cfg, JOB_CONTAINER_THREAD_POOL_SIZE,
-                             JOB_CONTAINER_THREAD_POOL_SIZE.get(cfg), 0),
-                   TASK_WINDOW_MS.get(cfg), TASK_COMMIT_MS.get(cfg),
-                   TASK_CALLBACK_TIMEOUT_MS.get(cfg),
-                   _at_least(cfg, TASK_SHUTDOWN_MS, TASK_SHUTDOWN_MS.get(cfg), 0),
-                   _at_least(cfg, TASK_MAX_IDLE_MS, TASK_MAX_IDLE_MS.get(cfg), 1))
-
-
 class RunLoop:
     """Runs the task instances of one container over one envelope source. Runs once."""
 
@@ -189,6 +148,8 @@ class RunLoop:
         self._shared = {s: tuple(ws) for s, ws in owners.items() if len(ws) > 1}
         self._inline = (self.settings.thread_pool_size == 0
                         and all(w.kind is TaskKind.SYNC for w in self._workers))
+        for w in self._workers:
+            self._check_store_access(w)
         self._max_conc = self.settings.max_concurrency
         self._timeouts = self.settings.callback_timeout_ms > 0 and not self._inline
         self._attention = True  # the first service ends tasks without inputs at once
@@ -224,6 +185,21 @@ class RunLoop:
             if callable(source_metrics):
                 self._extra.setdefault("consumers", source_metrics)
                 break
+
+    def _check_store_access(self, w: Worker) -> None:
+        """Refuse to overlap calls of a task whose stores were opened for one call at a time
+        (an instance built with other settings than this loop's): they would lose writes."""
+        inst = w.inst
+        if (inst.has_stores and store_access(self.settings, w.kind) is StoreAccess.CONCURRENT
+                and inst.store_access is not StoreAccess.CONCURRENT):
+            raise EngineError(
+                f"run loop '{self.name}': task '{inst.task_name}' may run up to "
+                f"{self.settings.max_concurrency} messages at once on other threads "
+                f"(task.max.concurrency={self.settings.max_concurrency}, "
+                f"job.container.thread.pool.size={self.settings.thread_pool_size}, "
+                f"{w.kind.value} task), but its stores were opened for one call at a time; "
+                f"build its TaskInstance with the run loop's config (or "
+                f"store_access=StoreAccess.CONCURRENT)")
 
     # -- public ---------------------------------------------------------------------------
     def shutdown(self) -> None:
@@ -367,7 +343,8 @@ class RunLoop:
             else:
                 w = single.get(env.ssp)
                 if w is None or env.kind is not _MESSAGE:
-                    self._route_inline(env)
+                    if self._route_inline(env):
+                        return
                 else:
                     n += 1
                     if n & 63:
@@ -401,7 +378,10 @@ class RunLoop:
         else:
             self._fail_task(w, exc, "process", env)
 
-    def _route_inline(self, env: IncomingMessageEnvelope) -> None:
+    def _route_inline(self, env: IncomingMessageEnvelope) -> bool:
+        """An envelope of a shared SSP (or not a message) to each of its owners in turn; a
+        request made by one owner's ``process`` is taken before the next owner's starts. True
+        when the loop must stop."""
         for w in self._owners(env):
             if w.control is not None and (env.kind is _EOS or env.kind is _CONTROL):
                 if not w.complete:
@@ -412,6 +392,9 @@ class RunLoop:
                 self._attention = self._attention or w.end_of_stream
             elif env.kind is _MESSAGE and not w.complete:
                 self._process_inline(w, env)
+                if self._attention and self._service():
+                    return True
+        return False
 
     # -- the general loop: thread pool, callbacks, coroutines --------------------------------
     def _run_general(self) -> None:
@@ -488,26 +471,31 @@ class RunLoop:
             self._dirty.append(w)
 
     def _pump_dirty(self) -> None:
-        while self._dirty and self._error is None:
+        while self._dirty and self._error is None and not self._shutdown_now:
             batch, self._dirty = self._dirty, []
             for w in batch:
                 w.dirty = False
                 self._pump(w)
 
     def _pump(self, w: Worker) -> None:
-        while self._error is None:
+        # Once the loop has decided to stop (a last vote, a container-wide request, an
+        # external shutdown, a failure) nothing new starts: no message, no window.
+        while self._error is None and not self._shutdown_now:
             nxt = w.next_op(self._max_conc)
             if nxt is None:
                 break
             if nxt.__class__ is Op:
                 self._start_op(w, nxt)
-            else:
-                self._dispatch(w, nxt)
+            elif self._dispatch(w, nxt):
+                break  # ran here and asked to stop: take the request before starting more
         if w.backlogged and len(w.pending) < _MAX_PENDING:
             w.backlogged = False
             self._backlogged -= 1
 
-    def _dispatch(self, w: Worker, env: IncomingMessageEnvelope) -> None:
+    def _dispatch(self, w: Worker, env: IncomingMessageEnvelope) -> bool:
+        """Start ``env`` on ``w``'s task. True when the call already ran here, on the loop
+        thread, and asked to shut down (its completion is in the queue: the loop takes it
+        before it starts anything else)."""
         seq = w.next_seq
         w.next_seq = seq + 1
         w.in_flight += 1
@@ -523,15 +511,18 @@ class RunLoop:
                 cb.future = inst.asyncio_thread().submit(inst.process_coroutine(env, coord))
             except Exception as exc:
                 cb.fail(exc)
-                return
+                return False
             cb.future.add_done_callback(cb.done_from_future)
-        elif self._pool is not None:
+            return False
+        if self._pool is not None:
             self._pool.submit(run_sync if w.kind is TaskKind.SYNC else run_callback,
                               inst, env, coord, cb)
-        elif w.kind is TaskKind.SYNC:
+            return False
+        if w.kind is TaskKind.SYNC:
             run_sync(inst, env, coord, cb)
         else:
             run_callback(inst, env, coord, cb)
+        return coord.shutdown_scope is not None
 
     def _complete(self, item: tuple) -> None:
         code, subject, payload = item
@@ -627,7 +618,8 @@ class RunLoop:
             if w.coordinator.requested:
                 self._merge(w, w.coordinator)
             self._mark(w)
-        self._pump_dirty()
+        if self._error is None and not self._shutdown_now:
+            self._pump_dirty()
         return self._error is not None or self._shutdown_now
 
     def _start_op(self, w: Worker, op: Op) -> None:

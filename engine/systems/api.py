@@ -28,6 +28,7 @@ __all__ = [
     "SystemConsumer",
     "SystemProducer",
     "SystemFactory",
+    "partition_identities",
 ]
 
 
@@ -46,9 +47,18 @@ class OffsetType(Enum):
 
 @dataclass(frozen=True, slots=True)
 class PartitionMetadata:
+    """Offsets of one partition, and its identity.
+
+    ``identity`` names this *incarnation* of the partition: it changes when the stream is
+    deleted and created again, so offsets recorded against one identity (in a checkpoint)
+    are never applied to another. None when the system cannot tell (then nothing is checked).
+    It takes no part in equality.
+    """
+
     oldest: int
     newest: int
     upcoming: int
+    identity: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def is_empty(self) -> bool:
@@ -69,6 +79,20 @@ class StreamSpec:
     cleanup_policy: CleanupPolicy = CleanupPolicy.DELETE
     bounded: bool = False
     config: Mapping[str, str] = field(default_factory=dict)
+
+
+def partition_identities(admin: "SystemAdmin", ssps: Iterable[SystemStreamPartition]
+                         ) -> dict[SystemStreamPartition, str | None]:
+    """The identity of each partition (None: unknown). Uses the admin's cheap
+    ``identities(ssps)`` when it has one (the file log and memory systems: no record
+    counting), else its :meth:`SystemAdmin.metadata`."""
+    ssps = list(ssps)
+    if not ssps:
+        return {}
+    cheap = getattr(admin, "identities", None)
+    if callable(cheap):
+        return dict(cheap(ssps))
+    return {ssp: md.identity for ssp, md in admin.metadata(ssps).items()}
 
 
 @runtime_checkable

@@ -7,7 +7,8 @@ This module adapts one partition of a system stream (a *changelog partition*) to
 - :class:`SystemChangelogSink` sends each change to the partition with a
   :class:`~weir.engine.systems.api.SystemProducer` and ``flush()`` flushes the producer;
 - :class:`SystemChangelogSource` reads the partition with the system's admin (oldest/newest)
-  and a fresh consumer per :meth:`~SystemChangelogSource.read`;
+  and a fresh consumer per :meth:`~SystemChangelogSource.read`; :meth:`~SystemChangelogSource.probe`
+  tells restore whether a changelog that ends early is damaged at its end;
 - :func:`ensure_changelog_stream` creates the changelog as a compacted stream.
 
 Compacted changelogs have gaps (offsets of overwritten records are gone); ``read`` yields the
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from weir.stores.changelog import NO_OFFSET, ChangelogRecord
 
-from weir.engine.errors import SystemError_
+from weir.engine.errors import ChangelogNotCompactedError, SystemError_
 from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
 from weir.engine.systems.api import CleanupPolicy, PartitionMetadata, StreamSpec, SystemAdmin, SystemFactory, SystemProducer
 
@@ -131,6 +132,11 @@ class SystemChangelogSource:
             self._admin = systems.get_admin(ssp.system, cfg)
             self._new_consumer = lambda: systems.get_consumer(ssp.system, cfg)
 
+    @property
+    def partition(self) -> int:
+        """The changelog partition (restore names it in its errors)."""
+        return self.ssp.partition
+
     def _metadata(self) -> PartitionMetadata:
         return self._admin.metadata([self.ssp])[self.ssp]
 
@@ -156,6 +162,20 @@ class SystemChangelogSource:
             return iter(())
         return self._read(first, last)
 
+    def probe(self, offset: int) -> None:
+        """Read what the partition holds at ``offset`` (normally its upcoming offset) once,
+        and raise the system's error if it is damaged there (the file log's
+        ``CorruptRecordError`` names the file and byte position). Returns quietly when there
+        is nothing, or a readable record. Restore calls it when the changelog ends before the
+        checkpoint's offset, to tell a cut changelog from one damaged at its end."""
+        consumer = self._new_consumer()
+        consumer.register(self.ssp, offset)
+        consumer.start()
+        try:
+            consumer.poll([self.ssp], 0)
+        finally:
+            consumer.stop()
+
     def _read(self, first: int, last: int) -> Iterator[ChangelogRecord]:
         ssp = self.ssp
         consumer = self._new_consumer()
@@ -179,16 +199,47 @@ class SystemChangelogSource:
         return f"SystemChangelogSource({self.ssp})"
 
 
-def ensure_changelog_stream(admin: SystemAdmin, stream: str, partitions: int) -> bool:
+def ensure_changelog_stream(admin: SystemAdmin, stream: str, partitions: int, *,
+                            store: str | None = None) -> bool:
     """Create ``stream`` as a compacted changelog with ``partitions`` partitions; False if it
     already exists with that count. A different existing count raises SystemError_: changelog
-    partitions map to tasks, so the count cannot change while the job keeps its state."""
+    partitions map to tasks, so the count cannot change while the job keeps its state. An
+    existing stream that is not compacted raises :class:`ChangelogNotCompactedError` (when the
+    admin can tell its policy: ``cleanup_policy(stream)``)."""
     if admin.stream_exists(stream):
         have = admin.partition_count(stream)
         if have != partitions:
             raise SystemError_(
                 f"changelog stream '{stream}' has {have} partitions but the job needs "
-                f"{partitions} (one per task); keep the job's partition count, or delete the "
-                f"changelog and the stores' local state to start the state over")
+                f"{partitions} (one per task); keep the job's partition count, or start the "
+                f"job's state over with `weir checkpoint reset <job config> --yes` (moves "
+                f"checkpoints, local stores and changelogs aside together)")
+        _check_compacted(admin, stream, store)
         return False
     return admin.create_stream(StreamSpec(stream, partitions, CleanupPolicy.COMPACT))
+
+
+def _check_compacted(admin: SystemAdmin, stream: str, store: str | None) -> None:
+    policy_of = getattr(admin, "cleanup_policy", None)
+    if not callable(policy_of):
+        return
+    policy = policy_of(stream)
+    if policy is CleanupPolicy.COMPACT:
+        return
+    system = getattr(admin, "system", None)
+    name = f"{system}.{stream}" if system else stream
+    where = ""
+    path_of = getattr(admin, "stream_path", None)
+    if callable(path_of):
+        where = f" ({path_of(stream)}/stream.json)"
+    owner = f" of store '{store}'" if store else ""
+    key = f"stores.{store}.changelog" if store else "stores.<store>.changelog"
+    raise ChangelogNotCompactedError(
+        f"changelog stream '{name}'{owner} exists with cleanup policy '{policy.value}'{where}, "
+        f"not 'compact': retention would delete the records the store's state is rebuilt "
+        f"from, so Weir does not use it. If it holds this store's state, make it compacted "
+        f"while the job is stopped (file log: set \"cleanup_policy\" to \"compact\" in its "
+        f"stream.json) and check with `weir log describe {stream}` that its oldest offset is "
+        f"still 0 (records retention already deleted are lost); if it is not this store's "
+        f"changelog, point {key} at another stream name and Weir creates it compacted",
+        stream=name, store=store, policy=policy.value)

@@ -38,6 +38,7 @@ Example::
 from __future__ import annotations
 
 import threading
+import uuid
 import time
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -101,6 +102,8 @@ class _Partition:
 class _Stream:
     spec: StreamSpec
     partitions: list[_Partition]
+    incarnation: str = field(default_factory=lambda: uuid.uuid4().hex)
+    """This creation's identity (a stream created again after a reset gets another)."""
 
 
 class _SystemState:
@@ -182,8 +185,16 @@ class MemorySystemAdmin:
         with self._state.cond:
             for ssp in ssps:
                 n = len(self._state.partition(ssp).records)
-                out[ssp] = PartitionMetadata(0, n - 1, n)
+                out[ssp] = PartitionMetadata(0, n - 1, n,
+                                             self._state.stream(ssp.stream).incarnation)
         return out
+
+    def identities(self, ssps: Iterable[SystemStreamPartition]
+                   ) -> dict[SystemStreamPartition, str | None]:
+        """Each partition's identity: its stream's incarnation in this process."""
+        with self._state.cond:
+            return {ssp: self._state.stream(ssp.stream).incarnation for ssp in ssps
+                    if self._state.partition(ssp) is not None}
 
     def partition_count(self, stream: str) -> int:
         with self._state.cond:
@@ -221,6 +232,16 @@ class MemorySystemAdmin:
     def cleanup_policy(self, stream: str) -> CleanupPolicy:
         with self._state.cond:
             return self._state.stream(stream).spec.cleanup_policy
+
+    def stream_spec(self, stream: str) -> StreamSpec:
+        """The spec the stream was created with (policy, bounded)."""
+        with self._state.cond:
+            return self._state.stream(stream).spec
+
+    def list_streams(self) -> list[str]:
+        """Names of the system's streams, sorted."""
+        with self._state.cond:
+            return sorted(self._state.streams)
 
     def describe(self, stream: str) -> list[MemoryPartitionInfo]:
         """Per-partition metadata, size and ended flag (for ``weir log describe``)."""

@@ -200,6 +200,16 @@ class SystemRegistry:
         """The key/message serdes of a stream (see :mod:`weir.engine.config.serdes`)."""
         return self.serdes.for_stream(ss)
 
+    def stream_not_found(self, system: str, stream: str, hint: str = "") -> StreamNotFoundError:
+        """The error for a missing stream of ``system``, naming where it was looked for (the
+        admin's ``root`` directory, for systems that keep streams in one)."""
+        root = getattr(self.admin(system), "root", None)
+        where = f"{root} (systems.{system}.root)" if isinstance(root, str) else None
+        if not hint:
+            create = f"weir log create {stream}" + (f" --root {root}" if where else "")
+            hint = f"create it with `{create}` or set the job's inputs right"
+        return StreamNotFoundError(system, stream, hint, where=where)
+
     # -- batched admin calls -------------------------------------------------------------
     def partition_counts(self, streams: Iterable[SystemStream]) -> dict[SystemStream, int]:
         """Partition count of each stream, one admin per system. A missing stream raises
@@ -215,7 +225,7 @@ class SystemRegistry:
                 continue
             for ss in group:
                 if not admin.stream_exists(ss.stream):
-                    raise StreamNotFoundError(system, ss.stream)
+                    raise self.stream_not_found(system, ss.stream)
                 out[ss] = admin.partition_count(ss.stream)
         return out
 
@@ -233,7 +243,7 @@ class SystemRegistry:
         """Metadata of every partition of one stream, by partition."""
         admin = self.admin(ss.system)
         if not admin.stream_exists(ss.stream):
-            raise StreamNotFoundError(ss.system, ss.stream)
+            raise self.stream_not_found(ss.system, ss.stream)
         ssps = [SystemStreamPartition(ss.system, ss.stream, p)
                 for p in range(admin.partition_count(ss.stream))]
         return {ssp.partition: md for ssp, md in admin.metadata(ssps).items()}

@@ -88,8 +88,9 @@ def generate(config: Config, *, transactions: int = 20_000, replay: int = 10_000
     existing = [s for s in INPUTS + OUTPUTS if admin.stream_exists(s)]
     if existing:
         raise SystemExit(f"streams {', '.join(existing)} already exist under "
-                         f"{config.get('systems.filelog.root')}; delete that directory (and the "
-                         f"job's state and checkpoints) to generate fresh data")
+                         f"{config.get('systems.filelog.root')}; delete that directory and the "
+                         f"job's {config.get('job.data.dir') or 'data directory'} (state and "
+                         f"checkpoints) to generate fresh data")
     for stream in INPUTS:
         admin.create_stream(StreamSpec(stream, PARTITIONS, bounded=True))
     for stream in OUTPUTS:

@@ -42,12 +42,12 @@ _DIRS = ("log", "state", "checkpoints")
 
 
 def job_config(workdir: Path, overrides: Sequence[str] = ()) -> Config:
-    """The example's job.properties with its directories inside ``workdir``."""
+    """The example's job.properties with its directories inside ``workdir``: the log in
+    ``workdir/log``, stores and checkpoints in ``workdir/state`` and ``workdir/checkpoints``
+    (``job.data.dir``)."""
     return load_config(HERE / "job.properties", [
         f"systems.filelog.root={workdir / 'log'}",
-        f"job.logged.store.base.dir={workdir / 'state'}",
-        f"job.non-logged.store.base.dir={workdir / 'state'}",
-        f"task.checkpoint.path={workdir / 'checkpoints'}",
+        f"job.data.dir={workdir}",
         *overrides])
 
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
+from weir.stores.errors import NullKeyOrValueError
+
 __all__ = ["BytesIterator", "BytesSnapshot", "BytesEngine", "prefix_upper_bound", "is_empty_range",
-           "DerivedScans"]
+           "DerivedScans", "null_argument"]
 
 
 @runtime_checkable
@@ -92,6 +94,19 @@ def is_empty_range(lo: bytes | None, hi: bytes | None) -> bool:
     return hi is not None and (not hi or (lo is not None and lo >= hi))
 
 
+def null_argument(store: str, op: str, what: str = "key") -> NullKeyOrValueError:
+    """The error every engine raises for a ``None`` key (``what="key"``) or a ``None`` where a
+    list of keys or pairs belongs (``what="list"``), whatever the engine's library would say.
+
+    >>> str(null_argument("counts", "get"))
+    "store 'counts': get: None is not a valid key"
+    """
+    if what == "list":
+        return NullKeyOrValueError(f"{op}: got None instead of an iterable of keys or pairs",
+                                   store=store)
+    return NullKeyOrValueError(f"{op}: None is not a valid {what}", store=store)
+
+
 class DerivedScans:
     """``prefix`` and ``all`` written once in terms of an engine's ``range``; engines inherit
     them (slot-free, so engines with ``__slots__`` keep theirs)."""
@@ -99,6 +114,8 @@ class DerivedScans:
     __slots__ = ()
 
     def prefix(self, prefix: bytes) -> BytesIterator:
+        if prefix is None:
+            raise null_argument(self.name, "prefix", "prefix")  # type: ignore[attr-defined]
         return self.range(prefix, prefix_upper_bound(prefix))  # type: ignore[attr-defined]
 
     def all(self) -> BytesIterator:

@@ -42,7 +42,7 @@ from typing import Any
 import lmdb
 
 from weir.stores.errors import NullKeyOrValueError, StoreClosedError, StoreError
-from weir.stores.engines._base import DerivedScans, is_empty_range
+from weir.stores.engines._base import DerivedScans, is_empty_range, null_argument
 from weir.stores.engines._lmdb_commit import CommitAndGrow
 from weir.stores.engines._lmdb_iter import LMDBIterator, LMDBSnapshot, ReadHandle, walk
 from weir.stores.engines._lmdb_options import LMDB_KEYS, MAX_READERS, LMDBOptions
@@ -142,11 +142,17 @@ class LMDBEngine(DerivedScans, CommitAndGrow):
                 return self._rget(key)
             except lmdb.BadValsizeError:
                 return None  # b"" or an over-long key: LMDB cannot hold it, so it is absent
+            except TypeError:
+                if key is None:
+                    raise null_argument(self.name, "get") from None
+                raise
         return value
 
     def get_all(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
         if self._closed:
             raise self._closed_error()
+        if keys is None:
+            raise null_argument(self.name, "get_all", "list")
         pending, rget, out = self._pending, self._rget, {}
         for key in keys:
             value = pending.get(key, _ABSENT)
@@ -155,6 +161,10 @@ class LMDBEngine(DerivedScans, CommitAndGrow):
                     value = rget(key)
                 except lmdb.BadValsizeError:
                     continue
+                except TypeError:
+                    if key is None:
+                        raise null_argument(self.name, "get_all") from None
+                    raise
             if value is not None:
                 out[key] = value
         return out
@@ -223,6 +233,8 @@ class LMDBEngine(DerivedScans, CommitAndGrow):
         self._stage("write_batch", items, deletes=True)
 
     def delete_all(self, keys: Iterable[bytes]) -> None:
+        if keys is None:
+            raise null_argument(self.name, "delete_all", "list")
         self._stage("delete_all", [(k, None) for k in keys], deletes=True)
 
     def ingest_sorted(self, pairs: Iterable[tuple[bytes, bytes | None]]) -> int:
@@ -291,6 +303,18 @@ class LMDBEngine(DerivedScans, CommitAndGrow):
     def closed(self) -> bool:
         return self._closed
 
+    def commit_marker(self) -> str | None:
+        """A short string that changes with every commit (LMDB's last transaction id and entry
+        count, kept in the data file's meta pages); None while writes are buffered. Recovery
+        records it in the store's ``OFFSET`` file and reuses the files only while it is
+        unchanged: a deleted ``data.mdb`` is silently recreated empty by LMDB, and this is how
+        it is noticed."""
+        if self._closed:
+            raise self._closed_error()
+        if self._pending:
+            return None
+        return f"lmdb-txn:{self._env.info()['last_txnid']}:{self._env.stat()['entries']}"
+
     # -- tooling -------------------------------------------------------------------------
     @property
     def map_size(self) -> int:
@@ -324,6 +348,8 @@ class LMDBEngine(DerivedScans, CommitAndGrow):
                deletes: bool) -> None:
         if self._closed:
             raise self._closed_error()
+        if items is None:
+            raise null_argument(self.name, op, "list")
         batch = items if isinstance(items, list) else list(items)
         max_key, skip = self._max_key, False
         for key, value in batch:  # validate everything before buffering anything

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 
 from weir.stores._iterators import ClosingSnapshot, IteratorRegistry, ListIterator
 from weir.stores.errors import NullKeyOrValueError, StoreClosedError
-from weir.stores.engines._base import DerivedScans
+from weir.stores.engines._base import DerivedScans, null_argument
 
 __all__ = ["MemoryEngine", "MemorySnapshot"]
 
@@ -61,12 +61,22 @@ class MemoryEngine(DerivedScans):
     def get(self, key: bytes) -> bytes | None:
         if self._closed:
             raise self._closed_error()
-        return self._data.get(key)
+        value = self._data.get(key)
+        if value is None and key is None:
+            raise null_argument(self.name, "get")
+        return value
 
     def get_all(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
         self._check_open()
-        data = self._data
-        return {k: data[k] for k in keys if k in data}
+        if keys is None:
+            raise null_argument(self.name, "get_all", "list")
+        data, out = self._data, {}
+        for k in keys:
+            if k in data:
+                out[k] = data[k]
+            elif k is None:
+                raise null_argument(self.name, "get_all")
+        return out
 
     # Keys and values must be exactly ``bytes``, as RocksDB and LMDB require: a serde that
     # returns ``str`` fails here, in tests, and not first in production.
@@ -90,6 +100,8 @@ class MemoryEngine(DerivedScans):
             self._removed.add(key)
 
     def delete_all(self, keys: Iterable[bytes]) -> None:
+        if keys is None:
+            raise null_argument(self.name, "delete_all", "list")
         self._apply("delete_all", [(k, None) for k in keys], deletes=True)
 
     def write_batch(self, items: Iterable[tuple[bytes, bytes | None]]) -> None:
@@ -100,6 +112,8 @@ class MemoryEngine(DerivedScans):
     def _apply(self, op: str, items: Iterable[tuple[bytes, bytes | None]], *,
                deletes: bool) -> None:
         self._check_open()
+        if items is None:
+            raise null_argument(self.name, op, "list")
         items = items if isinstance(items, list) else list(items)
         for key, value in items:  # check everything before writing anything
             if type(key) is not bytes or (type(value) is not bytes

@@ -33,7 +33,7 @@ from pathlib import Path
 import rocksdict
 
 from weir.stores.errors import NullKeyOrValueError, StoreClosedError, StoreError, StoreLockedError
-from weir.stores.engines._base import DerivedScans, is_empty_range
+from weir.stores.engines._base import DerivedScans, is_empty_range, null_argument
 from weir.stores.locking import DirectoryLock, read_lock_holder
 from weir.stores.engines._rocksdb_iter import RocksIterator, RocksSnapshot
 from weir.stores.engines._rocksdb_options import (
@@ -105,6 +105,8 @@ class RocksDBEngine(DerivedScans):
     def get_all(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
         if self._closed:
             raise self._closed_error()
+        if keys is None:
+            raise null_argument(self.name, "get_all", "list")
         keys = keys if isinstance(keys, list) else list(keys)
         if not keys:
             return {}
@@ -192,6 +194,8 @@ class RocksDBEngine(DerivedScans):
     def delete_all(self, keys: Iterable[bytes]) -> None:
         if self._closed:
             raise self._closed_error()
+        if keys is None:
+            raise null_argument(self.name, "delete_all", "list")
         wb = rocksdict.WriteBatch(raw_mode=True)
         delete = wb.delete
         key = None
@@ -253,6 +257,16 @@ class RocksDBEngine(DerivedScans):
         except Exception as exc:
             raise self._error("flush", exc) from exc
 
+    def commit_marker(self) -> str:
+        """A short string that changes with every write that reached the engine (RocksDB's
+        last sequence number, kept in the MANIFEST). Recovery records it in the store's
+        ``OFFSET`` file and reuses the files only while it is unchanged, so a directory whose
+        files were replaced or lost (a deleted ``CURRENT`` makes RocksDB start a new, empty
+        database) is never taken for the one the file vouched for."""
+        if self._closed:
+            raise self._closed_error()
+        return f"rocksdb-seq:{self._db.latest_sequence_number()}"
+
     def compact(self) -> None:
         """Compact the whole key range (e.g. after a bulk load); blocks until done."""
         if self._closed:
@@ -302,6 +316,8 @@ class RocksDBEngine(DerivedScans):
     def _apply(self, items: Iterable[tuple[bytes, bytes | None]], *, allow_deletes: bool) -> None:
         if self._closed:
             raise self._closed_error()
+        if items is None:
+            raise null_argument(self.name, "write_batch" if allow_deletes else "put_all", "list")
         wb = rocksdict.WriteBatch(raw_mode=True)
         put, delete = wb.put, wb.delete
         key = value = None

@@ -69,7 +69,7 @@ def write_config(tmp_path: Path) -> Path:
 
 def start(tmp_path: Path) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, "-m", "engine", "run", "app.properties",
+    return subprocess.Popen([sys.executable, "-m", "weir", "run", "app.properties",
                              "--status", "off"], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 

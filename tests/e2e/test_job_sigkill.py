@@ -95,14 +95,15 @@ def setup_job(tmp_path: Path, engine: str, items: list[str]):
 
 def start_job(tmp_path: Path) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, "-m", "engine", "run", "job.properties",
+    return subprocess.Popen([sys.executable, "-m", "weir", "run", "job.properties",
                              "--status", "off"], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def committed(tmp_path: Path) -> dict[int, int]:
     """The checkpointed offset of each input partition (-1 before any)."""
-    mgr = FileCheckpointManager(tmp_path / "checkpoints")
+    job = JobConfig.from_config(load_config(tmp_path / "job.properties"), cwd=tmp_path)
+    mgr = FileCheckpointManager(job.checkpoint_dir)
     out = {}
     for p in range(PARTITIONS):
         try:
@@ -185,9 +186,15 @@ def test_killed_and_restarted_job_processes_everything_and_ends_with_exact_state
         at_kill.append(kill_after(tmp_path, start_job(tmp_path), int(point * MESSAGES),
                                   rng.uniform(0.0, 0.05)))
     assert all(n < MESSAGES for n in at_kill), at_kill
+    resumed_from = committed(tmp_path)
     final = start_job(tmp_path)
     output, _ = final.communicate(timeout=60)
     assert final.returncode == 0, output
+    # Each task says where it resumes and what of the killed run's work the restore reverted.
+    for p in range(PARTITIONS):
+        assert (f"task 'Partition {p}' resumes from its checkpoint: filelog.words#{p} at "
+                f"offset {resumed_from[p] + 1}; ") in output, output
+    assert output.count("resumes from its checkpoint") == PARTITIONS
 
     assert committed(tmp_path) == {p: MESSAGES // PARTITIONS - 1 for p in range(PARTITIONS)}
     # Every input message was processed at least once.

@@ -17,14 +17,14 @@ def _plan(warning: str | None = None) -> RestorePlan:
 
 def _stats() -> RestoreStats:
     return RestoreStats("Partition 0", "counts", Action.REBUILD, 10_000, 3 << 20, 0.5, 0,
-                        9_999, 4)
+                        9_999, 4, trimmed_records=11)
 
 
 def test_summary_line_gives_records_bytes_seconds_and_rate():
     line = _stats().summary()
     assert line == ("restored store 'counts' of task 'Partition 0' (rebuild, offsets 0..9999): "
-                    "10,000 records, 3.0 MiB, 0.50 s, 20,000 records/s, reverted 4 uncommitted "
-                    "keys")
+                    "10,000 records, 3.0 MiB, 0.50 s, 20,000 records/s, reverted 11 uncommitted "
+                    "changelog records (4 keys)")
 
 
 def test_terminal_gets_a_bar_and_the_summary_line():

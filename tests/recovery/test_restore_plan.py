@@ -6,7 +6,7 @@ import pytest
 
 from weir.recovery.offset_file import (OffsetFileCorruptError, StoreOffset, read_offset_file,
                                   remove_offset_file, write_offset_file)
-from weir.recovery.restore import Action, CheckpointedOffset, LocalState, plan_restore
+from weir.recovery.restore import Action, CheckpointedOffset, LocalState, Repair, plan_restore
 from weir.stores.changelog import NO_OFFSET
 
 NOW = 10_000_000
@@ -21,11 +21,12 @@ def local(offset: int, *, age_ms: int = 1000, changelog: str = CHANGELOG,
 
 
 def plan(*, checkpointed=50, oldest=0, newest=80, local_state=None, persistent=True,
-         logged=True, staleness_ms=DAY):
+         logged=True, staleness_ms=DAY, repair=Repair.NONE):
     return plan_restore(store="counts", persistent=persistent, logged=logged,
                         changelog=CHANGELOG, engine="rocksdb", checkpointed=checkpointed, oldest=oldest,
                         newest=newest, local=local_state if local_state is not None
-                        else LocalState.MISSING, staleness_ms=staleness_ms, now_ms=NOW)
+                        else LocalState.MISSING, staleness_ms=staleness_ms, now_ms=NOW,
+                        repair=repair)
 
 
 def test_local_copy_at_the_checkpoint_is_reused_and_later_records_trimmed():
@@ -71,7 +72,12 @@ def test_no_checkpoint_restores_the_whole_changelog_without_trimming():
 def test_checkpoint_of_an_empty_changelog_restores_nothing_and_trims_everything():
     p = plan(checkpointed=NO_OFFSET)
     assert (p.replays, p.target, p.trims) == (False, NO_OFFSET, True)
-    assert plan(checkpointed=NO_OFFSET, local_state=local(NO_OFFSET)).action is Action.REUSE
+
+
+def test_an_offset_file_saying_minus_one_proves_nothing_and_the_store_is_rebuilt():
+    p = plan(checkpointed=NO_OFFSET, local_state=local(NO_OFFSET))
+    assert p.action is Action.REBUILD and p.proven is None
+    assert "proves nothing" in p.reason
 
 
 def test_empty_changelog_without_checkpoint_gives_an_empty_store():
@@ -79,17 +85,49 @@ def test_empty_changelog_without_checkpoint_gives_an_empty_store():
     assert (p.replays, p.trims, p.target) == (False, False, NO_OFFSET)
 
 
-@pytest.mark.parametrize("checkpointed, oldest, newest", [(90, 0, 80), (5, 10, 80)])
-def test_checkpointed_offset_outside_the_changelog_restores_everything_with_a_warning(
-        checkpointed, oldest, newest):
-    p = plan(checkpointed=checkpointed, oldest=oldest, newest=newest)
-    assert (p.start, p.target) == (oldest, newest)
-    assert "outside the changelog's range" in p.warning
+@pytest.mark.parametrize("newest", [80, NO_OFFSET])
+def test_changelog_ending_before_the_checkpoint_stops_even_with_a_local_copy_at_the_checkpoint(
+        newest):
+    for local_state in (LocalState.MISSING, local(90), local(95)):
+        p = plan(checkpointed=90, newest=newest, local_state=local_state)
+        assert p.action is Action.STOP and not p.replays and not p.trims and not p.wipes
+        assert f"changelog records {newest + 1}..90 are missing" in p.reason
+    assert plan(checkpointed=90, newest=newest, local_state=local(90)).proven == 90
 
 
-def test_checkpoint_past_an_empty_changelog_warns_and_starts_empty():
-    p = plan(checkpointed=40, newest=NO_OFFSET)
-    assert p.target == NO_OFFSET and "empty" in p.warning
+def test_keep_local_repair_reuses_a_local_copy_proven_at_the_checkpoint_and_realigns():
+    p = plan(checkpointed=90, newest=80, local_state=local(90, age_ms=2 * DAY),
+             repair=Repair.KEEP_LOCAL)
+    assert (p.action, p.replays, p.trims, p.realign, p.state_offset) == (
+        Action.REUSE, False, False, 90, 90)
+
+
+@pytest.mark.parametrize("local_state", [LocalState.MISSING, LocalState.FOREIGN, local(85),
+                                         local(90, engine="lmdb")])
+def test_keep_local_repair_refuses_a_local_copy_not_proven_at_the_checkpoint(local_state):
+    p = plan(checkpointed=90, newest=80, local_state=local_state, repair=Repair.KEEP_LOCAL)
+    assert p.action is Action.STOP and "keep-local needs" in p.reason
+
+
+def test_accept_loss_repair_rebuilds_what_the_changelog_holds_and_pads_to_the_checkpoint():
+    p = plan(checkpointed=90, oldest=3, newest=80, repair=Repair.ACCEPT_LOSS)
+    assert (p.action, p.start, p.target, p.realign, p.lost) == (Action.REBUILD, 3, 80, 90,
+                                                                 (81, 90))
+
+
+def test_checkpoint_before_the_oldest_record_reuses_only_a_copy_proven_at_it():
+    p = plan(checkpointed=5, oldest=10, newest=80, local_state=local(5))
+    assert (p.action, p.target, p.trims) == (Action.REUSE, 5, True)
+    assert "every record up to the checkpoint is gone" in p.warning
+    assert plan(checkpointed=5, oldest=10, newest=80).action is Action.STOP
+    lossy = plan(checkpointed=5, oldest=10, newest=80, repair=Repair.ACCEPT_LOSS)
+    assert (lossy.action, lossy.replays, lossy.trims, lossy.lost) == (Action.REBUILD, False,
+                                                                      True, (None, 5))
+
+
+def test_a_local_copy_past_the_changelogs_end_is_reported_with_a_warning():
+    p = plan(checkpointed=50, newest=60, local_state=local(70))
+    assert p.action is Action.REBUILD and "records 61..70 are gone" in p.warning
 
 
 def test_in_memory_logged_store_always_replays():

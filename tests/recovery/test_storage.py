@@ -205,21 +205,19 @@ def test_in_memory_logged_store_replays_its_changelog_on_every_open(make_task):
 @pytest.mark.parametrize("engine", PERSISTENT)
 def test_a_write_reaching_the_engine_after_a_flush_removes_the_offset_file(make_task, engine):
     task = make_task(store_config(engine, cache=0))  # no cache: every put goes down at once
-    stores = task.open(None)
-    task.tsm.flush()
-    assert read_offset_file(task.store_dir()) is not None
+    stores, _ = task.open_and_commit([("z", 0)])
+    assert read_offset_file(task.store_dir()).offset == 0
     stores["counts"].put("a", 1)
     assert read_offset_file(task.store_dir()) is None
     task.tsm.flush()
-    assert read_offset_file(task.store_dir()).offset == 0
+    assert read_offset_file(task.store_dir()).offset == 1
     task.close()
 
 
 @pytest.mark.parametrize("engine", PERSISTENT)
 def test_cached_writes_keep_the_offset_file_until_they_are_written_down(make_task, engine):
     task = make_task(store_config(engine))
-    stores = task.open(None)
-    task.tsm.flush()
+    stores, _ = task.open_and_commit([("z", 0)])
     stores["counts"].put("a", 1)
     assert read_offset_file(task.store_dir()) is not None
     task.close()

@@ -503,3 +503,43 @@ def test_closing_the_store_under_a_running_loop_raises_store_closed(store):
         for key, _ in it:
             if key == b"a":
                 store.close()
+
+
+# -- None keys and values on the bare engines ---------------------------------------------------
+
+BARE_NULL_OPERATIONS = {
+    "get": lambda e: e.get(None),
+    "get_all key": lambda e: e.get_all([b"a", None]),
+    "get_all list": lambda e: e.get_all(None),
+    "put key": lambda e: e.put(None, b"v"),
+    "put value": lambda e: e.put(b"k", None),
+    "put_all key": lambda e: e.put_all([(None, b"v")]),
+    "put_all value": lambda e: e.put_all([(b"a", b"1"), (b"b", None)]),
+    "put_all list": lambda e: e.put_all(None),
+    "delete": lambda e: e.delete(None),
+    "delete_all key": lambda e: e.delete_all([b"a", None]),
+    "delete_all list": lambda e: e.delete_all(None),
+    "write_batch key": lambda e: e.write_batch([(b"a", b"1"), (None, b"v")]),
+    "write_batch list": lambda e: e.write_batch(None),
+    "prefix": lambda e: e.prefix(None),
+}
+
+
+@pytest.fixture
+def bare_engine(engine, tmp_path):
+    from weir.stores.builder import open_engine
+    from weir.stores.config import Config
+    from weir.stores.spec import StoreSpec
+    spec = StoreSpec.from_config(Config({"stores.s.factory": engine, "stores.s.key.serde": "bytes",
+                                         "stores.s.msg.serde": "bytes"}), "s")
+    opened = open_engine(spec, tmp_path / "s", logged=True)
+    yield opened
+    opened.close()
+
+
+@pytest.mark.parametrize("op", BARE_NULL_OPERATIONS)
+def test_bare_engines_reject_none_keys_and_values_with_a_typed_error(bare_engine, op):
+    with pytest.raises(NullKeyOrValueError, match="store 's'"):
+        BARE_NULL_OPERATIONS[op](bare_engine)
+    with bare_engine.all() as it:
+        assert list(it) == []

@@ -6,7 +6,9 @@ See ``docs/FILELOG.md`` for the format, the guarantees and the configuration.
 
 from weir.engine.systems.filelog.admin import FileLogAdmin
 from weir.engine.systems.filelog.consumer import FileLogConsumer
-from weir.engine.systems.filelog.errors import OffsetOutOfRangeError, StreamConflictError, StreamEndedError
+from weir.engine.systems.filelog.deletion import DeletedStream
+from weir.engine.systems.filelog.errors import (OffsetBeyondEndError, OffsetOutOfRangeError, StreamConflictError,
+                                               StreamEndedError)
 from weir.engine.systems.filelog.factory import FileLogSystemFactory
 from weir.engine.systems.filelog.producer import FileLogProducer
 from weir.engine.systems.filelog.reader import LogRecord, PartitionReader
@@ -28,9 +30,11 @@ __all__ = [
     "FileLogSettings",
     "StreamSettings",
     "StreamMeta",
+    "DeletedStream",
     "Compression",
     "OffsetReset",
     "StreamConflictError",
     "OffsetOutOfRangeError",
+    "OffsetBeyondEndError",
     "StreamEndedError",
 ]

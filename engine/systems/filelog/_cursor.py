@@ -131,10 +131,34 @@ class Cursor:
 
     def seek_plain(self, ordinal: int, hint: tuple[int, int], *, verify: bool = False) -> int:
         """Position at ``ordinal`` starting from ``hint = (ordinal, position)``; returns the
-        ordinal reached (smaller if the file ends first)."""
-        self.ordinal, self.fpos = skip_in_file(self.fd, ordinal, hint, verify)
+        ordinal reached (smaller if the file ends first or a record on the way fails its
+        checks: :meth:`stopped_by_damage` tells which)."""
+        self.ordinal, self.fpos, _ = skip_in_file(self.fd, ordinal, hint, verify)
         self.buf, self.bpos = b"", 0
         return self.ordinal
+
+    def stopped_by_damage(self) -> CorruptRecordError | None:
+        """After a :meth:`seek_plain` of an active segment that stopped short: the error to
+        raise when what stopped it is damage in the middle of the log (a record that fails
+        its checks with a valid record after it), None when the file simply ends there (a
+        torn tail is the end of the log, as a crashed writer leaves it)."""
+        position = self.fpos
+        size = os.fstat(self.fd).st_size
+        if position >= size:
+            return None
+        rest = os.pread(self.fd, size - position, position)
+        if classify_tail(rest, 0) is not TailState.CORRUPT:
+            return None
+        return self._corrupt("record failed its length/CRC check with valid records after it "
+                             "(damage in the middle of the log, not a torn tail)", position)
+
+    def tail_description(self) -> str:
+        """Where the records of this active segment end, for error messages."""
+        size = os.fstat(self.fd).st_size
+        extra = size - self.fpos
+        torn = f", followed by {extra} bytes of a torn or damaged record" if extra > 0 else ""
+        return (f"{self.segment.path} holds records up to offset "
+                f"{self.segment.base + self.ordinal - 1} (byte {self.fpos}{torn})")
 
     # -- compressed segments ---------------------------------------------------------------
     def read_zst(self, max_n: int, make: Callable, ctx: object, out: list) -> tuple[int, Step]:
@@ -175,10 +199,13 @@ class Cursor:
 
 
 def skip_in_file(fd: int, ordinal: int, hint: tuple[int, int], verify: bool
-                  ) -> tuple[int, int]:
+                  ) -> tuple[int, int, ParseStop]:
     """Step over whole records of a plain segment file from ``hint = (ordinal, position)``
-    until ``ordinal``; returns the ``(ordinal, position)`` reached."""
+    until ``ordinal``; returns the ``(ordinal, position)`` reached and why it stopped
+    (COUNT: reached ``ordinal``; PARTIAL: the file ends; BAD: the record at ``position``
+    fails its framing, or its CRC when ``verify``)."""
     at_ordinal, pos = hint
+    why = ParseStop.COUNT
     while at_ordinal < ordinal:
         chunk = os.pread(fd, _SKIP_CHUNK, pos)
         new_pos, skipped, why = skip_records(chunk, 0, len(chunk), ordinal - at_ordinal,
@@ -194,4 +221,8 @@ def skip_in_file(fd: int, ordinal: int, hint: tuple[int, int], verify: bool
                     pos += new_pos
                     continue
             break
-    return at_ordinal, pos
+        if why is ParseStop.COUNT and at_ordinal < ordinal:
+            why = ParseStop.PARTIAL  # the chunk ended; the next pread goes on
+    if at_ordinal >= ordinal:
+        why = ParseStop.COUNT
+    return at_ordinal, pos, why

@@ -29,6 +29,8 @@ Example::
 from __future__ import annotations
 
 import struct
+import sys
+from array import array
 from collections.abc import Callable, Sequence
 from enum import Enum
 
@@ -239,8 +241,9 @@ def classify_tail(buf: bytes, pos: int) -> TailState:
     TORN when they are only the beginning of a record (shorter than its header or its declared
     length, or a complete record with a bad CRC that ends exactly at the end of the file),
     zero fill (power loss after the size grew), or garbage in which no valid record starts.
-    CORRUPT when a valid record starts anywhere after the damaged one: truncating there would
-    lose records, so the operator must decide.
+    CORRUPT when a valid record starts anywhere after the damaged one -- also when the damaged
+    record's length field points past the end of the file (a flipped length in the middle of
+    a log looks like that): truncating there would lose records, so the operator must decide.
     """
     end = len(buf)
     if pos >= end:
@@ -249,7 +252,13 @@ def classify_tail(buf: bytes, pos: int) -> TailState:
         return TailState.TORN
     length = _LEN_CRC.unpack_from(buf, pos)[0]
     if MIN_BODY <= length <= MAX_BODY and pos + 8 + length >= end:
-        return TailState.TORN
+        if pos + 8 + length == end:
+            return TailState.TORN  # a whole last record with a bad CRC: nothing can follow
+        # Declared longer than the file: a record cut short, unless valid records follow
+        # (then the length field itself is damaged). A single record longer than the scan
+        # limit that was torn is only searched in its first part.
+        window = buf[:min(end, pos + 1 + _MAX_GARBAGE)]
+        return TailState.CORRUPT if _find_valid_record(window, pos + 1) >= 0 else TailState.TORN
     if buf.count(0, pos) == end - pos:
         return TailState.TORN
     if end - pos > _MAX_GARBAGE:
@@ -259,11 +268,39 @@ def classify_tail(buf: bytes, pos: int) -> TailState:
 
 def _find_valid_record(buf: bytes, start: int) -> int:
     """The first position ``>= start`` where a complete record with a good CRC begins, or -1.
-    Only used on the rare repair path (cost: one length check per byte)."""
+    Only used on the rare repair path. The length field of every position is read in C
+    (four ``array`` views, one per alignment); only positions whose length fits are checked."""
     end = len(buf)
+    last = end - MIN_RECORD  # the last position a whole record can start at
+    if last < start:
+        return -1
     unpack_lc = _LEN_CRC.unpack_from
-    for q in range(start, end - MIN_RECORD + 1):
+    candidates: list[int] = []
+    for shift in range(4):
+        first = start + shift
+        count = (end - first) // 4
+        if count <= 0:
+            continue
+        words = array("I")
+        words.frombytes(buf[first:first + 4 * count])
+        if sys.byteorder != "little":
+            words.byteswap()
+        room = end - first
+        candidates.extend(first + 4 * i for i in
+                          [i for i, length in enumerate(words) if MIN_BODY <= length <= room]
+                          if first + 4 * i <= last
+                          and first + 4 * i + 8 + words[i] <= end)
+    unpack_u32 = _U32.unpack_from
+    for q in sorted(candidates):
         length, check = unpack_lc(buf, q)
-        if MIN_BODY <= length and q + 8 + length <= end and body_ok(buf, q + 8, q + 8 + length, check):
+        # the inner lengths first (cheap), the CRC only for framing that adds up
+        klen = unpack_u32(buf, q + 16)[0]
+        p = q + 20 + (0 if klen == NULL_LEN else klen)
+        if p + 4 > q + 8 + length:
+            continue
+        vlen = unpack_u32(buf, p)[0]
+        if p + 4 + (0 if vlen == NULL_LEN else vlen) != q + 8 + length:
+            continue
+        if body_ok(buf, q + 8, q + 8 + length, check):
             return q
     return -1

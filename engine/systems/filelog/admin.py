@@ -21,11 +21,14 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from weir.engine.errors import StreamNotFoundError, SystemError_
+from weir.engine.errors import CorruptRecordError, PartitionLockedError, StreamNotFoundError, SystemError_
 from weir.engine.model import SystemStreamPartition
 
 from weir.engine.systems.api import CleanupPolicy, PartitionMetadata, StreamSpec
 from weir.engine.systems.filelog import _shared
+from weir.engine.systems.filelog.deletion import DeletedStream, delete_stream
+from weir.engine.systems.filelog._files import MAINTENANCE_LOCK, WRITER_LOCK, FileLock, LockBusy, fsync_dir
+from weir.engine.systems.filelog._format import ParseStop, TailState, classify_tail
 from weir.engine.systems.filelog.reader import PartitionReader
 from weir.engine.systems.filelog.retention import MaintenanceReport, Retention
 from weir.engine.systems.filelog.segment import Segment, build_index, index_for, list_segments, scan_plain
@@ -59,13 +62,15 @@ class FileLogAdmin:
                  ) -> dict[SystemStreamPartition, PartitionMetadata]:
         out: dict[SystemStreamPartition, PartitionMetadata] = {}
         counts: dict[str, int] = {}
+        identities: dict[str, str | None] = {}
         done: dict[tuple[str, int], PartitionMetadata] = {}
         for ssp in ssps:
             if ssp in out:
                 continue
             stream, partition = ssp.stream, ssp.partition
             if stream not in counts:
-                counts[stream] = self.stream_meta(stream).partitions
+                meta = self.stream_meta(stream)
+                counts[stream], identities[stream] = meta.partitions, meta.identity
             if not 0 <= partition < counts[stream]:
                 raise SystemError_(f"stream '{self.system}.{stream}' has partitions "
                                    f"0..{counts[stream] - 1}, not {partition}; check the job's "
@@ -73,9 +78,27 @@ class FileLogAdmin:
             key = (stream, partition)
             if key not in done:
                 oldest, upcoming = self._bounds(stream, partition)
-                done[key] = PartitionMetadata(oldest, upcoming - 1, upcoming)
+                done[key] = PartitionMetadata(oldest, upcoming - 1, upcoming,
+                                              identities[stream])
             out[ssp] = done[key]
         return out
+
+    def identities(self, ssps: Iterable[SystemStreamPartition]
+                   ) -> dict[SystemStreamPartition, str | None]:
+        """Each partition's identity (its stream's ``incarnation``; None for streams created
+        before identities existed), from ``stream.json`` alone: no record counting."""
+        metas: dict[str, StreamMeta] = {}
+        out: dict[SystemStreamPartition, str | None] = {}
+        for ssp in ssps:
+            meta = metas.get(ssp.stream)
+            if meta is None:
+                meta = metas[ssp.stream] = self.stream_meta(ssp.stream)
+            out[ssp] = meta.identity
+        return out
+
+    def cleanup_policy(self, stream: str) -> CleanupPolicy:
+        """The stream's cleanup policy, from its ``stream.json``."""
+        return self.stream_meta(stream).cleanup_policy
 
     def partition_count(self, stream: str) -> int:
         return self.stream_meta(stream).partitions
@@ -129,6 +152,11 @@ class FileLogAdmin:
 
     close_stream = end_stream
 
+    def delete_stream(self, stream: str) -> DeletedStream:
+        """Delete the stream and its files; refused while a partition has a writer or a
+        maintenance run (see :mod:`weir.engine.systems.filelog.deletion`)."""
+        return delete_stream(self.root, stream, self.system)
+
     def compact(self, stream: str, partition: int | None = None, *, progress: bool = False
                 ) -> list[MaintenanceReport]:
         """Compact a ``compact`` stream now (cleanup and compression run first). With
@@ -143,6 +171,44 @@ class FileLogAdmin:
                         progress: bool = False) -> list[MaintenanceReport]:
         """Clean up, compress and delete expired sealed segments now."""
         return self._retention(self.stream_meta(stream)).apply(partition, progress=progress)
+
+    def rename_stream(self, stream: str, new_name: str) -> str:
+        """Move a stream aside under ``new_name`` (same root), records and all; nothing is
+        deleted. Refuses (``PartitionLockedError``) while a writer or maintenance holds any
+        partition, and (``SystemError_``) when ``new_name`` exists. Returns the new path.
+        Readers that have files open keep reading them; a stream created later under the old
+        name is a new incarnation (a new identity)."""
+        meta = self.stream_meta(stream)
+        target = stream_dir(self.root, new_name)
+        if os.path.exists(target):
+            raise SystemError_(f"cannot move stream '{self.system}.{stream}' to {target}: that "
+                               f"path exists; choose another name")
+        locks = []
+        try:
+            for partition in range(meta.partitions):
+                directory = partition_dir(self.root, stream, partition)
+                os.makedirs(directory, exist_ok=True)
+                for name, role in ((WRITER_LOCK, "writer"), (MAINTENANCE_LOCK, "maintenance")):
+                    lock = FileLock(os.path.join(directory, name))
+                    try:
+                        lock.acquire(f"rename to {new_name}")
+                    except LockBusy as busy:
+                        raise PartitionLockedError(
+                            f"cannot move stream '{self.system}.{stream}' aside: partition "
+                            f"{partition} has a live {role} (pid "
+                            f"{busy.holder.get('pid', '?')} on host "
+                            f"{busy.holder.get('host', '?')}, lock file {busy.path}); stop it "
+                            f"first", stream=stream, partition=partition,
+                            holder=busy.holder) from None
+                    locks.append(lock)
+            os.rename(stream_dir(self.root, stream), target)
+            fsync_dir(self.root)
+        finally:
+            for lock in locks:
+                lock.release()
+        self._scans = {k: v for k, v in self._scans.items()
+                       if not k.startswith(stream_dir(self.root, stream) + os.sep)}
+        return target
 
     def _retention(self, meta: StreamMeta) -> Retention:
         return Retention(self.root, meta, self.settings.for_stream(meta.name, meta.config),
@@ -198,6 +264,16 @@ class FileLogAdmin:
             if st.st_size > cached.position:
                 scan = scan_plain(fd, st.st_size, start=cached.position, ordinal=cached.count,
                                   sparse=[])
+                if scan.stop is ParseStop.BAD:
+                    rest = os.pread(fd, st.st_size - scan.end, scan.end)
+                    if classify_tail(rest, 0) is TailState.CORRUPT:
+                        stream = os.path.basename(os.path.dirname(directory))
+                        raise CorruptRecordError(
+                            "record failed its length/CRC check with valid records after it "
+                            "(damage in the middle of the log, not a torn tail)",
+                            stream=stream, partition=int(os.path.basename(directory)),
+                            offset=segment.base + scan.count, path=segment.path,
+                            position=scan.end)
                 cached.position, cached.count = scan.end, scan.count
             return cached.count
         finally:

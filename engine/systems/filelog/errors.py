@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from weir.engine.errors import SystemError_
 
-__all__ = ["StreamConflictError", "OffsetOutOfRangeError", "StreamEndedError"]
+__all__ = ["StreamConflictError", "OffsetOutOfRangeError", "OffsetBeyondEndError",
+           "StreamEndedError"]
 
 
 class StreamConflictError(SystemError_):
@@ -35,6 +36,26 @@ class OffsetOutOfRangeError(SystemError_):
             f"checkpoint of this input")
         self.stream, self.partition, self.offset = stream, partition, offset
         self.oldest, self.upcoming = oldest, upcoming
+
+
+class OffsetBeyondEndError(OffsetOutOfRangeError):
+    """A consumer asked for an offset past the end of a partition: the log lost records that
+    were there when the offset was recorded (a cut, damaged or replaced segment). Never reset
+    automatically, whatever ``auto.offset.reset`` says: reading from another offset would
+    process other records under offsets a checkpoint already counts."""
+
+    def __init__(self, stream: str, partition: int, offset: int, oldest: int, upcoming: int,
+                 tail: str):
+        SystemError_.__init__(
+            self,
+            f"stream '{stream}' partition {partition}: offset {offset} is beyond the end of the "
+            f"log, which now ends before offset {upcoming} ({tail}). Records that were read "
+            f"before are gone (a cut, damaged or replaced segment file) and nothing was reset. "
+            f"Put the partition's files back from a backup; if the stream was replaced on "
+            f"purpose, start the job's state over with `weir checkpoint reset <job config> "
+            f"--yes` (moves checkpoints, stores and changelogs aside together)")
+        self.stream, self.partition, self.offset = stream, partition, offset
+        self.oldest, self.upcoming, self.tail = oldest, upcoming, tail
 
 
 class StreamEndedError(SystemError_):

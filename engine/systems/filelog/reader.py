@@ -7,16 +7,24 @@ segment files with ``os.pread`` in large chunks and parses them with ``struct.un
 * **Tailing**: at the end of the active segment it re-reads from the first record it has not
   delivered on every call, so records appear as soon as the writer has written them. When the
   writer rolls, the reader finishes the old segment, then moves on.
-* **Torn tail**: a partial last record is "not there yet" (it is being written, or it was torn
-  by a crash and the next writer will cut it off), never an error.
-* **Corruption**: a record that fails its CRC in a sealed segment, or in the active segment
-  with valid records after it, raises ``CorruptRecordError`` naming stream, partition, offset
-  and byte position.
+* **Torn tail**: a partial last record of the active segment is "not there yet" (it is being
+  written, or it was torn by a crash and the next writer will cut it off), never an error --
+  unless the partition's end marker says records up to a later offset were written: then it is
+  damage, not a tail.
+* **Corruption**: a record that fails its length or CRC check anywhere else -- in a sealed
+  segment, or in the active segment with valid records after it -- raises
+  ``CorruptRecordError`` naming stream, partition, offset, file and byte position, whether the
+  reader meets it while reading or while skipping to its start offset. A damaged record in
+  the middle of a log is never taken for the end of the log.
 * **Gaps**: compacted segments skip offsets; the reader just delivers the next record.
-* **Out of range**: an offset before the oldest retained one (deleted by retention) or beyond
-  the end is handled per :class:`~weir.engine.systems.filelog.settings.OffsetReset`.
+* **Out of range**: an offset before the oldest retained one (deleted by retention) is handled
+  per :class:`~weir.engine.systems.filelog.settings.OffsetReset`. An offset *beyond the end* is
+  always an error (:class:`~weir.engine.systems.filelog.errors.OffsetBeyondEndError`): the log
+  lost records its readers had seen (cut, damaged or replaced files), and moving the reader
+  back would process other records under offsets already processed.
 * **End of stream**: :attr:`PartitionReader.ended` turns true once every record before the
-  partition's end marker was delivered.
+  partition's end marker was delivered; a partition that cannot reach its marker (records
+  missing or damaged before it) raises ``CorruptRecordError`` instead of waiting forever.
 
 Example::
 
@@ -36,9 +44,9 @@ from typing import NamedTuple
 from weir.engine.errors import CorruptRecordError
 
 from weir.engine.systems.filelog._cursor import Cursor, Step, skip_in_file
-from weir.engine.systems.filelog._format import skip_records
-from weir.engine.systems.filelog.errors import OffsetOutOfRangeError
-from weir.engine.systems.filelog.segment import Segment, build_index, index_for, list_segments
+from weir.engine.systems.filelog._format import ParseStop, TailState, classify_tail, skip_records
+from weir.engine.systems.filelog.errors import OffsetBeyondEndError, OffsetOutOfRangeError
+from weir.engine.systems.filelog.segment import Segment, SegmentDamage, build_index, index_for, list_segments
 from weir.engine.systems.filelog.settings import OffsetReset
 from weir.engine.systems.filelog.stream import partition_dir, read_end_marker
 
@@ -80,6 +88,7 @@ class PartitionReader:
         self._end: int | None = None
         self._dir_mtime = -1
         self._no_segments = False
+        self._tail: str | None = None
         self.ended = False
 
     @property
@@ -106,16 +115,21 @@ class PartitionReader:
         """Append up to ``max_records`` records, each built as
         ``make(ctx, offset, key, value, timestamp, size)``, to ``out``; returns how many."""
         got = 0
+        end_known = self._end is not None  # the marker was read before this call's reads
         while got < max_records and not self.ended:
             cur = self._cur
             if cur is None:
                 # A partition found without segments is listed again only once its directory
                 # changed (one stat per look while a stream stays empty, not a listing).
                 if self._no_segments and not self._directory_may_have_changed():
+                    if end_known and self._next < self._end:
+                        self._raise_missing(None)
                     break
                 cur = self._cur = self._open(self._next)
                 self._no_segments = cur is None
                 if cur is None:
+                    if end_known and self._next < self._end:
+                        self._raise_missing(None)
                     break
             n, step = cur.read(max_records - got, make, ctx, out)
             got += n
@@ -136,8 +150,31 @@ class PartitionReader:
                     self._end = read_end_marker(self._dir)
             if self._end is not None and self._next >= self._end:
                 self.ended = True
+            elif end_known and self._end is not None and n == 0:
+                # The writer wrote every record before the marker, then the marker: the
+                # active segment cannot still be growing towards it.
+                if self._sealed_since(cur):
+                    continue
+                self._raise_missing(cur)
             break
         return got
+
+    def _raise_missing(self, cur: Cursor | None) -> None:
+        """The partition ended at ``self._end`` but its records stop at ``self._next``."""
+        assert self._end is not None
+        if cur is not None:
+            size = os.fstat(cur.fd).st_size
+            position = cur.fpos + cur.bpos
+            what = ("is damaged or cut short" if position < size
+                    else "is missing: the file ends before it")
+            path = cur.segment.path
+        else:
+            what, path, position = "is missing: the partition has no segment files", self._dir, 0
+        raise CorruptRecordError(
+            f"the partition was ended at offset {self._end} (its end-of-stream marker), but the "
+            f"record at offset {self._next} {what}; the log lost records that were written",
+            stream=self.stream, partition=self.partition, offset=self._next, path=path,
+            position=position)
 
     def _directory_changed(self) -> bool:
         """Whether files may have been added to the partition directory since the last look
@@ -205,7 +242,7 @@ class PartitionReader:
             raise
         if cur is None:  # beyond the end of the active segment
             os.close(fd)
-            upcoming = _active_upcoming(segment)
+            upcoming = _active_upcoming(segment, self.stream, self.partition)
             self._next = self._out_of_range(offset, segments[0].base, upcoming, segments)
             return self._open_once(self._next)
         self._positioned = True
@@ -217,7 +254,13 @@ class PartitionReader:
             cur = Cursor(self, segment, fd, range(segment.base, _NO_LIMIT), limit, True)
             target = offset - segment.base
             if cur.seek_plain(target, (0, 0), verify=True) < target:
-                return None if not self._positioned else cur
+                if self._positioned:
+                    return cur
+                damage = cur.stopped_by_damage()
+                if damage is not None:
+                    raise damage
+                self._tail = cur.tail_description()
+                return None
             return cur
         size = os.fstat(fd).st_size
         index = index_for(segment, size)
@@ -233,9 +276,11 @@ class PartitionReader:
                     offset=offset, path=segment.index_path, position=0)
             try:
                 index = build_index(segment, fd, size)
-            except ValueError as exc:
-                raise CorruptRecordError(str(exc), stream=self.stream, partition=self.partition,
-                                         offset=None, path=segment.path, position=0) from None
+            except SegmentDamage as exc:
+                raise CorruptRecordError(
+                    f"sealed segment without a usable index: {exc}", stream=self.stream,
+                    partition=self.partition, offset=segment.base + exc.ordinal,
+                    path=segment.path, position=exc.position) from None
         cur = Cursor(self, segment, fd, index.offsets, limit, False)
         cur.data_size = size
         target = bisect_left(index.offsets, offset)
@@ -257,7 +302,13 @@ class PartitionReader:
     def _out_of_range(self, offset: int, oldest: int, upcoming: int | None,
                       segments: list[Segment]) -> int:
         if upcoming is None:
-            upcoming = _active_upcoming(segments[-1]) if segments else 0
+            upcoming = _active_upcoming(segments[-1], self.stream, self.partition) \
+                if segments else 0
+        if offset > upcoming:
+            tail = self._tail or (f"{self._dir} has no segment files" if not segments
+                                  else f"the last segment is {segments[-1].path}")
+            raise OffsetBeyondEndError(self.stream, self.partition, offset, oldest, upcoming,
+                                       tail)
         if self._reset is OffsetReset.ERROR:
             raise OffsetOutOfRangeError(self.stream, self.partition, offset, oldest, upcoming,
                                         self._reset_key)
@@ -268,11 +319,21 @@ class PartitionReader:
         return target
 
 
-def _active_upcoming(segment: Segment) -> int:
-    """base + the number of whole, intact records of an active segment."""
+def _active_upcoming(segment: Segment, stream: str = "?", partition: int = -1) -> int:
+    """base + the number of whole, intact records of an active segment. A damaged record with
+    valid records after it raises ``CorruptRecordError``: it is not the end of the log."""
     fd = os.open(segment.path, os.O_RDONLY)
     try:
-        return segment.base + skip_in_file(fd, _NO_LIMIT, (0, 0), True)[0]
+        count, position, why = skip_in_file(fd, _NO_LIMIT, (0, 0), True)
+        if why is ParseStop.BAD:
+            size = os.fstat(fd).st_size
+            if classify_tail(os.pread(fd, size - position, position), 0) is TailState.CORRUPT:
+                raise CorruptRecordError(
+                    "record failed its length/CRC check with valid records after it (damage "
+                    "in the middle of the log, not a torn tail)", stream=stream,
+                    partition=partition, offset=segment.base + count, path=segment.path,
+                    position=position)
+        return segment.base + count
     finally:
         os.close(fd)
 
@@ -284,4 +345,4 @@ def partition_bounds(root: str, stream: str, partition: int) -> tuple[int, int]:
     segments = list_segments(directory) if os.path.isdir(directory) else []
     if not segments:
         return 0, 0
-    return segments[0].base, _active_upcoming(segments[-1])
+    return segments[0].base, _active_upcoming(segments[-1], stream, partition)

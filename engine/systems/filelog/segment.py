@@ -34,6 +34,7 @@ __all__ = [
     "record_ends",
     "remove_segment",
     "FRAME_BYTES",
+    "SegmentDamage",
 ]
 
 FRAME_BYTES = 1 << 20
@@ -41,6 +42,15 @@ FRAME_BYTES = 1 << 20
 
 _SCAN_CHUNK = 4 << 20
 _LEN_CRC_TS = struct.Struct("<IIq")
+
+
+class SegmentDamage(ValueError):
+    """A segment does not parse to its end: record ``ordinal`` (from 0 in the segment), at
+    byte ``position`` of the file, is damaged or cut short."""
+
+    def __init__(self, message: str, *, ordinal: int, position: int):
+        super().__init__(message)
+        self.ordinal, self.position = ordinal, position
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +177,7 @@ def index_for(segment: Segment, size: int) -> SegmentIndex | None:
 def build_index(segment: Segment, fd: int, size: int, *, sealed_ms: int | None = None
                 ) -> SegmentIndex:
     """Rebuild the index of a producer-written (generation 0) sealed segment by scanning it.
-    Raises ValueError if the segment does not parse to its end."""
+    Raises :class:`SegmentDamage` (a ValueError) if the segment does not parse to its end."""
     if segment.generation:
         raise ValueError("a compacted segment's offsets exist only in its index")
     if sealed_ms is None:
@@ -175,7 +185,9 @@ def build_index(segment: Segment, fd: int, size: int, *, sealed_ms: int | None =
     if not segment.compressed:
         scan = scan_plain(fd, size)
         if scan.stop is not ParseStop.COUNT:
-            raise ValueError(f"record {scan.count} at byte {scan.end} is bad or partial")
+            raise SegmentDamage(f"record {scan.count} at byte {scan.end} is "
+                                f"{'cut short' if scan.stop is ParseStop.PARTIAL else 'damaged'}",
+                                ordinal=scan.count, position=scan.end)
         return SegmentIndex(segment.base, 0, scan.count, segment.base + scan.count, sealed_ms,
                             scan.max_timestamp, size, range(segment.base, segment.base + scan.count),
                             scan.sparse)
@@ -192,7 +204,8 @@ def build_index(segment: Segment, fd: int, size: int, *, sealed_ms: int | None =
             length, _, ts = _LEN_CRC_TS.unpack_from(plain, at)
             at, n, why = skip_records(plain, at, len(plain), 1, verify=True)
             if n == 0:
-                raise ValueError(f"record {count} in frame at byte {pos} is bad")
+                raise SegmentDamage(f"record {count} in frame at byte {pos} is bad",
+                                    ordinal=count, position=pos)
             max_ts = max(max_ts, ts)
             count += 1
         pos += frame_len

@@ -5,7 +5,13 @@ its partition directories exist: a stream exists exactly when this file does. It
 
     {"format": 1, "name": "clicks", "partitions": 4, "cleanup_policy": "delete",
      "bounded": false, "compression": "none", "config": {"segment.bytes": "1048576"},
-     "created_ms": 1700000000000}
+     "created_ms": 1700000000000, "incarnation": "5f0c9a1e2b3d4c6e8f7a6b5c4d3e2f1a"}
+
+``incarnation`` is a random id chosen when the stream is created: the *identity* of the
+stream's partitions (``PartitionMetadata.identity``). A stream deleted and created again under
+the same name gets a new one, so a checkpoint that recorded the old identity is refused
+instead of resuming at offsets that now name other records. Streams created before
+identities existed have none (``""``: unknown); readers of format 1 ignore the field.
 
 ``config`` is the ``StreamSpec.config`` given at creation (per-stream storage settings, see
 ``settings.py``); ``compression`` is the compression in force when the stream was created
@@ -17,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import uuid
 from dataclasses import dataclass, field
 
 from weir.engine.errors import StreamNotFoundError, SystemError_
@@ -49,13 +56,22 @@ class StreamMeta:
     config: dict[str, str] = field(default_factory=dict)
     created_ms: int = 0
     format: int = FORMAT_VERSION
+    incarnation: str = ""
+    """Random id of this creation of the stream (its partitions' identity); "" = unknown."""
+
+    @property
+    def identity(self) -> str | None:
+        """The identity of every partition of this stream, or None when unknown."""
+        return self.incarnation or None
 
     def to_json(self) -> bytes:
-        return json.dumps({
-            "format": self.format, "name": self.name, "partitions": self.partitions,
-            "cleanup_policy": self.cleanup_policy.value, "bounded": self.bounded,
-            "compression": self.compression, "config": dict(self.config),
-            "created_ms": self.created_ms}, indent=2, sort_keys=True).encode() + b"\n"
+        doc = {"format": self.format, "name": self.name, "partitions": self.partitions,
+               "cleanup_policy": self.cleanup_policy.value, "bounded": self.bounded,
+               "compression": self.compression, "config": dict(self.config),
+               "created_ms": self.created_ms}
+        if self.incarnation:
+            doc["incarnation"] = self.incarnation
+        return json.dumps(doc, indent=2, sort_keys=True).encode() + b"\n"
 
     @classmethod
     def from_json(cls, data: bytes, path: str) -> "StreamMeta":
@@ -65,7 +81,8 @@ class StreamMeta:
                        CleanupPolicy(raw.get("cleanup_policy", "delete")),
                        bool(raw.get("bounded", False)), str(raw.get("compression", "none")),
                        {str(k): str(v) for k, v in (raw.get("config") or {}).items()},
-                       int(raw.get("created_ms", 0)), int(raw.get("format", 1)))
+                       int(raw.get("created_ms", 0)), int(raw.get("format", 1)),
+                       str(raw.get("incarnation") or ""))
         except (ValueError, KeyError, TypeError) as exc:
             raise SystemError_(f"{path} is not a valid stream description ({exc}); restore it "
                                f"or recreate the stream") from None
@@ -119,7 +136,7 @@ def create_stream(root: str, spec: StreamSpec, system: str, compression: str) ->
     meta = StreamMeta(spec.name, spec.partitions, spec.cleanup_policy, spec.bounded,
                       str(spec.config.get("compression", compression)),
                       {str(k): str(v) for k, v in spec.config.items()},
-                      time.time_ns() // 1_000_000)
+                      time.time_ns() // 1_000_000, incarnation=uuid.uuid4().hex)
     if write_atomic(meta_path, meta.to_json(), exclusive=True):
         return True
     return _same_or_conflict(root, spec, system, meta_path)

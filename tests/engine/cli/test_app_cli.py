@@ -33,7 +33,7 @@ def app_dir(tmp_path: Path, app: str = "ThreeStage", **extra) -> Pipeline:
 
 def weir(tmp_path: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "engine", *args], cwd=tmp_path, env=env,
+    return subprocess.run([sys.executable, "-m", "weir", *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -112,7 +112,7 @@ def test_weir_drain_stops_a_running_application_and_waits_for_it(tmp_path):
     p.create("events", 2)
     p.produce("events", make_events(53, 2000), lambda i, e: i % 2, end=False)   # never ends
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    job = subprocess.Popen([sys.executable, "-m", "engine", "run", "app.properties", "--status",
+    job = subprocess.Popen([sys.executable, "-m", "weir", "run", "app.properties", "--status",
                             "off"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
     try:

@@ -4,6 +4,7 @@ memory system named in a job config; one run of the installed ``weir`` script.""
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -134,6 +135,7 @@ def test_compacted_stream_is_created_compacted(capsys, root):
 def test_missing_stream_and_bad_arguments_are_clear_errors(capsys, monkeypatch, root):
     code, _, err = run(capsys, "tail", "ghost", "--root", root)
     assert code == 2 and "filelog.ghost" in err and "weir log create ghost" in err
+    assert f"does not exist in {os.path.abspath(root)}" in err
     run(capsys, "create", "orders", "--root", root)
     code, _, err = run(capsys, "produce", "orders", "--partition", "3", "--root", root, stdin="x\n",
                        monkeypatch=monkeypatch)
@@ -143,6 +145,126 @@ def test_missing_stream_and_bad_arguments_are_clear_errors(capsys, monkeypatch, 
     assert code == 2 and "stdin line 2" in err and "1 record(s) before it were produced" in err
     code, _, err = run(capsys, "tail", "orders", "--from", "yesterday", "--root", root)
     assert code == 2 and "--from 'yesterday'" in err
+
+
+@needs_filelog
+def test_stream_not_found_names_the_default_root_it_searched(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "describe", "ghost")
+    assert code == 2
+    assert f"stream 'filelog.ghost' does not exist in {tmp_path / 'weir-data' / 'log'}" in err
+    assert f"weir log create ghost --root {tmp_path / 'weir-data' / 'log'}" in err
+
+
+@needs_filelog
+def test_tail_prints_the_end_of_stream_marker_of_every_ended_partition(capsys, monkeypatch,
+                                                                      root):
+    run(capsys, "create", "batch", "--bounded", "--partitions", "3", "--root", root)
+    run(capsys, "produce", "batch", "--partition", "1", "--end", "--root", root,
+        stdin="a\nb\n", monkeypatch=monkeypatch)
+
+    code, out, err = run(capsys, "tail", "batch", "--root", root)
+
+    assert code == 0
+    assert sorted(line for line in out.splitlines() if "end-of-stream" in line) == [
+        "partition=0 offset=0 end-of-stream", "partition=1 offset=2 end-of-stream",
+        "partition=2 offset=0 end-of-stream"]
+    assert len(records(out)) == 5 and "read 2 record(s)" in err and "3 ended" in err
+    # The marker comes after the partition's records.
+    p1 = [line for line in out.splitlines() if line.startswith("partition=1 ")]
+    assert p1[-1] == "partition=1 offset=2 end-of-stream"
+
+
+@needs_filelog
+def test_tail_of_a_bounded_stream_that_has_not_ended_prints_no_marker(capsys, monkeypatch, root):
+    run(capsys, "create", "batch", "--bounded", "--root", root)
+    run(capsys, "produce", "batch", "--root", root, stdin="a\n", monkeypatch=monkeypatch)
+    out = run(capsys, "tail", "batch", "--root", root)[1]
+    assert "end-of-stream" not in out and len(records(out)) == 1
+
+
+@needs_filelog
+def test_create_help_explains_partitions_and_shows_the_default(capsys):
+    with pytest.raises(SystemExit):
+        main(["log", "create", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "number of partitions" in out and "(default: 1)" in out
+    assert "./weir-data/log" in out  # where --root defaults to
+
+
+@needs_filelog
+def test_list_shows_every_stream_with_partitions_records_size_policy_and_end(capsys, monkeypatch,
+                                                                              root):
+    run(capsys, "create", "orders", "--partitions", "2", "--root", root)
+    run(capsys, "produce", "orders", "--root", root, stdin="a\nb\nc\n", monkeypatch=monkeypatch)
+    run(capsys, "create", "batch", "--bounded", "--root", root)
+    run(capsys, "produce", "batch", "--end", "--root", root, stdin="x\n", monkeypatch=monkeypatch)
+    run(capsys, "create", "table", "--compact", "--root", root)
+
+    code, out, _ = run(capsys, "list", "--root", root)
+
+    assert code == 0
+    assert f"filelog: 3 stream(s) (root {os.path.abspath(root)})" in out
+    cells = {name: [c.strip() for c in line.split("│")[1:-1]]
+             for name, line in ((line.split()[1], line) for line in out.splitlines()
+                                if line.startswith("│"))}
+    assert cells["orders"] == ["orders", "2", "3", cells["orders"][3], "delete", "no", "-"]
+    assert cells["batch"][1:3] == ["1", "1"] and cells["batch"][4:] == ["delete", "yes", "yes"]
+    assert cells["table"][2] == "<= 0" and cells["table"][4] == "compact"
+    assert cells["orders"][3].endswith(" B")
+    assert "4 record(s)" in out and "in 3 stream(s)" in out
+
+    code, out, _ = run(capsys, "list", "--json", "--root", root)
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r["stream"] for r in rows] == ["batch", "orders", "table"]
+    assert rows[1] == {"stream": "orders", "partitions": 2, "records": 3, "records_exact": True,
+                       "bytes": rows[1]["bytes"], "cleanup_policy": "delete", "bounded": False,
+                       "ended_partitions": 0}
+    assert rows[0]["ended_partitions"] == 1 and rows[2]["records_exact"] is False
+
+
+@needs_filelog
+def test_list_of_an_empty_root_names_the_root(capsys, root):
+    code, out, _ = run(capsys, "list", "--root", root)
+    assert code == 0 and f"no streams in filelog (root {os.path.abspath(root)})" in out
+
+
+@needs_filelog
+def test_delete_needs_yes_and_then_removes_the_stream(capsys, monkeypatch, root):
+    run(capsys, "create", "orders", "--partitions", "2", "--root", root)
+    run(capsys, "produce", "orders", "--root", root, stdin="a\nb\n", monkeypatch=monkeypatch)
+
+    code, _, err = run(capsys, "delete", "orders", "--root", root)
+    assert code == 2 and "not deleting filelog.orders" in err and "--yes" in err
+    assert "2 partition(s), 2 record(s)" in err
+    assert (Path(root) / "orders" / "stream.json").exists()
+
+    code, out, _ = run(capsys, "delete", "orders", "--yes", "--root", root)
+    assert code == 0 and out.startswith(f"deleted filelog.orders in {os.path.abspath(root)}")
+    assert not (Path(root) / "orders").exists()
+    code, _, err = run(capsys, "delete", "orders", "--yes", "--root", root)
+    assert code == 2 and "does not exist" in err
+
+
+@needs_filelog
+def test_delete_is_refused_while_a_producer_holds_a_partition(capsys, root):
+    from weir.engine.model import OutgoingMessageEnvelope, SystemStream
+    from weir.engine.systems.registry import SystemRegistry
+    from weir.stores.config import Config
+
+    run(capsys, "create", "live", "--root", root)
+    producer = SystemRegistry(Config({"systems.filelog.root": root})).producer("filelog")
+    producer.register("t")
+    producer.start()
+    producer.send("t", OutgoingMessageEnvelope(SystemStream("filelog", "live"), b"x",
+                                               partition=0))
+    producer.flush("t")
+    try:
+        code, _, err = run(capsys, "delete", "live", "--yes", "--root", root)
+        assert code == 2 and "partition 0 has a writer" in err and f"pid {os.getpid()}" in err
+    finally:
+        producer.stop()
+    assert run(capsys, "delete", "live", "--yes", "--root", root)[0] == 0
 
 
 # -- any configured system ------------------------------------------------------------------
@@ -159,6 +281,10 @@ def test_commands_work_on_a_configured_memory_system_with_serdes(capsys, monkeyp
         ['ann value={"amount":3,"user":"ann"}', 'bob value={"amount":4,"user":"bob"}']
     out = run(capsys, "describe", "orders", *mem_config)[1]
     assert "2 offset(s) across 3 partition(s)" in out
+    out = run(capsys, "list", "--json", *mem_config)[1]
+    assert json.loads(out)["records"] == 2 and json.loads(out)["partitions"] == 3
+    code, _, err = run(capsys, "delete", "orders", "--yes", *mem_config)
+    assert code == 2 and "cannot delete streams" in err
 
 
 def test_kv_values_are_fitted_to_the_stream_serdes(capsys, monkeypatch, mem_config):

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from weir import stores
 from weir.engine.cli import main
+from weir.engine.config.check import UnknownSamzaKeyError
 from weir.engine.config.job import (
     ConfigFormat,
     JobConfig,
@@ -24,6 +25,7 @@ from weir.engine.config.job import (
 )
 from weir.engine.model import SystemStream
 from weir.stores.config import Config, ConfigError, declare
+from weir.stores.spec import StoreSpec
 
 
 @pytest.fixture
@@ -300,12 +302,14 @@ def test_unknown_key_warns_with_origin_and_did_you_mean(tmp_path):
 def test_did_you_mean_fills_placeholders_from_the_key(registry):
     declare("stores.<store>.testonly.staleness.ms", int, 0, "t", component="test")
     declare("systems.<system>.streams.<stream>.samza.testprio", int, -1, "t", component="test")
-    cfg = Config({"stores.my-counts.testonly.stalenes.ms": "5",
-                  "systems.fl.streams.a.b.samza.testpiro": "1"})
+    cfg = Config({"stores.my-counts.testonly.stalenes.ms": "5"})
     suggestions = {w.key: w.suggestion for w in validate_config(cfg, load_declarations=False)}
     assert suggestions == {
-        "stores.my-counts.testonly.stalenes.ms": "stores.my-counts.testonly.staleness.ms",
-        "systems.fl.streams.a.b.samza.testpiro": "systems.fl.streams.a.b.samza.testprio"}
+        "stores.my-counts.testonly.stalenes.ms": "stores.my-counts.testonly.staleness.ms"}
+    with pytest.raises(UnknownSamzaKeyError) as err:
+        validate_config(Config({"systems.fl.streams.a.b.samza.testpiro": "1"}),
+                        load_declarations=False)
+    assert [w.suggestion for w in err.value.unknown] == ["systems.fl.streams.a.b.samza.testprio"]
 
 
 def test_unknown_key_far_from_any_declared_key_gets_no_suggestion():
@@ -332,21 +336,45 @@ def test_user_stream_properties_and_foreign_prefixes_are_not_warned():
     assert validate_config(cfg) == []
 
 
-def test_samza_namespaced_stream_properties_are_checked():
+def test_unknown_samza_namespaced_stream_properties_are_errors():
     cfg = Config({"streams.words.samza.bootstrapp": "true",
                   "systems.filelog.default.stream.samza.nonsense": "1"})
-    assert {w.key for w in validate_config(cfg)} == set(cfg)
+    with pytest.raises(UnknownSamzaKeyError) as err:
+        validate_config(cfg)
+    assert {w.key for w in err.value.unknown} == set(cfg)
+
+
+@pytest.mark.parametrize("key", [
+    "systems.filelog.default.stream.samza.offset.defualt",
+    "systems.filelog.streams.words.samza.offset.defualt",
+    "streams.words.samza.offset.defualt",
+])
+def test_a_misspelt_offset_default_is_an_error_naming_file_line_and_the_right_key(tmp_path,
+                                                                                  key):
+    path = write(tmp_path, "job.properties", f"job.name=wc\n{key}=oldest\n")
+    with pytest.raises(ConfigError) as err:
+        validate_config(load_config(path))
+    message = str(err.value)
+    assert key in message and f"{path}:2" in message
+    assert f"did you mean '{key.replace('defualt', 'default')}'?" in message
+
+
+def test_a_misspelt_system_samza_key_is_an_error(tmp_path):
+    path = write(tmp_path, "job.properties", "job.name=wc\nsystems.filelog.samza.msg.sered=json\n")
+    with pytest.raises(UnknownSamzaKeyError, match=r"systems.filelog.samza.msg.serde"):
+        validate_config(load_config(path))
 
 
 def test_keys_of_user_systems_are_theirs_but_samza_keys_are_checked():
     cfg = Config({"systems.mine.samza.factory": "my_pkg.systems:MySystemFactory",
                   "systems.mine.host": "example.org",
-                  "systems.mine.samza.whatever": "1",
                   "systems.filelog.samza.factory": "filelog",
                   "systems.filelog.rooot": "/tmp"})
     keys = {w.key for w in validate_config(cfg)}
     assert "systems.mine.host" not in keys
-    assert {"systems.mine.samza.whatever", "systems.filelog.rooot"} <= keys
+    assert "systems.filelog.rooot" in keys
+    with pytest.raises(UnknownSamzaKeyError, match="systems.mine.samza.whatever"):
+        validate_config(cfg.merged({"systems.mine.samza.whatever": "1"}, origin="--set"))
 
 
 def test_warn_unknown_keys_logs_each_warning(caplog):
@@ -365,13 +393,48 @@ def test_job_config_requires_job_name():
         JobConfig.from_config(Config({}), environ={})
 
 
-def test_job_config_defaults_resolve_against_the_working_directory(tmp_path):
+def test_job_config_defaults_put_every_path_under_one_directory_per_job(tmp_path):
     job = JobConfig.from_config(Config({"job.name": "wc"}), cwd=tmp_path, environ={})
     assert (job.name, job.id) == ("wc", "1")
-    assert job.logged_store_base_dir == tmp_path / "state"
-    assert job.non_logged_store_base_dir == tmp_path / "state"
-    assert job.checkpoint_dir == tmp_path / "checkpoints"
+    root = tmp_path / "weir-data" / "wc-1"
+    assert job.data_dir == root
+    assert job.logged_store_base_dir == root / "state"
+    assert job.non_logged_store_base_dir == root / "state"
+    assert job.checkpoint_dir == root / "checkpoints"
     assert job.changelog_system is None and job.coordinator_system is None
+
+
+def test_two_ids_of_one_job_name_get_separate_data_directories(tmp_path):
+    one = JobConfig.from_config(Config({"job.name": "wc"}), cwd=tmp_path, environ={})
+    two = JobConfig.from_config(Config({"job.name": "wc", "job.id": "2"}), cwd=tmp_path,
+                                environ={})
+    assert one.data_dir != two.data_dir
+    assert two.checkpoint_dir == tmp_path / "weir-data/wc-2/checkpoints"
+
+
+def test_job_data_dir_moves_every_default_path_and_explicit_keys_still_win(tmp_path):
+    cfg = Config({"job.name": "wc", "job.data.dir": "jobs/wc",
+                  "task.checkpoint.path": "/cp"})
+    job = JobConfig.from_config(cfg, cwd=tmp_path, environ={})
+    assert job.data_dir == tmp_path / "jobs/wc"
+    assert job.logged_store_base_dir == tmp_path / "jobs/wc/state"
+    assert job.non_logged_store_base_dir == tmp_path / "jobs/wc/state"
+    assert job.checkpoint_dir == Path("/cp")
+
+
+def test_a_job_name_with_a_path_separator_needs_an_explicit_data_dir(tmp_path):
+    with pytest.raises(ConfigError, match="job.name.*cannot name a directory.*job.data.dir"):
+        JobConfig.from_config(Config({"job.name": "a/b"}), cwd=tmp_path, environ={})
+    job = JobConfig.from_config(Config({"job.name": "a/b", "job.data.dir": "ab"}),
+                                cwd=tmp_path, environ={})
+    assert job.checkpoint_dir == tmp_path / "ab/checkpoints"
+
+
+def test_an_empty_directory_key_is_refused_with_its_origin(tmp_path):
+    cfg = Config({"job.name": "wc", "task.checkpoint.path": " "},
+                 origins={"task.checkpoint.path": "job.properties:4"})
+    with pytest.raises(ConfigError, match="task.checkpoint.path.*job.properties:4"):
+        JobConfig.from_config(cfg, cwd=tmp_path, environ={})
 
 
 def test_logged_store_base_dir_env_var_wins_and_is_per_job(tmp_path):
@@ -387,7 +450,8 @@ def test_logged_store_base_dir_env_var_wins_and_is_per_job(tmp_path):
 def test_store_dir_is_base_store_and_task_with_underscores(tmp_path):
     job = JobConfig.from_config(Config({"job.name": "wc", "job.non-logged.store.base.dir": "nl"}),
                                 cwd=tmp_path, environ={})
-    assert job.store_dir("counts", "Partition 0", StoreBase.LOGGED) == tmp_path / "state/counts/Partition_0"
+    assert job.store_dir("counts", "Partition 0", StoreBase.LOGGED) == \
+        tmp_path / "weir-data/wc-1/state/counts/Partition_0"
     assert job.store_dir("cache", "SystemStreamPartition [a, b, 1]", StoreBase.NON_LOGGED) == \
         tmp_path / "nl/cache/SystemStreamPartition_[a,_b,_1]"
 
@@ -449,10 +513,36 @@ def test_cli_show_bad_value_exits_2_naming_key_and_line(tmp_path, capsys):
     assert "job.container.count" in err and f"{path}:4" in err
 
 
-@pytest.mark.parametrize("module", ["weir.engine.config.job", "weir.engine.config.files"])
-def test_docstring_examples_run(module):
-    import doctest
-    import importlib
+# -- store keys: one message ---------------------------------------------------------------------
 
-    result = doctest.testmod(importlib.import_module(module))
-    assert result.failed == 0 and result.attempted > 0
+_STORE = {"job.name": "wc", "stores.counts.factory": "memory", "stores.counts.key.serde": "string",
+          "stores.counts.msg.serde": "int64"}
+
+
+def test_an_unknown_key_of_a_defined_store_is_an_error_naming_key_origin_and_the_right_key(caplog):
+    cfg = Config({**_STORE, "stores.counts.cache.size": "10"},
+                 origins={"stores.counts.cache.size": "job.properties:7"})
+    with caplog.at_level(logging.WARNING), \
+            pytest.raises(ConfigError, match="stores.counts.cache.size.*job.properties:7.*"
+                                             "did you mean stores.counts.object.cache.size"):
+        warn_unknown_keys(cfg)
+    assert "is ignored" not in caplog.text  # no warning that contradicts the error
+
+
+def test_the_config_check_and_the_store_spec_refuse_an_unknown_store_key_alike():
+    cfg = Config({**_STORE, "stores.counts.cache.size": "10"})
+    with pytest.raises(ConfigError) as from_check:
+        validate_config(cfg)
+    with pytest.raises(ConfigError) as from_spec:
+        StoreSpec.from_config(cfg, "counts")
+    assert str(from_check.value) == str(from_spec.value)
+
+
+def test_a_key_of_a_store_without_factory_is_ignored_with_a_warning_that_says_why():
+    (warning,) = validate_config(Config({**_STORE, "stores.count.changelog": "filelog.c"}))
+    assert warning.kind is WarningKind.UNDEFINED_STORE
+    assert "is ignored: no store 'count' is defined (stores.count.factory is not set)" in \
+        warning.message
+    assert "did you mean 'stores.counts.changelog'?" in warning.message
+    (alone,) = validate_config(Config({"stores.other.changelog": "filelog.c"}))
+    assert "set stores.other.factory (rocksdb, lmdb or memory)" in alone.message

@@ -99,3 +99,50 @@ def test_cli_docs_check_on_a_stale_file_exits_1_with_a_diff_and_the_command(tmp_
     assert "-# old" in err and "+# Weir configuration reference" in err
     assert f"weir config docs --output {out}" in err
     assert out.read_text(encoding="utf-8") == "# old\n"
+
+
+def test_cli_docs_outside_a_checkout_prints_to_stdout_and_writes_nothing(tmp_path, capsys,
+                                                                         monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["config", "docs"]) == 0
+    assert capsys.readouterr().out == config_docs_markdown()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_docs_check_outside_a_checkout_is_an_error_that_asks_for_output(tmp_path, capsys,
+                                                                            monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["config", "docs", "--check"]) == 2
+    err = capsys.readouterr().err
+    assert "not the root of a Weir checkout" in err and "--output FILE" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_docs_check_of_a_missing_file_says_how_to_generate_it(tmp_path, capsys):
+    missing = tmp_path / "CONFIG.md"
+    assert main(["config", "docs", "--output", str(missing), "--check"]) == 2
+    assert f"weir config docs --output {missing}" in capsys.readouterr().err
+    assert not missing.exists()
+
+
+def test_cli_docs_output_dash_is_stdout(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    assert main(["config", "docs", "--output", "-"]) == 0
+    assert capsys.readouterr().out == config_docs_markdown()
+
+
+def test_cli_docs_defaults_to_docs_config_md_at_the_root_of_a_checkout(tmp_path, capsys,
+                                                                       monkeypatch):
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "weir"\n')
+    (tmp_path / "docs").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert main(["config", "docs"]) == 0
+    assert (tmp_path / "docs" / "CONFIG.md").read_text(encoding="utf-8") == config_docs_markdown()
+    assert main(["config", "docs", "--check"]) == 0
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "pyproject.toml").write_text('[project]\nname = "not-weir"\n')
+    (other / "docs").mkdir()
+    monkeypatch.chdir(other)
+    assert main(["config", "docs"]) == 0
+    assert not (other / "docs" / "CONFIG.md").exists()

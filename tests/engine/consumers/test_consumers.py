@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 
 import pytest
@@ -267,6 +268,36 @@ def test_drop_deserialization_errors_drops_and_counts(mem):
     sc.start()
     assert [(e.offset, e.message) for e in choose_all(sc)] == [(0, {"n": 1}), (3, {"n": 4})]
     assert sc.counters.deserialization_errors == 2
+
+
+def test_dropped_messages_are_logged_naming_partition_and_offset_at_most_every_10_s(
+        mem, caplog):
+    mem.create("s", 2)
+    mem.send("s", 0, b'{"n": 1}', *[b"bad %d" % i for i in range(30)], b'{"n": 2}')
+    mem.send("s", 1, b"also bad")
+    cfg = mem.config(**{"systems.SYS.samza.msg.serde": "json",
+                        "task.drop.deserialization.errors": "true"})
+    clock = FakeClock()
+    sc = mem.consumers(cfg, serdes=SerdeManager(cfg), clock=clock,
+                       registrations=[(mem.ssp("s", 0), 0), (mem.ssp("s", 1), 0)])
+    with caplog.at_level(logging.WARNING, logger="weir.consumers"):
+        sc.start()
+        assert [e.message for e in choose_all(sc)] == [{"n": 1}, {"n": 2}]
+        first = [r.getMessage() for r in caplog.records]
+        assert len(first) == 1  # one line, not 31
+        assert f"{mem.system}.s#" in first[0] and "offset" in first[0]
+        assert "task.drop.deserialization.errors" in first[0]
+        clock.now += 11
+        mem.send("s", 1, b"bad again")
+        choose_all(sc)
+        sc.stop()
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2 and "dropped 31 more message(s)" in lines[1]
+    assert f"{mem.system}.s#1 offset 1" in lines[1]
+    counters = sc.counters.snapshot()
+    assert counters["deserialization_errors"] == 32
+    assert counters["deserialization_errors_by_partition"] == {
+        f"{mem.system}.s#0": 30, f"{mem.system}.s#1": 2}
 
 
 def test_counters_snapshot_reports_activity(mem):

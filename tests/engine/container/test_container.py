@@ -5,6 +5,7 @@ the memory system and the file log."""
 from __future__ import annotations
 
 import itertools
+import logging
 import shutil
 import threading
 import time
@@ -173,6 +174,42 @@ def test_a_restart_resumes_after_the_checkpoint_without_counting_twice(tmp_path,
     assert result.reason == "end-of-stream"
     assert emitted_counts(SystemRegistry(cfg), system) == Counter(first + second)
     assert sum(result.inputs.values()) + sum(stopped.inputs.values()) == len(first + second)
+
+
+def test_a_restart_logs_each_tasks_resume_offset_and_the_uncommitted_changes_it_reverted(
+        tmp_path, system, caplog):
+    from weir.stores.serdes import Int64Serde
+
+    cfg = job_config(tmp_path, system, task="ShutdownAt")
+    first = words(300) + ["stop"] + words(99)
+    write_words(SystemRegistry(cfg), system, first, end=False)
+    run_container(cfg)
+    assert checkpoint_offsets(cfg, system) == {0: 150, 1: 149}
+    # What a run that crashed before its next commit leaves in the changelog: changes of
+    # partition 0's store after the checkpoint (5 records, 2 keys).
+    registry = SystemRegistry(cfg)
+    producer = registry.producer(system)
+    producer.register("crashed-run")
+    producer.start()
+    for word, n in [("w1", 1000), ("w2", 1001), ("w1", 1002), ("w2", 1003), ("w1", 1004)]:
+        producer.send("crashed-run", OutgoingMessageEnvelope(
+            SystemStream(system, "counts-changelog"), Int64Serde().to_bytes(n),
+            key=word.encode(), partition=0))
+    producer.flush("crashed-run")
+    producer.stop()
+    write_words(SystemRegistry(cfg), system, [], create=False, first=len(first))
+
+    with caplog.at_level(logging.INFO, logger="weir.container"):
+        _, result = run_container(cfg)
+
+    lines = [r.getMessage() for r in caplog.records if "resumes from its checkpoint" in r.getMessage()]
+    assert lines == [
+        f"task 'Partition 0' resumes from its checkpoint: {system}.words#0 at offset 151; "
+        f"restore reverted 5 uncommitted changelog record(s) of store 'counts' (2 key(s))",
+        f"task 'Partition 1' resumes from its checkpoint: {system}.words#1 at offset 150; "
+        f"no uncommitted changelog records to revert"]
+    assert result.reason == "end-of-stream"
+    assert emitted_counts(SystemRegistry(cfg), system) == Counter(first)  # 1000s reverted
 
 
 def test_stores_are_rebuilt_from_the_changelog_when_local_state_is_lost(tmp_path, system):

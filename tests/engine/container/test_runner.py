@@ -34,7 +34,7 @@ from weir.stores.config import Config  # noqa: E402
 from tests.engine.container.test_container import emitted_counts, words  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
-WEIR = [sys.executable, "-m", "engine"]
+WEIR = [sys.executable, "-m", "weir"]
 PARTITIONS = 2
 WORDS = SystemStream("filelog", "words")
 
@@ -46,6 +46,7 @@ def write_job(tmp_path: Path, task: str = "CountWords", **extra: str) -> Path:
         "task.inputs": "filelog.words",
         "systems.filelog.factory": "filelog",
         "systems.filelog.root": "log",
+        "job.data.dir": "job",
         "systems.filelog.samza.key.serde": "string",
         "systems.filelog.samza.msg.serde": "string",
         "systems.filelog.streams.counts-out.samza.msg.serde": "int64",
@@ -66,9 +67,7 @@ def config_of(tmp_path: Path, **extra: str) -> Config:
     cfg = dict(line.split("=", 1) for line in
                (tmp_path / "job.properties").read_text().splitlines())
     cfg.update({"systems.filelog.root": str(tmp_path / "log"),
-                "task.checkpoint.path": str(tmp_path / "checkpoints"),
-                "job.logged.store.base.dir": str(tmp_path / "state"),
-                "job.non-logged.store.base.dir": str(tmp_path / "state")})
+                "job.data.dir": str(tmp_path / "job")})
     cfg.update(extra)
     return Config(cfg)
 
@@ -100,7 +99,7 @@ def weir_run(tmp_path: Path, *args: str) -> subprocess.Popen:
 
 
 def checkpoints(tmp_path: Path, tasks: int = PARTITIONS) -> dict[int, int]:
-    mgr = FileCheckpointManager(tmp_path / "checkpoints")
+    mgr = FileCheckpointManager(tmp_path / "job" / "checkpoints")
     names = [f"Partition {p}" for p in range(tasks)]
     for name in names:
         mgr.register(name)
@@ -297,3 +296,17 @@ def test_a_container_the_runner_stops_while_it_starts_is_not_reported_as_failed(
     assert children["0"].process.exitcode == -signal.SIGTERM
     assert children["0"].failure is None
     assert children["1"].failure == ContainerFailure("1", "TaskError", "boom")
+
+
+def test_an_unknown_store_key_fails_the_run_with_one_error_and_no_ignored_warning(tmp_path):
+    write_job(tmp_path, **{"stores.counts.cache.size": "10"})
+    produce(tmp_path, words(4))
+
+    proc = weir_run(tmp_path, "--status", "off")
+    out, err = proc.communicate(timeout=60)
+
+    assert proc.returncode == 2, out + err
+    assert "is ignored" not in err
+    assert err.count("stores.counts.cache.size") == 1
+    assert "job.properties:" in err and "did you mean stores.counts.object.cache.size" in err
+    assert not (tmp_path / "job").exists()  # nothing ran

@@ -63,3 +63,82 @@ def test_partition_heads_are_reread_less_often_when_reading_them_is_slow():
 
 def test_weir_run_offers_every_status_mode():
     assert _STATUS_MODES == tuple(m.value for m in StatusMode)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _Counting:
+    """Progress of one container that processes ``per_second`` messages per clock second."""
+
+    def __init__(self, clock: _Clock, per_second: int) -> None:
+        self.clock, self.per_second = clock, per_second
+
+    def __call__(self) -> list[ContainerProgress]:
+        n = int(self.clock.now * self.per_second)
+        return [ContainerProgress("0", "running", n, {TX0: n})]
+
+
+def _ticks_until_first_line(reporter: StatusReporter, clock: _Clock, step: float):
+    reporter.sample()  # what the reporting thread does when it starts
+    for _ in range(1000):
+        clock.now += step
+        snap = reporter.tick()
+        if snap is not None:
+            return snap
+    raise AssertionError("no status line")
+
+
+def test_the_first_logged_status_line_shows_the_rate_not_zero():
+    clock = _Clock()
+    reporter = StatusReporter("job", _Counting(clock, 1000), lambda ssps: HEADS, StatusMode.LOG,
+                              StatusSettings(interval_ms=500, log_interval_ms=10_000),
+                              clock=clock)
+
+    first = _ticks_until_first_line(reporter, clock, 0.5)
+
+    assert clock.now == 10.0  # logged once, after the log interval
+    assert first.rate == 1000.0
+    assert "1,000 msg/s" in first.line()
+
+
+def test_the_first_terminal_status_line_shows_the_rate_not_zero():
+    clock = _Clock()
+    reporter = StatusReporter("job", _Counting(clock, 400), lambda ssps: HEADS, StatusMode.LINE,
+                              StatusSettings(interval_ms=500), clock=clock)
+
+    first = _ticks_until_first_line(reporter, clock, 0.5)
+
+    assert clock.now == 0.5 and "400 msg/s" in first.line()
+
+
+def test_log_mode_samples_between_lines_and_logs_only_when_due():
+    clock = _Clock()
+    reads = []
+    counting = _Counting(clock, 10)
+
+    def read():
+        reads.append(clock.now)
+        return counting()
+
+    reporter = StatusReporter("job", read, lambda ssps: HEADS, StatusMode.LOG,
+                              StatusSettings(interval_ms=1000, log_interval_ms=5000),
+                              clock=clock)
+    reporter.sample()
+    lines = []
+    for _ in range(10):
+        clock.now += 1.0
+        if reporter.tick() is not None:
+            lines.append(clock.now)
+    assert lines == [5.0, 10.0]
+    assert len(reads) == 11  # one sample per tick: the rate never rests on a single sample
+
+
+def test_the_rate_is_zero_before_two_samples():
+    reporter = StatusReporter("job", lambda: [], lambda ssps: {}, StatusMode.OFF)
+    assert reporter.rate() == 0.0

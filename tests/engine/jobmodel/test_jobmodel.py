@@ -319,12 +319,3 @@ def test_every_input_partition_is_read_by_exactly_one_task(counts, containers, b
     changelog = list(model.changelog_mapping().values())
     assert len(set(changelog)) == len(changelog) == task_count
     assert model.max_change_log_stream_partitions == max(changelog) + 1
-
-
-@pytest.mark.parametrize("module", ["weir.engine.jobmodel.model", "weir.engine.jobmodel.grouping", "weir.engine.jobmodel.frozen"])
-def test_docstring_examples_run(module):
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(module))
-    assert result.failed == 0 and result.attempted > 0

@@ -253,3 +253,45 @@ def test_restore_equals_the_checkpoint_when_compaction_ran_between_commit_and_cr
     tsm.close()
     producer.stop()
     assert restored == {"k": 1, **{f"committed-{i}": i for i in range(20)}}
+
+
+def test_source_names_its_partition_and_probing_past_the_end_of_an_intact_log_is_quiet(
+        registry):
+    sink, ssp = open_sink(registry)
+    for i in range(3):
+        sink.append(b"k%d" % i, b"v")
+    sink.flush()
+    source = SystemChangelogSource(registry, ssp)
+    assert source.partition == ssp.partition
+    source.probe(source.newest_offset() + 1)  # nothing there: no error
+    source.probe(0)  # a readable record: no error either
+
+
+def test_probing_a_file_log_damaged_at_its_end_raises_the_corrupt_record(tmp_path):
+    import os
+
+    from weir.engine.errors import CorruptRecordError
+    reg = SystemRegistry(Config({"systems.fl.factory": "filelog",
+                                 "systems.fl.root": str(tmp_path / "log")}))
+    reg.name = "fl"
+    sink, ssp = open_sink(reg, partitions=1, partition=0)
+    for i in range(40):
+        sink.append(b"k%d" % i, b"value-%d" % i)
+    sink.flush()
+    segment = next((tmp_path / "log" / "store-changelog" / "0").glob("*.log"))
+    with open(segment, "r+b") as f:  # damage record 20 of 40: valid records follow it
+        size = os.path.getsize(segment)
+        f.seek(size // 2)
+        byte = f.read(1)
+        f.seek(size // 2)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    source = SystemChangelogSource(reg, ssp)
+    try:
+        newest = source.newest_offset()
+    except CorruptRecordError as exc:  # a file log that reports damage from its metadata
+        assert exc.path == str(segment)
+        return
+    assert newest < 39
+    with pytest.raises(CorruptRecordError) as info:
+        source.probe(newest + 1)
+    assert info.value.offset == newest + 1 and info.value.path == str(segment)

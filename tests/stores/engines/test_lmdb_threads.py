@@ -18,12 +18,11 @@ import pytest
 from tests.stores.engines._proc import REPO
 
 RACE = """
-    import json, random, sys, tempfile, threading, time
+    import json, random, sys, threading, time
     from weir.stores.engines.lmdb import LMDBEngine
     from weir.stores.errors import StoreClosedError
 
-    what, trials = sys.argv[1], int(sys.argv[2])
-    path = tempfile.mkdtemp()
+    what, trials, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     engine = LMDBEngine("s", path)
     engine.put_all([(b"k%07d" % i, b"v" * 50) for i in range(200_000)])
     engine.flush()
@@ -62,8 +61,9 @@ RACE = """
 
 
 @pytest.mark.parametrize("what", ["iterator", "snapshot", "engine"])
-def test_closing_from_another_thread_stops_a_running_loop_without_crashing(what):
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(RACE), what, "40"],
+def test_closing_from_another_thread_stops_a_running_loop_without_crashing(what, tmp_path):
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(RACE), what, "40",
+                           str(tmp_path)],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, f"child died with {proc.returncode}: {proc.stderr[-2000:]}"
     outcomes = json.loads(proc.stdout)

@@ -85,3 +85,30 @@ def test_none_and_non_bytes_are_rejected_with_typed_errors(kind, engine):
     assert engine.get(b"a") is None  # the failed put_all wrote nothing
     if kind == "lmdb":
         assert engine.pending_count == 0  # ... and buffered nothing either
+
+
+def test_commit_marker_changes_with_every_write_and_survives_close_and_reopen(kind, tmp_path):
+    engine = open_persistent(kind, tmp_path / "m")
+    empty = engine.commit_marker()
+    engine.put(b"a", b"1")
+    engine.flush()
+    one = engine.commit_marker()
+    assert one != empty
+    engine.flush()  # nothing new: same marker
+    assert engine.commit_marker() == one
+    engine.close()
+    engine = open_persistent(kind, tmp_path / "m")
+    assert engine.commit_marker() == one
+    engine.write_batch([(b"a", None), (b"b", b"2")])
+    engine.flush()
+    assert engine.commit_marker() not in (one, empty)
+    engine.close()
+
+
+def test_lmdb_has_no_commit_marker_while_writes_are_buffered(tmp_path):
+    engine = open_persistent("lmdb", tmp_path / "m")
+    engine.put(b"a", b"1")
+    assert engine.commit_marker() is None
+    engine.flush()
+    assert engine.commit_marker() is not None
+    engine.close()

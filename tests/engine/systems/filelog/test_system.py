@@ -3,8 +3,6 @@ suite in tests/engine/systems/test_contract.py covers the protocol itself)."""
 
 from __future__ import annotations
 
-import doctest
-import importlib
 import json
 import os
 
@@ -220,10 +218,3 @@ def test_segments_roll_under_the_producer(make_log):
     producer.stop()
     assert len(list_segments(log.pdir())) > 3
     assert [r.value for r in log.read()] == [b"%05d" % i for i in range(500)]
-
-
-@pytest.mark.parametrize("module", ["_format", "writer", "admin", "settings", "factory"])
-def test_docstring_examples_run(module):
-    mod = importlib.import_module(f"weir.engine.systems.filelog.{module}")
-    result = doctest.testmod(mod)
-    assert result.failed == 0 and result.attempted > 0
