@@ -230,7 +230,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1_000_000, help="events")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
+    parser.add_argument("--only", default="app,nowm,split,low,bytewax",
+                        help="variants to run, comma-separated from app, nowm, split, low, "
+                             "bytewax (app is always run: it is the baseline)")
     args = parser.parse_args(argv)
+    only = set(args.only.split(",")) | {"app"}
     console = Console(width=160)
     command = " ".join([".venv/bin/python", "bench/app_windows.py", *map(shlex.quote, sys.argv[1:])])
     events = _events(args.n)
@@ -238,12 +242,16 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="weir-bench-windows-") as tmp:
         root = Path(tmp)
         _produce(root, events)
-        variants = [_Variant(BASELINE, _application(root, 100, "wm100")),
-                    _Variant("application, no watermarks during the run",
-                             _application(root, 3_600_000, "nowm")),
-                    _Variant("application, one job per stage (2 processes)", _split(root)),
-                    _Variant("low-level task, no shuffle", _low_level(root))]
-        bytewax = _bytewax(events)
+        variants = [_Variant(BASELINE, _application(root, 100, "wm100"))]
+        if "nowm" in only:
+            variants.append(_Variant("application, no watermarks during the run",
+                                     _application(root, 3_600_000, "nowm")))
+        if "split" in only:
+            variants.append(_Variant("application, one job per stage (2 processes)",
+                                     _split(root)))
+        if "low" in only:
+            variants.append(_Variant("low-level task, no shuffle", _low_level(root)))
+        bytewax = _bytewax(events) if "bytewax" in only else None
         if bytewax is not None:
             variants.append(_Variant("Bytewax count_window (in memory, no recovery)", bytewax))
         times: dict[str, list[tuple[float, float, str]]] = {v.name: [] for v in variants}
