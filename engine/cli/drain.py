@@ -19,7 +19,7 @@ import time
 import urllib.parse
 from pathlib import Path
 
-__all__ = ["register", "drain_path_of", "drained_tasks"]
+__all__ = ["register", "drained_tasks"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,15 +34,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--wait", type=float, default=None, metavar="SECONDS",
                         help="wait until every task recorded the drain as completed")
     parser.set_defaults(func=_drain)
-
-
-def drain_path_of(config) -> Path:
-    """The drain file of a job or application config."""
-    from weir.engine.config.job import JobConfig
-    from weir.engine.control.settings import ControlSettings
-
-    job = JobConfig.from_config(config)
-    return ControlSettings.from_config(config, checkpoint_dir=job.checkpoint_dir).drain_path
 
 
 def drained_tasks(checkpoint_dir: Path, run_id: str) -> tuple[list[str], list[str]]:
@@ -68,12 +59,11 @@ def drained_tasks(checkpoint_dir: Path, run_id: str) -> tuple[list[str], list[st
 
 def _drain(args: argparse.Namespace) -> int:
     from weir.engine.config.job import JobConfig, load_config
-    from weir.engine.control.drain import write_drain_request
+    from weir.engine.control.drain import drain_path_of, request_drain
 
     config = load_config(args.path, args.overrides)
-    path = drain_path_of(config)
-    request = write_drain_request(path)
-    print(f"drain requested: id {request.run_id} in {path}")
+    request = request_drain(config)
+    print(f"drain requested: id {request.run_id} in {drain_path_of(config)}")
     if args.wait is None:
         return 0
     checkpoint_dir = JobConfig.from_config(config).checkpoint_dir

@@ -14,7 +14,8 @@
 docs/CONTROL.md is the guide.
 """
 
-from weir.engine.control.drain import DrainMonitor, DrainRequest, read_drain_request, write_drain_request
+from weir.engine.control.drain import (DrainMonitor, DrainRequest, drain_path_of, read_drain_request,
+                                       request_drain, write_drain_request)
 from weir.engine.control.errors import (BadTaskCountError, ControlMessageError, DrainRequestError,
                                         MalformedControlMessageError, UnknownControlVersionError,
                                         UnknownMessageTypeError)
@@ -31,7 +32,8 @@ from weir.engine.control.states import (EndOfStreamCheckpoint, EndOfStreamStates
 from weir.engine.control.task_control import CHECKPOINT_KEY, ControlOutcome, TaskControl
 
 __all__ = [
-    "DrainMonitor", "DrainRequest", "read_drain_request", "write_drain_request",
+    "DrainMonitor", "DrainRequest", "drain_path_of", "read_drain_request", "request_drain",
+    "write_drain_request",
     "BadTaskCountError", "ControlMessageError", "DrainRequestError",
     "MalformedControlMessageError", "UnknownControlVersionError", "UnknownMessageTypeError",
     "CONTROL_VERSION", "WATERMARK_MAX", "WATERMARK_NOT_EXIST", "ControlMessage",

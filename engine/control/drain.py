@@ -38,13 +38,14 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 
 from weir.engine.control.errors import DrainRequestError
 
 __all__ = ["DrainMode", "DrainRequest", "write_drain_request", "read_drain_request",
-           "DrainMonitor"]
+           "drain_path_of", "request_drain", "DrainMonitor"]
 
 DrainMode = str
 DEFAULT_DRAIN_MODE: DrainMode = "DEFAULT"
@@ -88,6 +89,22 @@ def write_drain_request(path: Path, *, run_id: str | None = None) -> DrainReques
                            time.time_ns() // 1_000_000)
     _atomic_write(Path(path), request.to_json())
     return request
+
+
+def drain_path_of(config: Any) -> Path:
+    """The drain file of a job's (or an application's) config: ``job.drain.path``, else
+    ``drain-request.json`` in its checkpoint directory."""
+    from weir.engine.config.job import JobConfig
+    from weir.engine.control.settings import ControlSettings
+
+    job = JobConfig.from_config(config)
+    return ControlSettings.from_config(config, checkpoint_dir=job.checkpoint_dir).drain_path
+
+
+def request_drain(config: Any) -> DrainRequest:
+    """Ask the running job (every stage of an application) of ``config`` to drain: what
+    ``weir drain`` does. Returns the request written."""
+    return write_drain_request(drain_path_of(config))
 
 
 def read_drain_request(path: Path) -> DrainRequest | None:

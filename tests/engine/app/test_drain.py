@@ -63,7 +63,9 @@ def test_drain_stops_the_sources_fires_every_window_and_ends_the_job(tmp_path):
     deadline = time.monotonic() + 30
     while not p.outputs() and time.monotonic() < deadline:   # it is running
         time.sleep(0.02)
-    request = write_drain_request(p.root / "checkpoints" / "drain-request.json")
+    from weir.engine.control import request_drain
+    request = request_drain(p.config)          # the API call behind `weir drain`
+    assert request.run_id
     thread.join(60)
     assert box["result"].exit_code is ExitCode.OK, "\n".join(box["result"].summary_lines())
     done = processed_events(p, events, 2)
