@@ -281,6 +281,11 @@ class PartitionWriter:
         if self._unsynced and self._fsync_due():
             self._sync()
 
+    def write_buffered(self) -> None:
+        """Write the buffered records to the file without fsync: readers (in any process)
+        see them at once; they become durable at the next :meth:`flush` that fsyncs."""
+        self._write_pending()
+
     def _fsync_due(self) -> bool:
         every_records, every_ms = (self._settings.fsync_every_records,
                                    self._settings.fsync_every_ms)
