@@ -131,3 +131,34 @@ def test_a_cut_sealed_segment_names_the_offset_where_its_records_stop(tmp_path):
     result = job.run()
     assert result.returncode == 0, result.stdout
     assert job.totals() == job.truth()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_deleted_input_partition_directory_is_not_started_over_by_a_producer(tmp_path,
+                                                                                  engine):
+    # rm -rf of a processed partition's directory. A producer used to make the directory again
+    # and write from offset 0; once the new records passed the checkpoint, the job resumed at
+    # the old offset and skipped every new record before it, exit 0.
+    import shutil
+
+    from weir.engine.systems.filelog import PartitionMissingError
+
+    job = started_job(tmp_path, engine)
+    partition = job.base / "log" / "words" / "0"
+    shutil.copytree(partition, job.base / "backup" / "words-0")
+    shutil.rmtree(partition)
+    checkpoint = job.checkpoint_path().read_bytes()
+
+    with pytest.raises(PartitionMissingError, match="backup"):
+        job.produce(words(3 * FIRST, seed=9), end=True)
+    assert not partition.exists()
+
+    result = job.run(FAST_COMMITS)
+    assert result.returncode == 1, result.stdout
+    assert "OffsetBeyondEndError" in result.stdout and "total  0 in" in result.stdout
+    assert job.checkpoint_path().read_bytes() == checkpoint
+
+    shutil.copytree(job.base / "backup" / "words-0", partition)  # the advice: the backup
+    result = job.run()
+    assert result.returncode == 0, result.stdout
+    assert job.totals() == job.truth()
