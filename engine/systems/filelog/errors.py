@@ -6,10 +6,12 @@ Raised elsewhere in this package: :class:`~weir.engine.errors.StreamNotFoundErro
 
 from __future__ import annotations
 
+import os
+
 from weir.engine.errors import SystemError_
 
 __all__ = ["StreamConflictError", "OffsetOutOfRangeError", "OffsetBeyondEndError",
-           "StreamEndedError", "PartitionMissingError"]
+           "StreamEndedError", "PartitionMissingError", "StreamMetaMissingError"]
 
 
 class StreamConflictError(SystemError_):
@@ -83,3 +85,18 @@ class PartitionMissingError(SystemError_):
             f"records are lost) and create it again: jobs that read it then refuse it until "
             f"their state is reset")
         self.stream, self.partition, self.path = stream, partition, path
+
+
+class StreamMetaMissingError(SystemError_):
+    """``create_stream`` over a stream directory whose partitions hold records but whose
+    ``stream.json`` is gone: a new description would adopt the old records under another
+    identity (and maybe another partition count or boundedness), so nothing is created."""
+
+    def __init__(self, stream: str, path: str, partitions: list[str]):
+        super().__init__(
+            f"cannot create stream '{stream}': {path} is missing but the stream's directory "
+            f"still holds records (partition(s) {', '.join(partitions)}); nothing was created. "
+            f"Put stream.json back from a backup (the records are intact). To start a new "
+            f"stream under this name instead, move the directory "
+            f"{os.path.dirname(path)} aside first")
+        self.stream, self.path, self.partitions = stream, path, partitions
