@@ -78,9 +78,11 @@ class PartitionWriter:
         self._segment_bytes = self._settings.segment_bytes
         self._buffer_bytes = buffer_bytes
         self._dir = partition_dir(root, meta.name, partition)
-        if not os.path.isdir(self._dir):  # create_stream made it: something deleted it since
-            raise PartitionMissingError(meta.name, partition, self._dir,
-                                        os.path.join(os.path.dirname(self._dir), STREAM_META))
+        meta_path = os.path.join(os.path.dirname(self._dir), STREAM_META)
+        if not os.path.isdir(self._dir):
+            if os.path.exists(meta_path):  # create_stream made it: something deleted it since
+                raise PartitionMissingError(meta.name, partition, self._dir, meta_path)
+            os.makedirs(self._dir, exist_ok=True)  # a writer without a created stream (tools)
         self._lock = FileLock(os.path.join(self._dir, WRITER_LOCK))
         try:
             self._lock.acquire("writer")
