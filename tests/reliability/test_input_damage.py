@@ -162,3 +162,29 @@ def test_a_deleted_input_partition_directory_is_not_started_over_by_a_producer(t
     result = job.run()
     assert result.returncode == 0, result.stdout
     assert job.totals() == job.truth()
+
+
+def test_a_deleted_sealed_segment_after_the_checkpoint_stops_the_job_at_its_first_offset(
+        tmp_path):
+    # A sealed segment in the middle of the unprocessed input deleted (or lost): the reader
+    # used to jump over its offsets as if compaction had left a gap, and the job skipped those
+    # records and ended with exit 0.
+    job = started_job(tmp_path, "lmdb", log_config={"segment.bytes": "4096"})
+    segment, _ = job.record_position(FIRST + REST // 2)
+    assert segment != job.segment(), "the deleted segment must be a sealed one"
+    base = int(segment.name.split(".")[0])
+    job.backup(segment)
+    segment.unlink()
+    index = segment.parent / (segment.name + ".idx")
+    if index.exists():
+        index.unlink()
+
+    result = job.run(FAST_COMMITS)
+
+    assert result.returncode == 1, result.stdout
+    assert "CorruptRecordError" in result.stdout and f"offset {base}" in result.stdout
+    assert "missing" in result.stdout
+    job.restore_backup(segment)  # the advice: put the file back (its index is rebuilt)
+    result = job.run()
+    assert result.returncode == 0, result.stdout
+    assert job.totals() == job.truth()

@@ -16,7 +16,10 @@ segment files with ``os.pread`` in large chunks and parses them with ``struct.un
   ``CorruptRecordError`` naming stream, partition, offset, file and byte position, whether the
   reader meets it while reading or while skipping to its start offset. A damaged record in
   the middle of a log is never taken for the end of the log.
-* **Gaps**: compacted segments skip offsets; the reader just delivers the next record.
+* **Gaps**: compacted segments skip offsets; the reader just delivers the next record. A
+  producer segment (generation 0, plain or zstd) has no gaps: when one ends before the next
+  listed segment begins, the files between them are gone, and the reader raises
+  ``CorruptRecordError`` at the first missing offset instead of jumping over them.
 * **Out of range**: an offset before the oldest retained one (deleted by retention) is handled
   per :class:`~weir.engine.systems.filelog.settings.OffsetReset`. An offset *beyond the end* is
   always an error (:class:`~weir.engine.systems.filelog.errors.OffsetBeyondEndError`): the log
@@ -138,6 +141,8 @@ class PartitionReader:
             if step is Step.COUNT:
                 break
             if step is Step.END:
+                if not cur.segment.generation and cur.next_offset < cur.limit < _NO_LIMIT:
+                    self._raise_gap(cur)
                 self._next = max(self._next, cur.limit)
                 cur.close()
                 self._cur = None
@@ -158,6 +163,18 @@ class PartitionReader:
                 self._raise_missing(cur)
             break
         return got
+
+    def _raise_gap(self, cur: Cursor) -> None:
+        """A producer segment (never compacted: its offsets have no gaps) ends before the
+        next listed segment begins: the segment file(s) between them are gone."""
+        missing = os.path.join(self._dir, f"{cur.next_offset:020d}.log")
+        raise CorruptRecordError(
+            f"records {cur.next_offset}..{cur.limit - 1} are missing: {cur.segment.path} ends "
+            f"at offset {cur.next_offset - 1} but the next segment starts at {cur.limit}, so "
+            f"the segment file that began at offset {cur.next_offset} ({missing}, or its "
+            f"'.zst' form) was deleted or lost; only compacted '.g<n>' segments have gaps",
+            stream=self.stream, partition=self.partition, offset=cur.next_offset,
+            path=missing, position=0)
 
     def _raise_missing(self, cur: Cursor | None) -> None:
         """The partition ended at ``self._end`` but its records stop at ``self._next``."""
