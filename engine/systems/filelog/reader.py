@@ -44,7 +44,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from typing import NamedTuple
 
-from weir.engine.errors import CorruptRecordError
+from weir.engine.errors import CorruptRecordError, StreamNotFoundError
 
 from weir.engine.systems.filelog._cursor import Cursor, Step, skip_in_file
 from weir.engine.systems.filelog._format import ParseStop, TailState, classify_tail, skip_records
@@ -80,8 +80,9 @@ class PartitionReader:
 
     def __init__(self, root: str, stream: str, partition: int, offset: int, *,
                  read_bytes: int = 1 << 20, reset: OffsetReset = OffsetReset.OLDEST,
-                 reset_key: str = "systems.<system>.consumer.auto.offset.reset"):
-        self.stream, self.partition = stream, partition
+                 reset_key: str = "systems.<system>.consumer.auto.offset.reset",
+                 system: str = "filelog"):
+        self.stream, self.partition, self.system = stream, partition, system
         self.read_bytes = read_bytes
         self._dir = partition_dir(root, stream, partition)
         self._next = offset
@@ -117,6 +118,19 @@ class PartitionReader:
     def read(self, max_records: int, make: Callable, ctx: object, out: list) -> int:
         """Append up to ``max_records`` records, each built as
         ``make(ctx, offset, key, value, timestamp, size)``, to ``out``; returns how many."""
+        try:
+            return self._read(max_records, make, ctx, out)
+        except FileNotFoundError:
+            if os.path.isdir(self._dir):
+                raise
+            raise StreamNotFoundError(self.system, self.stream, (
+                f"partition {self.partition}'s directory {self._dir} disappeared while it was "
+                f"read, at offset {self._next} (the stream was deleted or moved); nothing was "
+                f"skipped. Put the stream back from a backup; a stream created again under "
+                f"this name is a new stream, which a job's checkpoints refuse until its state "
+                f"is reset")) from None
+
+    def _read(self, max_records: int, make: Callable, ctx: object, out: list) -> int:
         got = 0
         end_known = self._end is not None  # the marker was read before this call's reads
         while got < max_records and not self.ended:

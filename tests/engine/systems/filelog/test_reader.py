@@ -139,6 +139,26 @@ def test_a_missing_sealed_segment_in_the_middle_is_damage_not_a_gap(make_log, co
     assert [r.offset for r in log.read(offset=after.base)][:1] == [after.base]  # later: fine
 
 
+def test_a_stream_deleted_while_read_is_a_typed_error_naming_it(log):
+    # `weir log delete` of a running job's input: the job used to stop with a bare
+    # FileNotFoundError of the partition directory.
+    from weir.engine.errors import StreamNotFoundError
+
+    log.create(partitions=2)
+    log.write([(None, b"a")] * 3, partition=1)
+    reader = log.admin.reader("s", 1, 0)
+    try:
+        assert len(reader.read_records(10)) == 3
+        log.admin.delete_stream("s")
+        with pytest.raises(StreamNotFoundError) as err:
+            for _ in range(3):
+                reader.read_records(10)
+    finally:
+        reader.close()
+    assert (err.value.system, err.value.stream) == ("fl", "s")
+    assert "partition 1" in str(err.value) and "while it was read" in str(err.value)
+
+
 def test_a_corrupt_record_followed_by_valid_ones_in_the_active_segment_raises(log):
     log.create()
     _fill(log, 10)
