@@ -147,6 +147,8 @@ class OpenStore:
     """What the store's ``OFFSET`` file says, while the storage manager knows it is there."""
     identity: str | None = None
     """The changelog partition's identity, recorded in the ``OFFSET`` file."""
+    task: str | None = None
+    """The task whose store this is, recorded in the ``OFFSET`` file."""
 
 
 class ChangelogFailure(Exception):
@@ -340,7 +342,13 @@ class StoreRestore:
             checkpointed=self.checkpointed, oldest=self.oldest, newest=self.newest, local=local,
             staleness_ms=spec.staleness_ms, now_ms=now, repair=self.repair,
             identity=self.identity, files=_has_files(self.directory) if spec.persistent else False,
-            clean=clean, checkpoint_age_ms=age, min_compaction_lag_ms=lag)
+            clean=clean, checkpoint_age_ms=age, min_compaction_lag_ms=lag, task=self.task)
+        if (isinstance(local, StoreOffset) and local.task is not None and local.task != self.task
+                and self.keep_reason is None):
+            # Another task's store (moved or put back in the wrong place): rebuilt, never
+            # discarded -- its files are kept aside for whoever owns them.
+            self.keep_reason = proof_problem(local, changelog_name(spec), spec.engine.value,
+                                             task=self.task)
         if plan.action is Action.STOP:
             raise self.mismatch(plan)
         return plan
@@ -412,7 +420,8 @@ class StoreRestore:
         except BaseException:
             self.undo()
             raise
-        entry = OpenStore(spec, store, directory, guard, self.source, identity=self.identity)
+        entry = OpenStore(spec, store, directory, guard, self.source, identity=self.identity,
+                          task=self.task)
         if reusing:
             assert isinstance(self.local, StoreOffset)
             recorded = self.local.marker
@@ -571,7 +580,8 @@ class StoreRestore:
         unproven = None
         if spec.persistent and proven is None:
             unproven = (self.keep_reason or
-                        proof_problem(self.local, changelog_name(spec), spec.engine.value))
+                        proof_problem(self.local, changelog_name(spec), spec.engine.value,
+                                      task=self.task))
             if unproven is None and isinstance(self.local, StoreOffset):
                 unproven = f"it is proven at offset {self.local.offset}, not {c}"
         partition = getattr(self.source, "partition", None)
@@ -585,7 +595,7 @@ class StoreRestore:
         proven = plan.proven if plan is not None else None
         if plan is None and self.spec.persistent and isinstance(self.local, StoreOffset):
             if proof_problem(self.local, changelog_name(self.spec),
-                             self.spec.engine.value) is None:
+                             self.spec.engine.value, task=self.task) is None:
                 proven = self.local.offset
         kind = DamageKind.UNREADABLE if failure.reading else DamageKind.UNWRITABLE
         cause = failure.cause
@@ -634,13 +644,13 @@ def record_offset(entry: OpenStore, offset: int, now_ms: int) -> None:
         entry.guard.clean = False
         return
     current = entry.offset_file
-    if (current is None or current.offset != offset
+    if (current is None or current.offset != offset or current.task != entry.task
             or current.age_ms(now_ms) >= entry.spec.staleness_ms // 4):
         entry.offset_file = write_offset_file(
             entry.directory, entry.spec.name, changelog_name(entry.spec), offset,
             engine=entry.spec.engine.value, now_ms=now_ms,
             marker=commit_marker(bottom_engine(entry.store, entry.spec.name)),
-            identity=entry.identity)
+            identity=entry.identity, task=entry.task)
     entry.guard.clean = True
 
 
