@@ -35,6 +35,7 @@ from weir.stores.serdes import serde_from_name
 from weir.stores.spec import STORE_KEY_SERDE, STORE_MSG_SERDE, StoreSpec, stores_in
 
 from weir.engine.chooser.spec import ChooserSpec
+from weir.engine.container.checkpoints import CheckpointSettings
 from weir.engine.config.job import JobConfig
 from weir.engine.config.streams import JOB_DEFAULT_SYSTEM, all_input_streams
 from weir.engine.consumers.consumers import ConsumerSettings
@@ -66,6 +67,9 @@ class JobSettings:
     """The systems a container makes producers (and consumers) for."""
     restore: RestoreSettings = field(default_factory=RestoreSettings)
     """How the container restores its stores (``job.container.restore.*``)."""
+    checkpoints: CheckpointSettings | None = None
+    """Which checkpoint manager the job uses (``task.checkpoint.factory`` / ``.system``);
+    None only for settings built in code (then: files in ``task.checkpoint.path``)."""
 
     @classmethod
     def from_config(cls, config: Config, registry: SystemRegistry, *,
@@ -95,8 +99,29 @@ class JobSettings:
             registry.serdes.for_stream(ss)
         offsets = FrozenMap({ss: offset_policy(config, ss) for ss in inputs})
         restore = RestoreSettings.from_config(config)
+        checkpoints = CheckpointSettings.from_config(config, job)
+        if checkpoints.system is not None:
+            try:
+                registry.admin(checkpoints.system)
+            except ConfigError as exc:
+                raise ConfigError(
+                    f"the checkpoint stream's system '{checkpoints.system}' cannot be used "
+                    f"({exc}); configure systems.{checkpoints.system}.factory or name a "
+                    f"configured system", key="task.checkpoint.system",
+                    origin=config.origin("task.checkpoint.system")) from None
+            if checkpoints.system not in systems:
+                systems = sorted({*systems, checkpoints.system})
         return cls(job, run_loop, ignored, metrics, consumers, specs, chooser, offsets,
-                   tuple(systems), restore)
+                   tuple(systems), restore, checkpoints)
+
+    @property
+    def checkpoint_settings(self) -> CheckpointSettings:
+        """The checkpoint settings (files in ``task.checkpoint.path`` when none were parsed)."""
+        if self.checkpoints is not None:
+            return self.checkpoints
+        from weir.engine.container.checkpoints import CheckpointKind, checkpoint_stream_name
+        return CheckpointSettings(CheckpointKind.FILE, None,
+                                  checkpoint_stream_name(self.job.name, self.job.id))
 
     def offset_policy(self, ss: SystemStream, config: Config) -> OffsetPolicy:
         """The policy of ``ss``: parsed already for inputs, else from ``config``."""
