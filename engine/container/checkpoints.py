@@ -129,6 +129,10 @@ class StreamCheckpointLog:
         self._producer: Any = None
 
     def read(self, partition: int) -> list[tuple[bytes, bytes | None]]:
+        """The partition's records; none when the stream does not exist (yet, or any more:
+        a reset moved it aside)."""
+        if not self.registry.admin(self.system).stream_exists(self.stream):
+            return []
         source = SystemChangelogSource(self.registry,
                                        SystemStreamPartition(self.system, self.stream, partition))
         newest = source.newest_offset()
