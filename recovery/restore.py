@@ -31,7 +31,8 @@ are gone)                                         (with a warning); else STOP; w
 
 Action per store (``L`` = offset in the local ``OFFSET`` file, see :mod:`weir.recovery.offset_file`;
 a local copy is *proven* at ``L`` when that file is valid, names the store's engine and
-changelog, is not -1, and the engine's commit marker still matches it):
+changelog (and the restoring task, when it names one), is not -1, and the engine's commit marker
+still matches it):
 
 ==============================================================  ===================================
 store                                                           action
@@ -228,11 +229,13 @@ def plan_restore(*, store: str, persistent: bool, logged: bool, changelog: str, 
                  repair: Repair = Repair.NONE, identity: str | None = None,
                  files: bool = True, clean: bool = False,
                  checkpoint_age_ms: int | None = None,
-                 min_compaction_lag_ms: int | None = None) -> RestorePlan:
+                 min_compaction_lag_ms: int | None = None,
+                 task: str | None = None) -> RestorePlan:
     """Decide how to restore one store (see the module docstring for the table).
 
     ``changelog`` (``system.stream``) and ``engine`` are the store's configured changelog and
-    engine, compared with those recorded in the ``OFFSET`` file; ``identity`` the changelog
+    engine, compared with those recorded in the ``OFFSET`` file (and ``task``, the task
+    restoring, with the task that wrote it); ``identity`` the changelog
     partition's identity now (None: unknown); ``oldest``/``newest`` are the changelog's
     current bounds; ``files`` whether the store directory holds any file; ``clean`` asks for a
     fresh store (``stores.<s>.clean.on.container.start``, or a store without changelog when
@@ -252,7 +255,8 @@ def plan_restore(*, store: str, persistent: bool, logged: bool, changelog: str, 
     if persistent and clean:
         local = LocalState.CLEANED
     first = oldest if newest != NO_OFFSET else NO_OFFSET
-    problem = proof_problem(local, changelog, engine, identity) if persistent else "it is in memory"
+    problem = (proof_problem(local, changelog, engine, identity, task) if persistent
+               else "it is in memory")
     proven = local.offset if problem is None and isinstance(local, StoreOffset) else None
     if isinstance(checkpointed, int) and checkpointed != NO_OFFSET:
         if newest == NO_OFFSET or checkpointed > newest:
@@ -278,7 +282,7 @@ def plan_restore(*, store: str, persistent: bool, logged: bool, changelog: str, 
                            _join(warning, lag_warning))
     check = check_local_store(local, changelog=changelog, engine=engine, identity=identity,
                               oldest=oldest, target=target, staleness_ms=staleness_ms,
-                              now_ms=now_ms, files=files)
+                              now_ms=now_ms, files=files, task=task)
     decision = decide(persistent=True, found=check.found, bootstrap=True)
     if decision.start is StartFrom.START:
         reason = check.reason if check.found is Found.INVALID else f"{check.reason}: created"

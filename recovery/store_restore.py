@@ -340,7 +340,13 @@ class StoreRestore:
             checkpointed=self.checkpointed, oldest=self.oldest, newest=self.newest, local=local,
             staleness_ms=spec.staleness_ms, now_ms=now, repair=self.repair,
             identity=self.identity, files=_has_files(self.directory) if spec.persistent else False,
-            clean=clean, checkpoint_age_ms=age, min_compaction_lag_ms=lag)
+            clean=clean, checkpoint_age_ms=age, min_compaction_lag_ms=lag, task=self.task)
+        if (isinstance(local, StoreOffset) and local.task is not None and local.task != self.task
+                and self.keep_reason is None):
+            # Another task's store (moved or put back in the wrong place): rebuilt, never
+            # discarded -- its files are kept aside for whoever owns them.
+            self.keep_reason = proof_problem(local, changelog_name(spec), spec.engine.value,
+                                             task=self.task)
         if plan.action is Action.STOP:
             raise self.mismatch(plan)
         return plan
@@ -503,7 +509,7 @@ class StoreRestore:
             realigned = realign(engine, source, sink, store=spec.name, oldest=self.oldest,
                                 newest=plan.newest, target=plan.realign)
         if spec.persistent:
-            record_offset(entry, plan.state_offset, self.clock())
+            record_offset(entry, plan.state_offset, self.clock(), self.task)
         return records, nbytes, trimmed, realigned
 
     def _replay_in_workers(self, engine: Any, plan: RestorePlan, handle: "StoreProgress",
@@ -571,7 +577,8 @@ class StoreRestore:
         unproven = None
         if spec.persistent and proven is None:
             unproven = (self.keep_reason or
-                        proof_problem(self.local, changelog_name(spec), spec.engine.value))
+                        proof_problem(self.local, changelog_name(spec), spec.engine.value,
+                                      task=self.task))
             if unproven is None and isinstance(self.local, StoreOffset):
                 unproven = f"it is proven at offset {self.local.offset}, not {c}"
         partition = getattr(self.source, "partition", None)
@@ -585,7 +592,7 @@ class StoreRestore:
         proven = plan.proven if plan is not None else None
         if plan is None and self.spec.persistent and isinstance(self.local, StoreOffset):
             if proof_problem(self.local, changelog_name(self.spec),
-                             self.spec.engine.value) is None:
+                             self.spec.engine.value, task=self.task) is None:
                 proven = self.local.offset
         kind = DamageKind.UNREADABLE if failure.reading else DamageKind.UNWRITABLE
         cause = failure.cause
@@ -621,7 +628,7 @@ class StoreRestore:
             f"cannot be done: {plan.reason}. Nothing was changed.\n{error}")
 
 
-def record_offset(entry: OpenStore, offset: int, now_ms: int) -> None:
+def record_offset(entry: OpenStore, offset: int, now_ms: int, task: str | None = None) -> None:
     """Make the store's ``OFFSET`` file say ``offset`` (the files on disk hold that state).
 
     Skipped when it already does, unless it is a quarter of the staleness limit old: an idle
@@ -634,13 +641,13 @@ def record_offset(entry: OpenStore, offset: int, now_ms: int) -> None:
         entry.guard.clean = False
         return
     current = entry.offset_file
-    if (current is None or current.offset != offset
+    if (current is None or current.offset != offset or current.task != task
             or current.age_ms(now_ms) >= entry.spec.staleness_ms // 4):
         entry.offset_file = write_offset_file(
             entry.directory, entry.spec.name, changelog_name(entry.spec), offset,
             engine=entry.spec.engine.value, now_ms=now_ms,
             marker=commit_marker(bottom_engine(entry.store, entry.spec.name)),
-            identity=entry.identity)
+            identity=entry.identity, task=task)
     entry.guard.clean = True
 
 

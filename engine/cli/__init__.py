@@ -24,6 +24,8 @@ _COMMAND_MODULES = (
     "weir.engine.cli.state",    # weir state list|show|dump|verify|rebuild|export|import|repair
     "weir.engine.cli.store",    # weir store repair (the old name of weir state repair)
     "weir.engine.cli.coordinator",  # weir coordinator set-config|show
+    "weir.engine.cli.plan",     # weir plan app.properties
+    "weir.engine.cli.drain",    # weir drain job.properties
 )
 
 

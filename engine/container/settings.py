@@ -6,8 +6,10 @@ object -- the run loop its :class:`~weir.engine.runloop.settings.RunLoopConfig`,
 consumers their :class:`~weir.engine.consumers.consumers.ConsumerSettings`, each task
 instance the ``task.ignored.exceptions`` policy, the stores their
 :class:`~weir.stores.spec.StoreSpec`, the chooser its
-:class:`~weir.engine.chooser.spec.ChooserSpec`, the consumers' start its offset policies, the
-container's storage manager its :class:`~weir.recovery.container_storage.RestoreSettings`. No
+:class:`~weir.engine.chooser.spec.ChooserSpec`, the control plane its
+:class:`~weir.engine.control.settings.ControlSettings`, the consumers' start its offset policies,
+the container's storage manager its :class:`~weir.recovery.container_storage.RestoreSettings`,
+its checkpoints their :class:`~weir.engine.container.checkpoints.CheckpointSettings`. No
 component re-reads the raw config for its own keys. Building it is also the proof that the
 whole job parses: :func:`~weir.engine.container.preflight.check_job` builds it (and checks the
 directories) before anything is created.
@@ -40,6 +42,7 @@ from weir.engine.config.job import JobConfig
 from weir.engine.config.streams import JOB_DEFAULT_SYSTEM, all_input_streams
 from weir.engine.consumers.consumers import ConsumerSettings
 from weir.engine.consumers.offsets import OffsetPolicy, offset_policy
+from weir.engine.control.settings import ControlSettings
 from weir.engine.jobmodel.frozen import FrozenMap
 from weir.engine.metrics import MetricsSettings
 from weir.engine.model import SystemStream
@@ -61,6 +64,7 @@ class JobSettings:
     consumers: ConsumerSettings
     stores: tuple[StoreSpec, ...]
     chooser: ChooserSpec
+    control: ControlSettings
     offsets: Mapping[SystemStream, OffsetPolicy] = field(default_factory=dict)
     """The offset policy (``samza.offset.default``, ``samza.reset.offset``) of every input."""
     systems: tuple[str, ...] = ()
@@ -88,6 +92,7 @@ class JobSettings:
             serde_from_name(spec.key_serde, config, key=STORE_KEY_SERDE.key(store=spec.name))
             serde_from_name(spec.value_serde, config, key=STORE_MSG_SERDE.key(store=spec.name))
         chooser = ChooserSpec.from_config(config)
+        control = ControlSettings.from_config(config, checkpoint_dir=job.checkpoint_dir)
         inputs = all_input_streams(config)
         for spec in specs:
             if spec.logged:
@@ -111,7 +116,7 @@ class JobSettings:
                     origin=config.origin("task.checkpoint.system")) from None
             if checkpoints.system not in systems:
                 systems = sorted({*systems, checkpoints.system})
-        return cls(job, run_loop, ignored, metrics, consumers, specs, chooser, offsets,
+        return cls(job, run_loop, ignored, metrics, consumers, specs, chooser, control, offsets,
                    tuple(systems), restore, checkpoints)
 
     @property
