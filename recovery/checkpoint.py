@@ -75,6 +75,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CHECKPOINT_FORMAT",
     "Checkpoint",
+    "CheckpointEntry",
     "CheckpointFile",
     "CheckpointManager",
     "CorruptCheckpointPolicy",
@@ -231,6 +232,19 @@ class CheckpointFile:
     checkpoint: Checkpoint
     written_at_ms: int
     format: int
+
+
+@dataclass(frozen=True)
+class CheckpointEntry:
+    """One task's last and previous checkpoint as a manager holds them, or why they could not
+    be read (what ``weir checkpoint show`` prints); ``location`` says where they live."""
+
+    task: str
+    location: str
+    current: CheckpointFile | None
+    error: str | None
+    previous: CheckpointFile | None
+    previous_error: str | None
 
 
 def encode_checkpoint(task_name: str, checkpoint: Checkpoint, *,
@@ -539,6 +553,53 @@ class FileCheckpointManager:
             except CheckpointCorruptError:
                 _log.warning("skipping corrupt checkpoint file %s", path)
         return tasks
+
+    def location(self, task_name: str) -> str:
+        """Where ``task_name``'s checkpoint lives (its file)."""
+        return str(self.path_for(task_name))
+
+    def has_previous(self, task_name: str) -> bool:
+        return self.previous_path_for(task_name).exists()
+
+    def task_names(self) -> list[str]:
+        """Tasks with a checkpoint file or a previous one here (from the file names, so a
+        damaged file still counts)."""
+        from urllib.parse import unquote
+
+        names = set()
+        if self.directory.is_dir():
+            for entry in self.directory.iterdir():
+                name = entry.name
+                if name.endswith(".json"):
+                    names.add(unquote(name[:-len(".json")]))
+                elif name.endswith(".json.prev"):
+                    names.add(unquote(name[:-len(".json.prev")]))
+        return sorted(names)
+
+    def read_entry(self, task_name: str) -> CheckpointEntry:
+        """The task's checkpoint file and its previous one, as read (or why they could not
+        be)."""
+        path = self.path_for(task_name)
+        current, error = self._entry_part(path)
+        previous, previous_error = self._entry_part(self.previous_path_for(task_name))
+        return CheckpointEntry(str(task_name), str(path), current, error, previous,
+                               previous_error)
+
+    def _entry_part(self, path: Path) -> tuple[CheckpointFile | None, str | None]:
+        try:
+            return self.read_file(path), None
+        except RecoveryError as exc:
+            return None, str(exc).split(";")[0]
+
+    def set_last(self, task_name: str, checkpoint: Checkpoint) -> None:
+        """Write ``checkpoint`` as the last one without the never-backwards check (operator
+        commands that checked it themselves: ``weir checkpoint set``); the replaced file
+        becomes ``.prev``."""
+        task_name = str(task_name)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.path_for(task_name), encode_checkpoint(task_name, checkpoint),
+                     previous=self.previous_path_for(task_name))
+        self._bindings.last[task_name] = checkpoint
 
     # -- operator commands (``weir checkpoint``; the caller holds the job lock) -------------
     def use_previous(self, task_name: str, *, suffix: str | None = None) -> Path | None:

@@ -31,11 +31,11 @@ entry count): restore reuses the files only when the opened engine still shows i
 have none and are checked without it. ``identity`` is the changelog partition's identity
 (its incarnation) when the file was written, where the system reports one: a store written
 against a changelog that was later deleted and created again is rebuilt, never caught up from
-offsets that now name other records. Files without it are checked without it (the field was
-added without a format change: older readers ignore it). ``task`` names the task whose store
-the file vouches for: a store directory moved or restored into another task's place (its
-``OFFSET`` file still matches its files) proves nothing there. Files written before it existed
-are checked without it. A file that does not parse or fails its checksum is
+offsets that now name other records. ``task`` names the task whose store the file vouches for:
+a store directory moved or restored into another task's place (its ``OFFSET`` file still
+matches its files) proves nothing there. Files without either field are checked without it
+(both were added without a format change: older readers ignore them). A file that does not
+parse or fails its checksum is
 reported with :class:`OffsetFileCorruptError`; restore treats it like a missing file (rebuild).
 An offset of -1 (written by older versions for an empty changelog) proves nothing either.
 """
@@ -120,7 +120,7 @@ def write_offset_file(directory: Path, store: str, changelog: str, offset: int, 
     doc = dict(body, crc32c=_body_checksum(body))
     atomic_write(Path(directory) / OFFSET_FILE_NAME, orjson.dumps(doc) + b"\n")
     return StoreOffset(store, changelog, int(offset), int(now_ms), engine, body.get("marker"),
-                       identity=body.get("identity"), task=body.get("task"))
+                       body.get("identity"), body.get("task"))
 
 
 def read_offset_file(directory: Path) -> StoreOffset | None:
@@ -145,8 +145,8 @@ def read_offset_file(directory: Path) -> StoreOffset | None:
         result = StoreOffset(str(doc["store"]), str(doc["changelog"]), doc["offset"],
                              doc["written_at_ms"], str(doc["engine"]),
                              None if marker is None else str(marker),
-                             identity=None if identity is None else str(identity),
-                             task=None if task is None else str(task))
+                             None if identity is None else str(identity),
+                             None if task is None else str(task))
         if not isinstance(result.offset, int) or not isinstance(result.written_at_ms, int):
             raise ValueError("offset and written_at_ms must be integers")
         return result

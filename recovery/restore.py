@@ -235,12 +235,12 @@ def plan_restore(*, store: str, persistent: bool, logged: bool, changelog: str, 
 
     ``changelog`` (``system.stream``) and ``engine`` are the store's configured changelog and
     engine, compared with those recorded in the ``OFFSET`` file (and ``task``, the task
-    restoring, with the task that wrote it); ``identity`` the changelog partition's identity
-    now (None: unknown); ``oldest``/``newest`` are the changelog's current bounds; ``files``
-    whether the store directory holds any file; ``clean`` asks for a fresh store
-    (``stores.<s>.clean.on.container.start``, or a store without changelog when existing
-    state is not retained); ``checkpoint_age_ms`` and ``min_compaction_lag_ms`` drive the
-    compaction-lag rule; ``repair`` is what an operator asked for.
+    restoring, with the task that wrote it); ``identity`` the changelog
+    partition's identity now (None: unknown); ``oldest``/``newest`` are the changelog's
+    current bounds; ``files`` whether the store directory holds any file; ``clean`` asks for a
+    fresh store (``stores.<s>.clean.on.container.start``, or a store without changelog when
+    existing state is not retained); ``checkpoint_age_ms`` and ``min_compaction_lag_ms`` drive
+    the compaction-lag rule; ``repair`` is what an operator asked for.
     """
     if not logged:
         if persistent and clean:

@@ -213,7 +213,7 @@ class TaskStorageManager:
             if entry.spec.persistent:
                 if not guard.clean:
                     entry.offset_file = None  # the guard removed the file
-                record_offset(entry, newest, self._clock())
+                record_offset(entry, newest, self._clock(), self.task_name)
         return offsets
 
     def close(self) -> None:

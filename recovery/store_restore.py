@@ -147,8 +147,6 @@ class OpenStore:
     """What the store's ``OFFSET`` file says, while the storage manager knows it is there."""
     identity: str | None = None
     """The changelog partition's identity, recorded in the ``OFFSET`` file."""
-    task: str | None = None
-    """The task whose store this is, recorded in the ``OFFSET`` file."""
 
 
 class ChangelogFailure(Exception):
@@ -420,8 +418,7 @@ class StoreRestore:
         except BaseException:
             self.undo()
             raise
-        entry = OpenStore(spec, store, directory, guard, self.source, identity=self.identity,
-                          task=self.task)
+        entry = OpenStore(spec, store, directory, guard, self.source, identity=self.identity)
         if reusing:
             assert isinstance(self.local, StoreOffset)
             recorded = self.local.marker
@@ -512,7 +509,7 @@ class StoreRestore:
             realigned = realign(engine, source, sink, store=spec.name, oldest=self.oldest,
                                 newest=plan.newest, target=plan.realign)
         if spec.persistent:
-            record_offset(entry, plan.state_offset, self.clock())
+            record_offset(entry, plan.state_offset, self.clock(), self.task)
         return records, nbytes, trimmed, realigned
 
     def _replay_in_workers(self, engine: Any, plan: RestorePlan, handle: "StoreProgress",
@@ -631,7 +628,7 @@ class StoreRestore:
             f"cannot be done: {plan.reason}. Nothing was changed.\n{error}")
 
 
-def record_offset(entry: OpenStore, offset: int, now_ms: int) -> None:
+def record_offset(entry: OpenStore, offset: int, now_ms: int, task: str | None = None) -> None:
     """Make the store's ``OFFSET`` file say ``offset`` (the files on disk hold that state).
 
     Skipped when it already does, unless it is a quarter of the staleness limit old: an idle
@@ -644,13 +641,13 @@ def record_offset(entry: OpenStore, offset: int, now_ms: int) -> None:
         entry.guard.clean = False
         return
     current = entry.offset_file
-    if (current is None or current.offset != offset or current.task != entry.task
+    if (current is None or current.offset != offset or current.task != task
             or current.age_ms(now_ms) >= entry.spec.staleness_ms // 4):
         entry.offset_file = write_offset_file(
             entry.directory, entry.spec.name, changelog_name(entry.spec), offset,
             engine=entry.spec.engine.value, now_ms=now_ms,
             marker=commit_marker(bottom_engine(entry.store, entry.spec.name)),
-            identity=entry.identity, task=entry.task)
+            identity=entry.identity, task=task)
     entry.guard.clean = True
 
 

@@ -8,8 +8,8 @@ Two pure functions, one per step, both tested cell by cell
    trusted, with the reason), or :attr:`Found.VALID` (the files hold the changelog's state at
    a known offset ``L``). *Valid* means all of:
 
-   * its ``OFFSET`` file is present and parses (checksum intact), names the store's engine
-     and changelog, and is not -1;
+   * its ``OFFSET`` file is present and parses (checksum intact), names the store's engine,
+     changelog and (when it names one) the restoring task, and is not -1;
    * it was written against the same incarnation (identity) of the changelog, when both are
      known: a changelog deleted and created again has other records under the same offsets;
    * it is younger than the staleness limit (``stores.<s>.changelog.staleness.ms``, Samza's
@@ -140,10 +140,10 @@ def decide(*, persistent: bool, found: Found | None, bootstrap: bool) -> StoreDe
 
 def proof_problem(local: StoreOffset | LocalState, changelog: str, engine: str,
                   identity: str | None = None, task: str | None = None) -> str | None:
-    """Why ``local`` proves no offset of a store of ``task`` logged to ``changelog`` (of
-    ``identity``, when known) on ``engine``; None when its ``OFFSET`` file proves
-    ``local.offset`` (the commit marker is checked by the storage manager once the files are
-    open)."""
+    """Why ``local`` proves no offset of a store of ``task`` (when known) logged to
+    ``changelog`` (of ``identity``, when known) on ``engine``; None when its ``OFFSET`` file
+    proves ``local.offset`` (the commit marker is checked by the storage manager once the
+    files are open)."""
     if local is LocalState.MISSING:
         return ("no OFFSET file (new store, or changed after its last flush, e.g. by a run "
                 "that crashed)")
@@ -180,7 +180,8 @@ def check_local_store(local: StoreOffset | LocalState, *, changelog: str, engine
     """What was found of a persistent logged store (see the module docstring). ``local`` is
     its ``OFFSET`` file (or why there is none); ``files`` whether its directory holds any
     file; ``oldest`` the changelog's oldest offset and ``target`` the offset restore brings
-    the store to."""
+    the store to; ``task`` the task restoring (an ``OFFSET`` file of another task proves
+    nothing here)."""
     if not files and local is LocalState.MISSING:
         return LocalCheck(Found.NONE, "no local store (a new store, or its directory is gone)")
     problem = proof_problem(local, changelog, engine, identity, task)

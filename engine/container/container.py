@@ -11,7 +11,8 @@ through Samza's start order (SAMZA-REFERENCE 4.4), runs the loop, and stops in o
 3. make one producer per system (configured systems, inputs, changelogs, the default
    system), register every task and every changelog source, start them;
 4. read each task's last checkpoint (:class:`~weir.recovery.checkpoint.FileCheckpointManager` in
-   ``task.checkpoint.path``) and check, before anything is restored, that it was written
+   ``task.checkpoint.path``, or :class:`~weir.recovery.checkpoint_stream.StreamCheckpointManager`
+   on ``task.checkpoint.system``: :mod:`weir.engine.container.checkpoints`) and check, before anything is restored, that it was written
    against the same incarnations of the input and changelog streams and that a task without
    a checkpoint has no state (:mod:`weir.engine.container.safety`);
 5. restore every store of every task from its changelog to exactly that checkpoint: all
@@ -50,7 +51,7 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
-from weir.recovery.checkpoint import Checkpoint, FileCheckpointManager
+from weir.recovery.checkpoint import Checkpoint
 from weir.recovery.container_storage import ContainerStorageManager
 from weir.recovery.storage import ProgressMode
 from weir.stores.config import Config
@@ -60,6 +61,7 @@ from weir.stores.spec import StoreSpec, stores_in
 from weir.engine.container.progress import (ContainerProgress, ContainerResult, CountingProducer,
                                            SspPosition)
 from weir.engine.container.preflight import check_job
+from weir.engine.container.checkpoints import open_checkpoint_manager, task_partitions
 from weir.engine.container.settings import JobSettings, changelog_admin
 from weir.engine.container.safety import (check_identities, check_state_without_checkpoint,
                                           config_file_of, current_identities, reset_ssps)
@@ -219,8 +221,10 @@ class Container:
         tasks = self.model.tasks
         self._create_changelogs(specs)
         self._start_producers(specs)
-        checkpoints = FileCheckpointManager(job.checkpoint_dir,
-                                            job_config=config_file_of(config))
+        checkpoints = open_checkpoint_manager(
+            settings.checkpoint_settings, job, self.registry, task_partitions(tasks.values()),
+            job_config=config_file_of(config), create=True,
+            stream_partitions=self.job_model.max_change_log_stream_partitions)
         for name in tasks:
             checkpoints.register(name)
         checkpoints.start()
@@ -278,7 +282,7 @@ class Container:
                             name=f"container-{self.container_id}", metrics=settings.metrics)
 
     def _open_adjuncts(self, last: dict[TaskName, Checkpoint | None],
-                       checkpoints: FileCheckpointManager) -> AdjunctStorage | None:
+                       checkpoints: Any) -> AdjunctStorage | None:
         """Decide, open and bootstrap the container's adjunct stores (before any task is
         initialized); None when the job has none. An adjunct partition whose store restarts
         below a task's checkpointed offset (a broadcast reader that skipped further than the
@@ -359,7 +363,7 @@ class Container:
             self._closers.callback(producer.stop)
 
     def _restore(self, specs: list[StoreSpec], last: dict[TaskName, Checkpoint | None],
-                 checkpoints: FileCheckpointManager) -> dict[TaskName, TaskStorage]:
+                 checkpoints: Any) -> dict[TaskName, TaskStorage]:
         raw = {system: p.inner for system, p in self._producers.items()}
         restore = self.settings.restore
         storages = {name: TaskStorage(name, specs, self.job, task.changelog_partition, raw,
@@ -384,7 +388,7 @@ class Container:
 
     def _check_before_restore(self, storages: dict[TaskName, TaskStorage],
                               last: dict[TaskName, Checkpoint | None],
-                              checkpoints: FileCheckpointManager) -> None:
+                              checkpoints: Any) -> None:
         """Refuse to start when a checkpoint was written against other incarnations of the
         streams, or a task without a checkpoint has state (see ``safety``); then bind the
         streams' identities into every checkpoint this run writes."""
@@ -394,7 +398,7 @@ class Container:
         ssps.update(store.changelog for stores in logged.values() for store in stores)
         identities = current_identities(self.registry, sorted(ssps))
         for name, task in self.model.tasks.items():
-            path = str(checkpoints.path_for(name))
+            path = checkpoints.location(name)
             reset = reset_ssps(self.settings.offsets, task.ssps)
             inputs = {ssp: identities.get(ssp) for ssp in task.ssps}
             changelogs = {store.name: (store.changelog, identities.get(store.changelog))
@@ -404,7 +408,7 @@ class Container:
             if last[name] is None:
                 check_state_without_checkpoint(
                     name, logged[name], checkpoint_path=path, job_config=job_config,
-                    previous_exists=checkpoints.previous_path_for(name).exists())
+                    previous_exists=checkpoints.has_previous(name))
             else:
                 checkpoints.allow_rewind(name, [s for s in reset
                                                 if s in last[name].input_offsets])

@@ -257,6 +257,7 @@ def test_offset_files_record_the_changelog_identity(tmp_path):
     write_offset_file(tmp_path, "counts", CHANGELOG, 8, engine="lmdb")
     assert read_offset_file(tmp_path).identity is None
 
+
 def test_an_offset_file_written_by_another_task_proves_nothing(tmp_path):
     # Two tasks' store directories swapped (a backup put back in the wrong place): each
     # OFFSET file still matched its own files, so the copy of 'Partition 1' was reused or

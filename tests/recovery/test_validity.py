@@ -119,3 +119,17 @@ def test_an_unknown_identity_on_either_side_is_not_held_against_the_store():
 def test_staleness_is_measured_against_the_configured_limit():
     assert check(local(age_ms=5_000), staleness_ms=6_000).found is Found.VALID
     assert check(local(age_ms=6_000), staleness_ms=6_000).found is Found.INVALID
+
+
+def test_an_offset_file_written_by_another_task_makes_the_store_invalid():
+    import dataclasses
+
+    theirs = dataclasses.replace(local(), task="Partition 1")
+    found = check_local_store(theirs, changelog=CHANGELOG, engine="rocksdb", identity=IDENTITY,
+                              oldest=0, target=50, staleness_ms=DAY, now_ms=NOW,
+                              task="Partition 0")
+    assert found.found is Found.INVALID and "'Partition 1', not 'Partition 0'" in found.reason
+    mine = dataclasses.replace(local(), task="Partition 0")
+    assert check_local_store(mine, changelog=CHANGELOG, engine="rocksdb", identity=IDENTITY,
+                             oldest=0, target=50, staleness_ms=DAY, now_ms=NOW,
+                             task="Partition 0").found is Found.VALID

@@ -82,7 +82,7 @@ class PartitionReader:
     def __init__(self, root: str, stream: str, partition: int, offset: int, *,
                  read_bytes: int = 1 << 20, reset: OffsetReset = OffsetReset.OLDEST,
                  reset_key: str = "systems.<system>.consumer.auto.offset.reset",
-                 parse: Callable = parse_records, system: str = "filelog"):
+                 system: str = "filelog", parse: Callable = parse_records):
         self.stream, self.partition, self.system = stream, partition, system
         self.parse = parse
         """The parse loop the cursors use (``_format.parse_records``, or restore's
