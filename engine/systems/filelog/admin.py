@@ -32,7 +32,8 @@ from weir.engine.systems.filelog._format import ParseStop, TailState, classify_t
 from weir.engine.systems.filelog.reader import PartitionReader
 from weir.engine.systems.filelog.retention import MaintenanceReport, Retention
 from weir.engine.systems.filelog.segment import Segment, build_index, index_for, list_segments, scan_plain
-from weir.engine.systems.filelog.settings import CONSUMER_RESET, FileLogSettings, StreamSettings
+from weir.engine.systems.filelog.settings import (CONSUMER_RESET, FileLogSettings, IsolationLevel,
+                                                  StreamSettings)
 from weir.engine.systems.filelog.stream import (StreamMeta, create_stream, list_streams, load_meta, partition_dir,
                      stream_dir)
 from weir.engine.systems.filelog.writer import PartitionWriter
@@ -223,8 +224,12 @@ class FileLogAdmin:
                                buffer_bytes=self.settings.producer_buffer_bytes,
                                system=self.system)
 
-    def reader(self, stream: str, partition: int, offset: int) -> PartitionReader:
-        """A reader of one partition from ``offset`` (records as ``LogRecord``)."""
+    def reader(self, stream: str, partition: int, offset: int, *,
+               isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
+               annotate: bool = False) -> PartitionReader:
+        """A reader of one partition from ``offset`` (records as ``LogRecord``); it reads
+        committed unless told otherwise (``annotate``: markers and flagged records too, for
+        tools)."""
         meta = self.stream_meta(stream)
         if not 0 <= partition < meta.partitions:
             raise SystemError_(f"stream '{self.system}.{stream}' has partitions "
@@ -232,7 +237,8 @@ class FileLogAdmin:
         return PartitionReader(self.root, stream, partition, offset,
                                read_bytes=self.settings.consumer_read_bytes,
                                reset=self.settings.auto_offset_reset,
-                               reset_key=CONSUMER_RESET.key(system=self.system))
+                               reset_key=CONSUMER_RESET.key(system=self.system),
+                               isolation=isolation, annotate=annotate)
 
     # -- bounds ----------------------------------------------------------------------------
     def _bounds(self, stream: str, partition: int) -> tuple[int, int]:
@@ -274,7 +280,9 @@ class FileLogAdmin:
                             stream=stream, partition=int(os.path.basename(directory)),
                             offset=segment.base + scan.count, path=segment.path,
                             position=scan.end)
-                cached.position, cached.count = scan.end, scan.count
+                # an incomplete transactional batch at the end is not there yet: count up to
+                # its header and look at it again next time
+                cached.position, cached.count = scan.whole_end, scan.whole_count
             return cached.count
         finally:
             os.close(fd)
