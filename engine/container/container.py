@@ -57,6 +57,8 @@ from weir.engine.container.progress import (ContainerProgress, ContainerResult, 
                                            SspPosition)
 from weir.engine.container.preflight import check_job
 from weir.engine.container.settings import JobSettings, changelog_admin
+from weir.engine.container.exactly_once import (ProcessingGuarantee, TaskTransaction,
+                                                transactional_systems)
 from weir.engine.container.safety import (check_identities, check_state_without_checkpoint,
                                           config_file_of, current_identities, reset_ssps)
 from weir.engine.container.task_storage import TaskStorage, changelog_source_name
@@ -127,6 +129,8 @@ class Container:
         self.consumers: SystemConsumers | None = None
         self.positions: dict[TaskName, dict[SystemStreamPartition, SspPosition]] = {}
         self._producers: dict[str, CountingProducer] = {}
+        self._transactions: dict[TaskName, TaskTransaction] = {}
+        self._task_outputs: list[CountingProducer] = []
         self._closers = _Closers(self.container_id)
         self._stop_requested = threading.Event()
         self._started_at = 0.0
@@ -216,6 +220,8 @@ class Container:
             checkpoints.register(name)
         checkpoints.start()
         closers.callback(checkpoints.stop)
+        if settings.guarantee is ProcessingGuarantee.EXACTLY_ONCE:
+            self._make_transactions(checkpoints)
         last = {name: checkpoints.read_last(name) for name in tasks}
         storages = self._restore(specs, last, checkpoints)
         metadata = self.registry.metadata(self._ssps_without_position(last))
@@ -223,6 +229,7 @@ class Container:
         closers.callback(runner.stop)
         producers = dict(self._producers)
         for name, task in tasks.items():
+            task_producers = self._task_producers(name, producers)
             cp = last[name]
             done = {s: o for s, o in (cp.input_offsets.items() if cp else ()) if s in task.ssps}
             starts = starting_offsets(config, task.ssps, done, metadata,
@@ -231,11 +238,12 @@ class Container:
             inst = TaskInstance(
                 name, make_task(), task.ssps, config, storage=storages[name],
                 checkpoints=checkpoints,
-                collector=ProducerCollector(name, producers, self.registry.serdes,
+                collector=ProducerCollector(name, task_producers, self.registry.serdes,
                                             self._partition_count),
                 last_processed={s: o - 1 for s, o in starts.items() if o > 0},
                 starting_offsets=starts, async_runner=runner,
-                run_loop=settings.run_loop, ignored=settings.ignored)
+                run_loop=settings.run_loop, ignored=settings.ignored,
+                transaction=self._transactions.get(name))
             self.instances.append(inst)
             closers.callback(lambda inst=inst: inst.close(self._store_disposal()))
         for name in tasks:
@@ -309,11 +317,15 @@ class Container:
     def _restore(self, specs: list[StoreSpec], last: dict[TaskName, Checkpoint | None],
                  checkpoints: FileCheckpointManager) -> dict[TaskName, TaskStorage]:
         raw = {system: p.inner for system, p in self._producers.items()}
-        storages = {name: TaskStorage(name, specs, self.job, task.changelog_partition, raw,
+        storages = {name: TaskStorage(name, specs, self.job, task.changelog_partition,
+                                      self._storage_producers(name, raw),
                                       self.registry, self.config, self.progress)
                      for name, task in self.model.tasks.items()}
         # Every task is checked before any store is restored: a mismatch changes nothing.
         self._check_before_restore(storages, last, checkpoints)
+        # Exactly-once: finish each task's previous transaction (restore reads committed data
+        # and must not be held back by it).
+        self._recover_transactions(last)
         out: dict[TaskName, TaskStorage] = {}
         for name, storage in storages.items():
             storage.open(last[name])
@@ -365,6 +377,42 @@ class Container:
         self.consumers = sc
         self._closers.callback(sc.stop)
 
+    # -- exactly-once (docs/EXACTLY-ONCE.md) -------------------------------------------------
+    def _make_transactions(self, checkpoints: FileCheckpointManager) -> None:
+        """One transaction per task over the job's file-log systems; released after the
+        tasks and their stores are closed (an ongoing transaction is aborted then)."""
+        systems = transactional_systems(self.registry, self._producers)
+        untransacted = sorted(set(self._producers) - set(systems))
+        if untransacted:
+            log.warning("task.processing.guarantee=exactly_once: outputs to %s stay "
+                        "at-least-once (no transactions on %s)", ", ".join(untransacted),
+                        "that system" if len(untransacted) == 1 else "those systems")
+        for name in self.model.tasks:
+            txn = TaskTransaction.for_task(name, self.job, self.registry, systems,
+                                           str(checkpoints.path_for(name)))
+            self._transactions[name] = txn
+            self._closers.callback(txn.close)
+
+    def _recover_transactions(self, last: dict[TaskName, Checkpoint | None]) -> None:
+        for name, txn in self._transactions.items():
+            txn.recover(last[name], job_config=config_file_of(self.config))
+
+    def _storage_producers(self, name: TaskName, raw: dict[str, Any]) -> dict[str, Any]:
+        """The producers a task's changelogs write through: its transactional ones with
+        exactly-once, else the container's."""
+        txn = self._transactions.get(name)
+        return {**raw, **txn.producers} if txn is not None else raw
+
+    def _task_producers(self, name: TaskName, shared: dict[str, CountingProducer]
+                        ) -> dict[str, CountingProducer]:
+        """The producers a task's collector sends through (counted for the results)."""
+        txn = self._transactions.get(name)
+        if txn is None:
+            return shared
+        own = {system: CountingProducer(producer) for system, producer in txn.producers.items()}
+        self._task_outputs.extend(own.values())
+        return {**shared, **own}
+
     def _partition_count(self, ss: SystemStream) -> int:
         return self.registry.partition_counts([ss])[ss]
 
@@ -379,7 +427,7 @@ class Container:
                     ss = ssp.system_stream
                     inputs[ss] = inputs.get(ss, 0) + n
         outputs: dict[SystemStream, int] = {}
-        for producer in self._producers.values():
+        for producer in [*self._producers.values(), *self._task_outputs]:
             for ss, n in producer.counts.items():
                 outputs[ss] = outputs.get(ss, 0) + n
         processed = summary.processed if summary is not None else {

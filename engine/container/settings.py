@@ -37,6 +37,7 @@ from weir.engine.config.job import JobConfig
 from weir.engine.config.streams import JOB_DEFAULT_SYSTEM, all_input_streams
 from weir.engine.consumers.consumers import ConsumerSettings
 from weir.engine.consumers.offsets import OffsetPolicy, offset_policy
+from weir.engine.container.exactly_once import ProcessingGuarantee, processing_guarantee
 from weir.engine.jobmodel.frozen import FrozenMap
 from weir.engine.metrics import MetricsSettings
 from weir.engine.model import SystemStream
@@ -62,6 +63,8 @@ class JobSettings:
     """The offset policy (``samza.offset.default``, ``samza.reset.offset``) of every input."""
     systems: tuple[str, ...] = ()
     """The systems a container makes producers (and consumers) for."""
+    guarantee: ProcessingGuarantee = ProcessingGuarantee.AT_LEAST_ONCE
+    """``task.processing.guarantee`` (exactly-once: docs/EXACTLY-ONCE.md)."""
 
     @classmethod
     def from_config(cls, config: Config, registry: SystemRegistry, *,
@@ -90,8 +93,9 @@ class JobSettings:
         for ss in sorted(set(inputs) | set(_configured_streams(config, systems))):
             registry.serdes.for_stream(ss)
         offsets = FrozenMap({ss: offset_policy(config, ss) for ss in inputs})
+        guarantee = processing_guarantee(config, registry, specs)
         return cls(job, run_loop, ignored, metrics, consumers, specs, chooser, offsets,
-                   tuple(systems))
+                   tuple(systems), guarantee)
 
     def offset_policy(self, ss: SystemStream, config: Config) -> OffsetPolicy:
         """The policy of ``ss``: parsed already for inputs, else from ``config``."""

@@ -115,6 +115,9 @@ class TxnState(Enum):
 
     ONGOING = "ongoing"
     PREPARED = "prepared"
+    COMMITTING = "committing"
+    """Decided committed by the producer itself (no external decision record): markers may be
+    missing; whoever finishes it rolls it forward."""
     COMMITTED = "committed"
     ABORTED = "aborted"
 
@@ -146,7 +149,7 @@ class TxnRecord:
     def open(self) -> bool:
         """Not finished: ongoing, or prepared (and maybe decided, its markers maybe missing).
         ``committed`` and ``aborted`` are recorded once every marker is written."""
-        return self.state is TxnState.ONGOING or self.state is TxnState.PREPARED
+        return self.state in (TxnState.ONGOING, TxnState.PREPARED, TxnState.COMMITTING)
 
 
 @dataclass(frozen=True)
@@ -569,6 +572,8 @@ class TransactionalProducer:
         return InitResult(pid, epoch, previous if resolved else None, resolved)
 
     def _decide(self, pid: int, txn: TxnRecord, decide: Callable[[TxnId], bool] | None) -> bool:
+        if txn.state is TxnState.COMMITTING:
+            return True
         if txn.state is not TxnState.PREPARED:
             return False
         tid = TxnId(self.system, self.transactional_id, pid, txn.epoch, txn.sequence)
@@ -828,16 +833,22 @@ class TransactionalProducer:
 
     def commit(self) -> None:
         """The decision committed the prepared transaction: write a commit marker into each
-        of its partitions (always fsynced). The state is marked complete when the next
-        transaction starts (or at stop)."""
+        of its partitions (always fsynced). Without a decision record (``prepare()`` named
+        none) the producer state records the decision first (``committing``). The state is
+        marked complete when the next transaction starts (or at stop)."""
         with self._guard:
             txn = self._txn
             if txn is None or txn.state is not TxnState.PREPARED:
-                if txn is not None and txn.partitions:
+                if txn is not None and txn.state is TxnState.ONGOING and txn.partitions:
                     raise SystemError_(f"producer '{self.transactional_id}': transaction "
-                                       f"{txn.sequence} is {txn.state.value}, not prepared")
-                return
+                                       f"{txn.sequence} is ongoing; prepare it first")
+                return  # nothing was sent since the last commit
             self._check_fence(f" (committing transaction {txn.sequence})")
+            if txn.decision is None:
+                # no decision record outside: the producer state is it (durable before any
+                # marker, so a successor rolls a half-marked commit forward, never back)
+                txn.state = TxnState.COMMITTING
+                _save_state(self.root, self._state)
             self._finish(txn, True, self._state.epoch)
             self._state.record_outcome(txn, True)
 
@@ -927,7 +938,7 @@ def complete_abandoned(settings: FileLogSettings, stream: str, partition: int,
         if txn is not None and txn.open and txn.epoch == epoch:
             tid = TxnId(settings.system, state.transactional_id, producer_id, txn.epoch,
                         txn.sequence)
-            committed = (txn.state is TxnState.COMMITTED
+            committed = (txn.state is TxnState.COMMITTING
                          or (txn.state is TxnState.PREPARED
                              and decided_by_checkpoint(txn.decision, tid)))
             partitions = list(dict.fromkeys(list(txn.partitions) + partitions))
