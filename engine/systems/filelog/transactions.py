@@ -312,6 +312,14 @@ def _current_epoch(root: str, producer_id: int) -> int:
     return best
 
 
+def _superseded(root: str, producer_id: int, epoch: int) -> bool:
+    """Whether a newer epoch than ``epoch`` was claimed: two ``stat`` calls. The claim of the
+    next epoch exists, or ``epoch``'s own claim is gone (claims are pruned only from two
+    epochs behind the newest)."""
+    return (os.path.exists(_epoch_path(root, producer_id, epoch + 1))
+            or not os.path.exists(_epoch_path(root, producer_id, epoch)))
+
+
 def _claim_epoch(root: str, producer_id: int) -> int:
     """Claim the epoch after the newest one (O_EXCL: two claimers never get the same), and
     remove claims older than the previous one. Returns the claimed epoch, or -1 when the
@@ -370,7 +378,7 @@ def is_resolved_elsewhere(root: str, producer_id: int, epoch: int, sequence: int
     resolved: a newer epoch was claimed, and the producer state does not have that transaction
     open any more (its markers were written before the state said so). Batches of it that a
     reader finds open are then a zombie's."""
-    if _current_epoch(root, producer_id) <= epoch:
+    if not _superseded(root, producer_id, epoch):
         return False
     try:
         state = load_producer_state(root, producer_id)
@@ -496,7 +504,7 @@ class TransactionalProducer:
         if self._fenced is not None:
             raise self._fenced
         state = self._state
-        if os.path.exists(_epoch_path(self.root, state.producer_id, state.epoch + 1)):
+        if _superseded(self.root, state.producer_id, state.epoch):
             current = _current_epoch(self.root, state.producer_id)
             self._fenced = ProducerFencedError(self.transactional_id, state.epoch, current,
                                                producer_id=state.producer_id, where=where)

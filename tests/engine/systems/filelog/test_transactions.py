@@ -456,3 +456,17 @@ def test_compaction_never_compacts_an_open_transaction_away(make_log):
     _commit(producer)
     producer.stop()
     assert _values(log)[:20] == [b"open-%d" % i for i in range(20)]
+
+
+def test_a_zombie_is_fenced_however_many_incarnations_followed_it(log):
+    log.create()
+    zombie = _producer(log)
+    zombie._owner.release()
+    for _ in range(12):     # old epoch claims are pruned meanwhile
+        successor = _producer(log)
+        successor.stop()
+    _send(zombie, b"late")
+    with pytest.raises(ProducerFencedError) as err:
+        zombie.prepare()
+    assert (err.value.epoch, err.value.current) == (0, 12)
+    zombie.stop()
