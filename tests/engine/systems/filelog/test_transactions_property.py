@@ -12,10 +12,13 @@ compressed). The model knows only which values were committed; the log must agre
 * started at any offset it delivers exactly the full read's records at or after that offset;
 * ``read_uncommitted`` delivers every committed and plain value too;
 * while a transaction is open, ``read_committed`` delivers nothing sent after it began.
+
+40 examples by default (a few seconds); ``WEIR_PROPERTY_EXAMPLES=1000`` for a long run.
 """
 
 from __future__ import annotations
 
+import os
 import tempfile
 
 from hypothesis import HealthCheck, given, settings
@@ -151,7 +154,8 @@ def _check_order(values: list[bytes], sources: dict[bytes, str]) -> None:
         last[source] = value
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=int(os.environ.get("WEIR_PROPERTY_EXAMPLES", "40")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(ops=st.lists(_op, min_size=1, max_size=60), compression=st.sampled_from(["none", "zstd"]),
        starts=st.lists(st.integers(0, 400), min_size=1, max_size=4))
 def test_read_committed_delivers_exactly_the_committed_values_in_order(ops, compression,
