@@ -92,6 +92,7 @@ def _kill_and_finish(workdir: Path, example: str, inputs: list[str], total: int,
     final = _start(workdir, example)
     output, _ = final.communicate(timeout=300)
     assert final.returncode == 0, output
+    print(f"{example}: SIGKILLed {killed} of {KILLS} runs mid-stream, then ran it to the end")
     return killed
 
 
