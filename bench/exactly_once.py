@@ -49,7 +49,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.job_compare import IN, base_config, generate, job_config, _fresh_output  # noqa: E402
+from bench.job_compare import base_config, generate, job_config, _fresh_output  # noqa: E402
 from weir.engine.container.runner import ExitCode, run_job  # noqa: E402
 from weir.engine.container.status import StatusMode  # noqa: E402
 from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition  # noqa: E402

@@ -131,10 +131,7 @@ class Cursor:
                     self.flag = None
                 else:
                     stop = min(stop, until)
-                    flagged = reader.make_flagged
-
-                    def pmake(c, o, k, v, t, s, _f=flagged, _s=status):
-                        return _f(c, o, k, v, t, s, _s)
+                    pmake = _flagging(reader.make_flagged, status)
             buf = self.buf
             before = len(out)
             pos, self.ordinal, why = parse(buf, self.bpos, self.offsets, start, stop, pmake,
@@ -372,6 +369,13 @@ class Cursor:
             self.ordinal = self.frames[number][0]
             raise self._corrupt(f"zstd frame {number} does not decompress ({exc})", cpos) from None
         self.ordinal, self.bpos, self.fpos = self.frames[number][0], 0, number + 1
+
+
+def _flagging(make_flagged: Callable, status: Outcome) -> Callable:
+    """A ``make`` that builds each record with ``make_flagged`` and the batch's outcome."""
+    def make(c, o, k, v, t, s):
+        return make_flagged(c, o, k, v, t, s, status)
+    return make
 
 
 def skip_in_file(fd: int, ordinal: int, hint: tuple[int, int], verify: bool

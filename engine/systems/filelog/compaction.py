@@ -46,7 +46,7 @@ import zstandard
 from weir.engine.systems.filelog._files import fsync_dir
 from weir.engine.systems.filelog._format import TAG_BATCH, TAG_CONTROL, ParseStop, parse_records
 from weir.engine.systems.filelog._index import SegmentIndex
-from weir.engine.systems.filelog._txn_format import BatchHeader, Marker, decode_frame
+from weir.engine.systems.filelog._txn_format import BatchHeader, decode_frame
 from weir.engine.systems.filelog._txn_view import Outcome, TxnView
 from weir.engine.systems.filelog.segment import Segment, remove_segment, write_segment
 

@@ -49,6 +49,7 @@ import logging
 import os
 import random
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -59,6 +60,7 @@ from urllib.parse import quote
 
 import crc32c
 import orjson
+from crc32c import crc32c as _crc
 
 from weir.engine.errors import (PartitionLockedError, ProducerFencedError,
                                 ProducerStateCorruptError, StreamNotFoundError, SystemError_,
@@ -100,13 +102,10 @@ _STATE_FORMAT = 1
 _RECENT_ABORTS = 16
 _LOCK_POLL_S = 0.05
 
-import struct as _struct  # noqa: E402  (the framing helpers below mirror writer.append)
-
-from crc32c import crc32c as _crc  # noqa: E402
-
-_TS_KLEN = _struct.Struct("<qI").pack
-_U32 = _struct.Struct("<I").pack
-_LEN_CRC = _struct.Struct("<II").pack
+# record framing, as writer.append does it (a batch's records are plain records)
+_TS_KLEN = struct.Struct("<qI").pack
+_U32 = struct.Struct("<I").pack
+_LEN_CRC = struct.Struct("<II").pack
 _NULL = _U32(NULL_LEN)
 
 

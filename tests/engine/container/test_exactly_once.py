@@ -22,7 +22,6 @@ from weir.engine.systems.changelog import SystemChangelogSink, SystemChangelogSo
 from weir.engine.systems.registry import SystemRegistry
 from weir.recovery.checkpoint import Checkpoint, FileCheckpointManager
 from weir.stores.config import Config, ConfigError
-from weir.stores.spec import StoreSpec
 
 from tests.engine.container.test_container import job_config
 

@@ -4,7 +4,6 @@ transaction, transactions abandoned by dead producers, compaction (docs/EXACTLY-
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
