@@ -211,8 +211,10 @@ class PartitionReader:
         if stable <= cur.ordinal:
             self._look_ahead()
             stable = cur.ordinal_of(view.lso())
-            if stable <= cur.ordinal and self._scout_error is not None \
-                    and view.blocking() is None:
+            if stable <= cur.ordinal and self._scout_error is not None:
+                # Held back at the damage, or by a transaction whose marker can only lie
+                # beyond it: nothing past the damage can ever be read, so waiting would block
+                # for good (a flipped byte in a marker must not look like an open transaction).
                 raise self._scout_error
         return stable
 

@@ -560,6 +560,13 @@ class TransactionalProducer:
                       "incarnation in %d partition(s)", self.transactional_id,
                       "rolled forward" if committed else "aborted", previous.sequence,
                       previous.epoch, len(previous.partitions))
+        elif previous is not None and previous.state is TxnState.COMMITTED and epoch >= 0:
+            # Its commit markers were written and fsynced; write them again (harmless, rule 3
+            # of docs/EXACTLY-ONCE.md): a marker lost from the end of a segment (cut off as a
+            # torn record, a truncated file) would otherwise leave the committed transaction
+            # open, and this incarnation's first batch there would close it as aborted.
+            self._state = state
+            self._finish(previous, True, epoch)
         if epoch < 0:  # the producer id used up its epochs: continue under a new one
             old = pid
             pid = _producer_id(self.root, self.transactional_id, renew=True)
@@ -950,6 +957,11 @@ def complete_abandoned(settings: FileLogSettings, stream: str, partition: int,
                              and decided_by_checkpoint(txn.decision, tid)))
             partitions = list(dict.fromkeys(list(txn.partitions) + partitions))
             sequence = txn.sequence
+        elif state is not None and state.last_committed == (epoch, sequence):
+            # The state records this transaction committed (its checkpoint decided it and the
+            # markers were written): its marker here is gone (cut off, truncated). Write the
+            # commit again; aborting it would drop records a checkpoint counts as sent.
+            committed = True
         type_ = ControlType.COMMIT if committed else ControlType.ABORT
         skipped = []
         for s, p in partitions:
