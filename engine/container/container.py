@@ -325,7 +325,12 @@ class Container:
         self._check_before_restore(storages, last, checkpoints)
         # Exactly-once: finish each task's previous transaction (restore reads committed data
         # and must not be held back by it).
-        self._recover_transactions(last)
+        if self._transactions:
+            self._recover_transactions(last)
+            # Recovery may have waited for a live incarnation of the same tasks (another copy
+            # of the job, started beside this one with other checkpoints) to let go of its
+            # producers; what it committed meanwhile is state this run has no checkpoint for.
+            self._check_state_without_checkpoints(storages, last, checkpoints)
         out: dict[TaskName, TaskStorage] = {}
         for name, storage in storages.items():
             storage.open(last[name])
@@ -353,15 +358,24 @@ class Container:
                           for store in logged[name]}
             check_identities(name, last[name], inputs, changelogs, checkpoint_path=path,
                              job_config=job_config, reset=reset)
-            if last[name] is None:
-                check_state_without_checkpoint(
-                    name, logged[name], checkpoint_path=path, job_config=job_config,
-                    previous_exists=checkpoints.previous_path_for(name).exists())
-            else:
+            if last[name] is not None:
                 checkpoints.allow_rewind(name, [s for s in reset
                                                 if s in last[name].input_offsets])
             checkpoints.bind(name, inputs={s: i for s, i in inputs.items() if i},
                              changelogs={store: i for store, (_, i) in changelogs.items() if i})
+        self._check_state_without_checkpoints(storages, last, checkpoints)
+
+    def _check_state_without_checkpoints(self, storages: dict[TaskName, TaskStorage],
+                                         last: dict[TaskName, Checkpoint | None],
+                                         checkpoints: FileCheckpointManager) -> None:
+        """Refuse to start when a task without a checkpoint has state (``safety``)."""
+        job_config = config_file_of(self.config)
+        for name in self.model.tasks:
+            if last[name] is None:
+                check_state_without_checkpoint(
+                    name, storages[name].logged_stores(),
+                    checkpoint_path=str(checkpoints.path_for(name)), job_config=job_config,
+                    previous_exists=checkpoints.previous_path_for(name).exists())
 
     def _start_consumers(self) -> None:
         systems = sorted({ssp.system for t in self.model.tasks.values() for ssp in t.ssps})

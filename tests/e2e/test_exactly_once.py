@@ -227,3 +227,34 @@ def test_currency_join_killed_at_random_points_emits_every_amount_exactly_once(t
                 body.pop()
             assert body == sorted(set(body)), (code, seen)
     assert last == truth.totals
+
+
+# -- the same job started twice at once -----------------------------------------------------------
+
+def test_two_copies_of_a_job_started_at_once_never_count_twice(tmp_path):
+    """A hostile operator starts the word count twice at the same moment, the second copy with
+    its own job.data.dir (so the job lock does not see the first): same tasks, same
+    transactional ids, same log. The second copy waits for the first's producers; then it has
+    no checkpoint but the first's committed state is there, so it stops with a typed error
+    (or with TransactionalIdInUseError when the first is still running): never does it count
+    on top of the first's state."""
+    messages = 30_000
+    registry, truth = _word_count(tmp_path, "exactly_once", messages)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "job.properties").write_text((tmp_path / "job.properties").read_text()
+                                          + f"job.data.dir={tmp_path}/other-data\n")
+    first, second = _start(tmp_path, "word_count"), _start(other, "word_count")
+    outputs = [p.communicate(timeout=300)[0] for p in (first, second)]
+    codes = [first.returncode, second.returncode]
+    assert 0 in codes, outputs
+    for code, output in zip(codes, outputs):
+        if code != 0:
+            assert ("StateWithoutCheckpointError" in output
+                    or "TransactionalIdInUseError" in output), output
+    emitted = defaultdict(list)
+    for envs in _read(registry, "word-counts").values():
+        for env in envs:
+            emitted[env.message["word"]].append(env.message["count"])
+    assert {w: c for w, c in emitted.items() if c != list(range(1, truth[w] + 1))} == {}
+    assert emitted.keys() == truth.keys()
