@@ -5,6 +5,7 @@ transaction, transactions abandoned by dead producers, compaction (docs/EXACTLY-
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -337,7 +338,7 @@ def test_a_zombies_batch_after_its_successors_batch_is_never_visible(log):
 
 # -- transactions abandoned by dead producers ----------------------------------------------------
 
-def _child(log, body: str, timeout_ms: int = 300) -> None:
+def _child(log, body: str, timeout_ms: int = 300, killed: bool = False) -> None:
     script = textwrap.dedent(f"""
         import os, sys
         sys.path.insert(0, {ROOT!r})
@@ -352,7 +353,9 @@ def _child(log, body: str, timeout_ms: int = 300) -> None:
         p.init_transactions()
         out = SystemStream("{SYSTEM}", "s")
     """) + textwrap.dedent(body) + "\nos._exit(0)\n"
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", script], check=not killed, timeout=60)
+    if killed:
+        assert done.returncode == -signal.SIGKILL
 
 
 def _poll_all(log, wait_s: float):
@@ -469,3 +472,74 @@ def test_a_zombie_is_fenced_however_many_incarnations_followed_it(log):
         zombie.prepare()
     assert (err.value.epoch, err.value.current) == (0, 12)
     zombie.stop()
+
+
+def test_a_process_killed_between_its_commit_markers_is_rolled_forward_everywhere(
+        log, tmp_path):
+    """SIGKILL in the middle of a commit: the checkpoint (the decision) is durable, the commit
+    marker reached partition 0 only. Partitions 1 and 2 are held back (never shown as aborted,
+    never shown partly), and the next incarnation writes the missing markers."""
+    log.create(partitions=3)
+    checkpoints = FileCheckpointManager(tmp_path / "cp")
+    checkpoints.register("T")
+    checkpoints.start()
+    path = str(checkpoints.path_for("T"))
+    _child(log, f"""
+        import signal
+        from weir.engine.systems.filelog.writer import PartitionWriter
+        from weir.recovery.checkpoint import Checkpoint, FileCheckpointManager
+        for partition in range(3):
+            p.send("t", OutgoingMessageEnvelope(out, b"v%d" % partition, b"k",
+                                                partition=partition))
+        txn = p.prepare({{"kind": "weir-checkpoint", "path": {path!r}, "task": "T"}})
+        m = FileCheckpointManager({str(tmp_path / "cp")!r}); m.register("T"); m.start()
+        m.write("T", Checkpoint({{}}, {{}}, {{"transactions": [txn.to_extras()]}}))
+        markers = []
+        append = PartitionWriter.append_marker
+        def dying(self, *args, **kwargs):
+            if markers:                    # the first marker is written and fsynced
+                os.kill(os.getpid(), signal.SIGKILL)
+            markers.append(args)
+            return append(self, *args, **kwargs)
+        PartitionWriter.append_marker = dying
+        p.commit()
+    """, timeout_ms=600_000, killed=True)
+    assert [_values(log, partition=p) for p in range(3)] == [[b"v0"], [], []]
+    assert [_values(log, UNCOMMITTED, partition=p) for p in range(3)] == [[b"v0"], [b"v1"],
+                                                                          [b"v2"]]
+    successor = TransactionalProducer(log.settings, "dead/Partition 0")
+    result = successor.init_transactions()
+    assert result.resolved == "committed"
+    successor.stop()
+    assert [_values(log, partition=p) for p in range(3)] == [[b"v0"], [b"v1"], [b"v2"]]
+
+
+def test_retention_of_a_transactions_first_batches_leaves_the_rest_decided_by_its_marker(
+        make_log):
+    """Retention deletes whole segments from the front, also ones holding the first batches
+    of a transaction: a reader from the oldest retained offset still sees the rest of a
+    committed transaction (decided by its marker) and none of an aborted one."""
+    writer_log = make_log(segment_bytes="600", producer_batch_size="200")
+    writer_log.create()
+    producer = _producer(writer_log)
+    committed = [b"c%02d" % i + b"." * 24 for i in range(40)]
+    aborted = [b"a%02d" % i + b"." * 24 for i in range(40)]
+    _send(producer, *committed)
+    _commit(producer)              # many batches of one transaction, over many segments
+    _send(producer, *aborted)
+    producer.flush()
+    producer.abort()
+    _send(producer, b"last")
+    _commit(producer)
+    producer.stop()
+    before = list_segments(writer_log.pdir())
+    assert len(before) > 6
+    log = make_log(segment_bytes="600", retention_bytes="2400")
+    report = log.admin.apply_retention("s")[0]
+    assert report.deleted_segments > 0
+    oldest = list_segments(log.pdir())[0].base
+    assert oldest > 1                                   # the first batches are gone
+    seen = _values(log, offset=oldest)
+    assert len(seen) > 1 and seen[-1] == b"last"        # some of the commit is retained
+    assert not any(v.startswith(b"a") for v in seen)    # the aborted transaction: none
+    assert seen[:-1] == committed[len(committed) - len(seen) + 1:]   # a suffix of the commit
