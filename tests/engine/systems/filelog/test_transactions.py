@@ -523,7 +523,7 @@ def test_retention_of_a_transactions_first_batches_leaves_the_rest_decided_by_it
     writer_log.create()
     producer = _producer(writer_log)
     committed = [b"c%02d" % i + b"." * 24 for i in range(40)]
-    aborted = [b"a%02d" % i + b"." * 24 for i in range(40)]
+    aborted = [b"a%02d" % i + b"." * 24 for i in range(10)]
     _send(producer, *committed)
     _commit(producer)              # many batches of one transaction, over many segments
     _send(producer, *aborted)
@@ -534,7 +534,7 @@ def test_retention_of_a_transactions_first_batches_leaves_the_rest_decided_by_it
     producer.stop()
     before = list_segments(writer_log.pdir())
     assert len(before) > 6
-    log = make_log(segment_bytes="600", retention_bytes="2400")
+    log = make_log(segment_bytes="600", retention_bytes="2000")
     report = log.admin.apply_retention("s")[0]
     assert report.deleted_segments > 0
     oldest = list_segments(log.pdir())[0].base
