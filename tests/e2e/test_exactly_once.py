@@ -258,3 +258,76 @@ def test_two_copies_of_a_job_started_at_once_never_count_twice(tmp_path):
             emitted[env.message["word"]].append(env.message["count"])
     assert {w: c for w, c in emitted.items() if c != list(range(1, truth[w] + 1))} == {}
     assert emitted.keys() == truth.keys()
+
+
+# -- a pipeline of two jobs -----------------------------------------------------------------------
+
+_CHECK_JOB = """job.name=count-check
+task.class=tests.e2e._count_check:CountCheck
+task.inputs=filelog.word-counts
+task.commit.ms=200
+task.processing.guarantee=exactly_once
+systems.filelog.root={root}
+systems.filelog.samza.key.serde=string
+systems.filelog.samza.msg.serde=json
+systems.filelog.default.stream.samza.offset.default=oldest
+stores.seen.factory=rocksdb
+stores.seen.key.serde=string
+stores.seen.msg.serde=int64
+stores.seen.changelog=filelog.count-check-seen
+"""
+
+
+def _start_file(workdir: Path, properties: str, example: str) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "examples" /
+                                                                       example)]))
+    return subprocess.Popen([sys.executable, "-m", "weir", "run", properties, "--status",
+                             "off"], cwd=workdir, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def _checks(registry: SystemRegistry) -> list:
+    return [env for envs in _read(registry, "word-count-checks").values() for env in envs]
+
+
+def test_a_pipeline_of_two_exactly_once_jobs_killed_at_random_points_is_exactly_once(
+        tmp_path):
+    """The word count feeds a second job through its output stream (read committed); both
+    are SIGKILLed at random points while they run side by side. The second job's output holds
+    every count of the first exactly once: per word, seen == count, 1..n."""
+    messages = 40_000
+    registry, truth = _word_count(tmp_path, "exactly_once", messages)
+    (tmp_path / "check.properties").write_text(_CHECK_JOB.format(root=tmp_path / "log"))
+    registry.admin("filelog").create_stream(StreamSpec("word-count-checks", PARTITIONS))
+    rng = random.Random("pipeline")
+    killed = 0
+    for _ in range(KILLS):
+        first = _start_file(tmp_path, "job.properties", "word_count")
+        second = _start_file(tmp_path, "check.properties", "word_count")
+        time.sleep(rng.uniform(0.8, 2.5))
+        for proc in rng.sample([first, second], 2):
+            proc.send_signal(signal.SIGKILL)
+            time.sleep(rng.uniform(0.0, 0.3))
+        for proc in (first, second):
+            output, _ = proc.communicate(timeout=60)
+            killed += proc.returncode == -signal.SIGKILL
+            assert proc.returncode in (0, -signal.SIGKILL), output
+    first = _start_file(tmp_path, "job.properties", "word_count")
+    second = _start_file(tmp_path, "check.properties", "word_count")
+    output, _ = first.communicate(timeout=300)
+    assert first.returncode == 0, output
+    deadline = time.monotonic() + 300
+    while len(_checks(registry)) < messages and time.monotonic() < deadline \
+            and second.poll() is None:
+        time.sleep(0.5)
+    second.send_signal(signal.SIGTERM)          # the second job reads an unbounded stream
+    output, _ = second.communicate(timeout=120)
+    assert second.returncode == 0, output
+    print(f"pipeline: SIGKILLed {killed} of {2 * KILLS} runs")
+    assert killed >= 1
+    seen = defaultdict(list)
+    for env in _checks(registry):
+        assert env.message["seen"] == env.message["count"], env.message
+        seen[env.message["word"]].append(env.message["count"])
+    assert {w: c for w, c in seen.items() if c != list(range(1, truth[w] + 1))} == {}
+    assert seen.keys() == truth.keys()
