@@ -10,7 +10,7 @@ import struct
 
 import pytest
 
-from weir.engine.errors import CorruptRecordError
+from weir.engine.errors import CorruptRecordError, ProducerStateCorruptError
 from weir.engine.systems.filelog.segment import list_segments
 from weir.engine.systems.filelog.transactions import complete_abandoned, load_producer_state
 
@@ -173,3 +173,26 @@ def test_a_sealed_segment_cut_inside_a_batch_raises_naming_the_offset(make_log):
             _values(log, isolation)
         assert caught.value.stream == "s" and caught.value.partition == 0
         assert sealed.base <= caught.value.offset < segments[2].base
+
+
+def test_a_damaged_producer_state_stops_the_next_incarnation_with_a_typed_error(log):
+    """A flipped digit in the producer state (the transaction's number) fails its checksum:
+    the next init refuses to guess which transaction to finish."""
+    _setup(log)
+    producer = _producer(log)
+    _send(producer, b"open")
+    producer.flush()
+    pid = producer.producer_id
+    _die(producer)
+    path = os.path.join(log.root, ".transactions", f"{pid}.json")
+    with open(path, "rb") as f:
+        text = f.read()
+    at = text.index(b'"sequence": ') + len(b'"sequence": ')
+    digit = text[at:at + 1]
+    damaged = text[:at] + (b"7" if digit != b"7" else b"8") + text[at + 1:]
+    with open(path, "wb") as f:
+        f.write(damaged)
+    with pytest.raises(ProducerStateCorruptError) as caught:
+        _producer(log)
+    assert path in str(caught.value) and "checksum" in str(caught.value)
+    assert _values(log) == [b"c1", b"c2", b"c3"]      # nothing was finished by guessing
