@@ -28,6 +28,7 @@ __all__ = [
     "OpenTransactionError",
     "ProducerStateCorruptError",
     "FencedCheckpointError",
+    "ProducerStateMissingError",
 ]
 
 
@@ -192,3 +193,29 @@ class FencedCheckpointError(EngineError):
             f"use-previous {job} --task '{task}'`")
         self.task, self.checkpoint_path = task, checkpoint_path
         self.transactional_id, self.epoch, self.sequence = transactional_id, epoch, sequence
+
+
+class ProducerStateMissingError(EngineError):
+    """A task's checkpoint names a transaction of a producer whose producer state file is
+    gone: which partitions the transaction wrote (where its commit markers belong) is
+    unknown, so Weir can neither finish it nor prove it finished."""
+
+    def __init__(self, task: str, checkpoint_path: str, transactional_id: str,
+                 producer_id: int, epoch: int, sequence: int, state_path: str,
+                 job_config: str | None = None):
+        job = job_config or "<job config>"
+        super().__init__(
+            f"the checkpoint of task '{task}' ({checkpoint_path}) names transaction {sequence} "
+            f"of producer {producer_id} ('{transactional_id}', epoch {epoch}) as committed, "
+            f"but that producer's state {state_path} is missing (the log's .transactions "
+            f"directory was deleted or replaced). It records the partitions the transaction "
+            f"wrote, where its commit markers belong; without it the transaction can neither "
+            f"be finished nor proved finished, and aborting it would drop records the "
+            f"checkpoint counts as done. Nothing was changed. Put the .transactions directory "
+            f"back from a backup and start again; do not run `weir log transactions --resolve` "
+            f"on the job's streams meanwhile (it would abort the transaction). If the state is "
+            f"lost for good, start the job's state over with `weir checkpoint reset {job} "
+            f"--yes` (moves checkpoints, stores and changelogs aside together)")
+        self.task, self.checkpoint_path = task, checkpoint_path
+        self.transactional_id, self.producer_id = transactional_id, producer_id
+        self.epoch, self.sequence, self.state_path = epoch, sequence, state_path

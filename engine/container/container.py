@@ -408,8 +408,11 @@ class Container:
             self._closers.callback(txn.close)
 
     def _recover_transactions(self, last: dict[TaskName, Checkpoint | None]) -> None:
+        job_config = config_file_of(self.config)
+        for name, txn in self._transactions.items():   # every task, before any changes
+            txn.check(last[name], job_config=job_config)
         for name, txn in self._transactions.items():
-            txn.recover(last[name], job_config=config_file_of(self.config))
+            txn.recover(last[name], job_config=job_config)
 
     def _storage_producers(self, name: TaskName, raw: dict[str, Any]) -> dict[str, Any]:
         """The producers a task's changelogs write through: its transactional ones with

@@ -33,9 +33,10 @@ from weir.stores.config import Config, ConfigError, declare
 from weir.stores.spec import StoreSpec
 
 from weir.engine.config.job import JobConfig
-from weir.engine.errors import FencedCheckpointError
+from weir.engine.errors import FencedCheckpointError, ProducerStateMissingError
 from weir.engine.systems.filelog.transactions import (CHECKPOINT_EXTRAS_KEY, InitResult,
-                                                      TransactionalProducer, TxnId)
+                                                      TransactionalProducer, TxnId,
+                                                      load_producer_state, producer_state_path)
 
 __all__ = [
     "TASK_PROCESSING_GUARANTEE",
@@ -135,7 +136,28 @@ class TaskTransaction:
         producer state records as aborted was written by a fenced process:
         :class:`~weir.engine.errors.FencedCheckpointError`, nothing changed."""
         named = _named(checkpoint)
-        for producer in self.producers.values():
+        self.check(checkpoint, job_config=job_config)
+        results = []
+        for system, producer in sorted(self.producers.items()):
+            result = producer.init_transactions(
+                lambda tid, named=named: any(tid.matches(entry) for entry in named))
+            if result.resolved is not None:
+                log.info("task '%s': %s the transaction %d of its previous run on system "
+                         "'%s' (%d partition(s))", self.task,
+                         "rolled forward" if result.resolved == "committed" else "aborted",
+                         result.previous.sequence, system, len(result.previous.partitions))
+            results.append(result)
+        return results
+
+    def check(self, checkpoint: Checkpoint | None, *, job_config: str | None = None) -> None:
+        """Refuse, changing nothing, a checkpoint that :meth:`recover` cannot act on: one
+        naming a transaction whose producer state is gone
+        (:class:`~weir.engine.errors.ProducerStateMissingError`), or one the state records as
+        aborted (:class:`~weir.engine.errors.FencedCheckpointError`). The container checks
+        every task before it recovers any."""
+        named = _named(checkpoint)
+        for system, producer in self.producers.items():
+            self._require_states(system, producer, named, job_config)
             state = producer.state()
             if state is None:
                 continue
@@ -148,17 +170,20 @@ class TaskTransaction:
                     raise FencedCheckpointError(self.task, self.checkpoint_path,
                                                 producer.transactional_id, epoch, sequence,
                                                 job_config)
-        results = []
-        for system, producer in sorted(self.producers.items()):
-            result = producer.init_transactions(
-                lambda tid, named=named: any(tid.matches(entry) for entry in named))
-            if result.resolved is not None:
-                log.info("task '%s': %s the transaction %d of its previous run on system "
-                         "'%s' (%d partition(s))", self.task,
-                         "rolled forward" if result.resolved == "committed" else "aborted",
-                         result.previous.sequence, system, len(result.previous.partitions))
-            results.append(result)
-        return results
+
+    def _require_states(self, system: str, producer: TransactionalProducer,
+                        named: list[Mapping[str, Any]], job_config: str | None) -> None:
+        """Every transaction the checkpoint names on ``system`` has its producer state."""
+        for entry in named:
+            if entry.get("system", system) != system \
+                    or entry.get("transactional_id") != producer.transactional_id:
+                continue
+            pid = int(entry.get("producer_id", -1))
+            if load_producer_state(producer.root, pid) is None:
+                raise ProducerStateMissingError(
+                    self.task, self.checkpoint_path, producer.transactional_id, pid,
+                    int(entry.get("epoch", -1)), int(entry.get("sequence", -1)),
+                    producer_state_path(producer.root, pid), job_config)
 
     # -- commit ---------------------------------------------------------------------------
     def prepare(self) -> dict[str, Any]:

@@ -217,7 +217,10 @@ class SystemChangelogSource:
             f"{txn.first_offset} by an open transaction of producer {txn.producer_id} (epoch "
             f"{txn.epoch}, transaction {txn.sequence}); the job that owns it completes it when "
             f"it starts (or a reader does after its transaction timeout once its process is "
-            f"gone): start that job, or wait, then start again", stream=self.ssp.stream,
+            f"gone): start that job, or wait, then start again. When its process is gone and "
+            f"waiting does not help (nothing else reads the stream), `weir log transactions "
+            f"{self.ssp.stream} --resolve` completes it now from its producer state",
+            stream=self.ssp.stream,
             partition=self.ssp.partition, producer_id=txn.producer_id,
             first_offset=txn.first_offset)
 

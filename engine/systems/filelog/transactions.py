@@ -85,6 +85,7 @@ __all__ = [
     "InitResult",
     "TransactionalProducer",
     "load_producer_state",
+    "producer_state_path",
     "producer_states",
     "decided_by_checkpoint",
     "is_resolved_elsewhere",
@@ -227,6 +228,11 @@ def _dir(root: str) -> str:
 
 def _state_path(root: str, producer_id: int) -> str:
     return os.path.join(_dir(root), f"{producer_id}.json")
+
+
+def producer_state_path(root: str, producer_id: int) -> str:
+    """Where the producer state of ``producer_id`` lives under the log's ``root``."""
+    return _state_path(root, producer_id)
 
 
 def _lock_path(root: str, producer_id: int) -> str:

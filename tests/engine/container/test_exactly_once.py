@@ -14,7 +14,8 @@ from weir.engine.container.container import Container, ProgressMode
 from weir.engine.container.exactly_once import (ProcessingGuarantee, TaskTransaction,
                                                 processing_guarantee, transactional_id)
 from weir.engine.container.settings import JobSettings
-from weir.engine.errors import FencedCheckpointError, OpenTransactionError
+from weir.engine.errors import (FencedCheckpointError, OpenTransactionError,
+                                ProducerStateMissingError)
 from weir.engine.jobmodel.model import build_job_model
 from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
 from weir.engine.systems.api import StreamSpec
@@ -70,6 +71,10 @@ def _commit(txn, checkpoints, offset: int) -> Checkpoint:
     checkpoints.write("Partition 0", checkpoint)
     txn.commit()
     return checkpoint
+
+
+def _sizes(tmp_path: Path) -> dict[str, int]:
+    return {str(p): p.stat().st_size for p in (tmp_path / "log" / "out").rglob("*.log")}
 
 
 def _crash(txn):
@@ -201,6 +206,30 @@ def test_a_checkpoint_naming_an_aborted_transaction_is_refused(tmp_path):
         third.recover(checkpoints.read_last("Partition 0"), job_config="job.properties")
     assert "weir checkpoint use-previous job.properties --task 'Partition 0'" in str(err.value)
     assert _committed(registry) == []
+
+
+def test_a_checkpoint_naming_a_transaction_whose_producer_state_is_gone_is_refused(tmp_path):
+    """The log's .transactions directory is deleted after a crash between the checkpoint and
+    the markers: which partitions need a commit marker is unknown. The start refuses with a
+    typed error and changes nothing (the transaction is neither aborted nor guessed)."""
+    import shutil
+    config, registry, checkpoints = _setup(tmp_path)
+    txn = _task(registry, checkpoints, config)
+    txn.recover(None)
+    _send(txn, b"t1")
+    extras = txn.prepare()
+    checkpoints.write("Partition 0", Checkpoint({("filelog", "in", 0): 3}, {}, extras))
+    _crash(txn)
+    shutil.rmtree(tmp_path / "log" / ".transactions")
+    before = _sizes(tmp_path)
+    again = _task(registry, checkpoints, config)
+    with pytest.raises(ProducerStateMissingError) as err:
+        again.recover(checkpoints.read_last("Partition 0"), job_config="job.properties")
+    message = str(err.value)
+    assert "task 'Partition 0'" in message and "eo-1/Partition 0" in message
+    assert "weir checkpoint reset job.properties --yes" in message
+    assert not (tmp_path / "log" / ".transactions").exists()      # no epoch claimed
+    assert _sizes(tmp_path) == before                                # no marker written
 
 
 # -- restore reads committed data ---------------------------------------------------------------
