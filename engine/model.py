@@ -80,6 +80,10 @@ class EnvelopeKind(Enum):
     MESSAGE = "message"
     END_OF_STREAM = "end-of-stream"
     WATERMARK = "watermark"
+    CONTROL = "control"
+    """An in-band control message of an intermediate stream (watermark, end-of-stream,
+    drain; ``weir.engine.control``): it has a real offset and is handled by the task's
+    control bookkeeping, never by ``process``."""
 
 
 @dataclass(slots=True)

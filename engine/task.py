@@ -11,9 +11,12 @@ A task is a plain class. It processes messages in one of three shapes:
 
 Mix-ins add hooks: :class:`InitableTask` (``init(context)``, first call), :class:`WindowableTask`
 (``window(collector, coordinator)`` every ``task.window.ms``), :class:`EndOfStreamListenerTask`
-(``on_end_of_stream(collector, coordinator)`` once every input partition has ended) and
-:class:`ClosableTask` (``close()``, last call). Hooks other than ``process`` may also be
-``async def``; the engine runs them on the asyncio loop and waits for them.
+(``on_end_of_stream(collector, coordinator)`` once every input partition has ended),
+:class:`WatermarkListenerTask` (``on_watermark(watermark, collector, coordinator)`` when event
+time advances), :class:`DrainListenerTask` (``on_drain(collector, coordinator)`` after
+``weir drain``) and :class:`ClosableTask` (``close()``, last call). Hooks other than
+``process`` may also be ``async def``; the engine runs them on the asyncio loop and waits for
+them.
 
 Subclassing the base classes is optional (shapes are detected by method names), but it
 documents intent. ``task.class=module:Class`` names the task (a zero-argument callable that
@@ -60,6 +63,8 @@ __all__ = [
     "InitableTask",
     "ClosableTask",
     "EndOfStreamListenerTask",
+    "WatermarkListenerTask",
+    "DrainListenerTask",
     "TaskWrapper",
     "TaskKind",
     "TaskShape",
@@ -197,6 +202,25 @@ class EndOfStreamListenerTask(ABC):
         messages were processed; the engine commits right after it and the task is done."""
 
 
+class WatermarkListenerTask(ABC):
+    @abstractmethod
+    def on_watermark(self, watermark: int, collector: MessageCollector,
+                     coordinator: TaskCoordinator) -> None:
+        """Called when the task's input watermark advances: the minimum over its input
+        streams of their watermarks (milliseconds of event time; no message with an event
+        time at or below it is expected any more). Source partitions get watermarks from
+        ``envelope.timestamp`` with ``task.watermark.max.out.of.orderness.ms``; intermediate
+        streams carry them in-band. Called only when nothing of the task is in flight; a
+        value never repeats or goes backwards (see docs/CONTROL.md)."""
+
+
+class DrainListenerTask(ABC):
+    @abstractmethod
+    def on_drain(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
+        """Called once when every input drained after ``weir drain``, instead of
+        ``on_end_of_stream``; the engine commits right after it and the task is done."""
+
+
 class TaskWrapper:
     """A task that wraps another and delegates every call to it (``self.wrapped``).
 
@@ -237,6 +261,25 @@ class TaskWrapper:
     def close(self):
         hook = getattr(self.wrapped, "close", None)
         return hook() if hook is not None else None
+
+    # control methods (weir.engine.control): used only when the wrapped task defines them
+    def on_watermark(self, watermark, collector, coordinator):
+        return self.wrapped.on_watermark(watermark, collector, coordinator)
+
+    def on_drain(self, collector, coordinator):
+        return self.wrapped.on_drain(collector, coordinator)
+
+    def on_stream_watermark(self, stream, watermark, collector, coordinator):
+        return self.wrapped.on_stream_watermark(stream, watermark, collector, coordinator)
+
+    def on_stream_end(self, stream, collector, coordinator):
+        return self.wrapped.on_stream_end(stream, collector, coordinator)
+
+    def on_stream_drain(self, stream, run_id, collector, coordinator):
+        return self.wrapped.on_stream_drain(stream, run_id, collector, coordinator)
+
+    def on_control_tick(self, collector, coordinator):
+        return self.wrapped.on_control_tick(collector, coordinator)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.wrapped!r})"

@@ -48,6 +48,8 @@ from weir.engine.task import (
     TaskCoordinator,
     TaskWrapper,
     WindowableTask,
+    WatermarkListenerTask,
+    DrainListenerTask,
 )
 from weir.stores.api import KeyValueIterator, KeyValueStore, ReadOnlyKeyValueStore
 from weir.stores.errors import (
@@ -75,6 +77,7 @@ __all__ = [
     "AsyncStreamTask", "ClosableTask", "EndOfStreamListenerTask", "InitableTask",
     "MessageCollector", "RequestScope", "ShutdownScope", "StreamTask", "TaskCallback",
     "TaskContext", "TaskCoordinator", "TaskWrapper", "WindowableTask",
+    "WatermarkListenerTask", "DrainListenerTask",
     "NO_TIMESTAMP", "IncomingMessageEnvelope", "OutgoingMessageEnvelope", "SystemStream",
     "SystemStreamPartition", "TaskName",
     "KeyValueIterator", "KeyValueStore", "ReadOnlyKeyValueStore", "Serde",

@@ -23,6 +23,8 @@ _COMMAND_MODULES = (
     "weir.engine.cli.checkpoint",  # weir checkpoint show|use-previous|reset job.properties
     "weir.engine.cli.store",    # weir store repair job.properties --task T --store S ...
     "weir.engine.cli.coordinator",  # weir coordinator set-config|show
+    "weir.engine.cli.plan",     # weir plan app.properties
+    "weir.engine.cli.drain",    # weir drain job.properties
 )
 
 

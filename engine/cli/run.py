@@ -1,4 +1,8 @@
-"""``weir run job.properties [--set key=value ...]``: run a job embedded on this machine.
+"""``weir run job.properties [--set key=value ...] [--stage N]``: run a job embedded on this machine.
+
+The config names a low-level task (``task.class``) or a high-level application
+(``app.class``, docs/APPLICATIONS.md): an application is planned first (its intermediate
+streams are created) and runs every stage in one job, or only stage ``N`` with ``--stage N``.
 
 The config file's directory is put first on ``sys.path``, so ``task.class=module:Class``
 finds a module that sits beside the config. While the job runs, a status line (terminal) or
@@ -29,7 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run a job embedded: its containers in this process, or one process each "
                     "when job.container.count > 1. Stops on SIGINT/SIGTERM with a final commit "
                     "and by itself when all inputs are bounded and have ended.")
-    parser.add_argument("path", help="job config (.properties, .yaml or .yml)")
+    parser.add_argument("path", help="job config (.properties, .yaml or .yml) naming a task "
+                                     "(task.class) or an application (app.class)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="override a config key (repeatable)")
     parser.add_argument("--reset-state", action="store_true",
@@ -41,6 +46,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--status", choices=_STATUS_MODES, default="auto",
                         help="progress display: a status line on a terminal, log lines "
                              "otherwise (auto, the default), or force line/log/off")
+    parser.add_argument("--stage", type=int, default=None, metavar="N",
+                        help="run only stage N of an application as its own job (see `weir "
+                             "plan`); default: every stage in one job (or app.stage)")
     parser.set_defaults(func=_run)
 
 
@@ -64,7 +72,15 @@ def _run(args: argparse.Namespace) -> int:
     mode = StatusMode(args.status)
     console = configure_logging(mode)
     reset = StateReset.RESET if args.reset_state else StateReset.KEEP
-    result = run_job(config, status=mode, console=console, reset=reset)
+    from weir.engine.app.planner import is_application
+    if is_application(config):
+        from weir.engine.app.runner import run_application
+        result = run_application(config, stage=args.stage, status=mode, console=console)
+    elif args.stage is not None:
+        from weir.stores.errors import ConfigError
+        raise ConfigError("--stage is for applications (app.class); this config names a task")
+    else:
+        result = run_job(config, status=mode, console=console, reset=reset)
     for line in result.summary_lines():
         print(line)
     sys.stdout.flush()

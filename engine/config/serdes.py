@@ -218,9 +218,17 @@ class SerdeManager:
         self._cache: dict[SystemStream, StreamSerdes] = {}
 
     def for_stream(self, ss: SystemStream) -> StreamSerdes:
+        """The serdes of ``ss``; an intermediate stream (``streams.<id>.samza.intermediate``)
+        gets the in-band wire format around them (``weir.engine.control.serde``)."""
         serdes = self._cache.get(ss)
         if serdes is None:
-            serdes = self._cache[ss] = stream_serdes(self._config, SystemStream(*ss))
+            ss = SystemStream(*ss)
+            serdes = stream_serdes(self._config, ss)
+            from weir.engine.control.settings import is_intermediate
+            if is_intermediate(self._config, ss):
+                from weir.engine.control.serde import IntermediateStreamSerdes
+                serdes = IntermediateStreamSerdes(serdes)
+            self._cache[ss] = serdes
         return serdes
 
     def deserialize(self, envelope: IncomingMessageEnvelope) -> IncomingMessageEnvelope:

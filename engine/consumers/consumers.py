@@ -273,6 +273,18 @@ class SystemConsumers:
                 self._try_update(ssp)
         return envelope
 
+    def release(self, ssps: Iterable[SystemStreamPartition]) -> None:
+        """Stop reading ``ssps`` for good (a drained source, an intermediate partition whose
+        upstream tasks all ended): their buffered envelopes are dropped and they are never
+        polled again. An envelope already in the chooser may still be chosen; the run loop
+        skips it. Offsets are not affected: unread input stays for the next run."""
+        for ssp in ssps:
+            if ssp not in self._registered:
+                continue
+            self._ended.add(ssp)
+            self._buffers[ssp].clear()
+            self._empty.get(ssp.system, {}).pop(ssp, None)
+
     def refill(self, ssp: SystemStreamPartition) -> None:
         """Offer the chooser ``ssp``'s next buffered envelope (with ``Refill.BY_CALLER``);
         polls the SSP later if its buffer is empty. Call at most once per chosen envelope."""
@@ -432,7 +444,7 @@ class SystemConsumers:
         return dict(self._registered)
 
     def is_end_of_stream(self, ssp: SystemStreamPartition) -> bool:
-        """True once the SSP's end-of-stream envelope has been chosen."""
+        """True once the SSP's end-of-stream envelope has been chosen (or it was released)."""
         return ssp in self._ended
 
     @property

@@ -66,6 +66,7 @@ from weir.engine.runloop.asyncio_thread import AsyncioThread
 from weir.engine.chooser import DefaultChooser
 from weir.engine.config.job import JobConfig
 from weir.engine.consumers.consumers import SystemConsumers
+from weir.engine.control.plane import ControlPlane
 from weir.engine.errors import EngineError
 from weir.engine.runloop.instance import ProducerCollector, StoreDisposal, TaskInstance
 from weir.engine.jobmodel.model import ContainerModel, JobModel
@@ -228,6 +229,7 @@ class Container:
         runner = AsyncioThread(f"weir-asyncio-{self.container_id}")
         closers.callback(runner.stop)
         producers = dict(self._producers)
+        control = ControlPlane(config, settings=settings.control)
         for name, task in tasks.items():
             task_producers = self._task_producers(name, producers)
             cp = last[name]
@@ -235,15 +237,18 @@ class Container:
             starts = starting_offsets(config, task.ssps, done, metadata,
                                       policies=settings.offsets)
             self.positions[name] = {s: SspPosition(o, o) for s, o in starts.items()}
+            task_object = make_task()
             inst = TaskInstance(
-                name, make_task(), task.ssps, config, storage=storages[name],
+                name, task_object, task.ssps, config, storage=storages[name],
                 checkpoints=checkpoints,
                 collector=ProducerCollector(name, task_producers, self.registry.serdes,
                                             self._partition_count),
                 last_processed={s: o - 1 for s, o in starts.items() if o > 0},
                 starting_offsets=starts, async_runner=runner,
                 run_loop=settings.run_loop, ignored=settings.ignored,
-                transaction=self._transactions.get(name))
+                transaction=self._transactions.get(name),
+                control=control.task_control(name, task.ssps, task=task_object,
+                                             extras=cp.extras if cp else None))
             self.instances.append(inst)
             closers.callback(lambda inst=inst: inst.close(self._store_disposal()))
         for name in tasks:

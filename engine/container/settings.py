@@ -6,7 +6,8 @@ object -- the run loop its :class:`~weir.engine.runloop.settings.RunLoopConfig`,
 consumers their :class:`~weir.engine.consumers.consumers.ConsumerSettings`, each task
 instance the ``task.ignored.exceptions`` policy, the stores their
 :class:`~weir.stores.spec.StoreSpec`, the chooser its
-:class:`~weir.engine.chooser.spec.ChooserSpec`, the consumers' start its offset policies. No
+:class:`~weir.engine.chooser.spec.ChooserSpec`, the control plane its
+:class:`~weir.engine.control.settings.ControlSettings`, the consumers' start its offset policies. No
 component re-reads the raw config for its own keys. Building it is also the proof that the
 whole job parses: :func:`~weir.engine.container.preflight.check_job` builds it (and checks the
 directories) before anything is created.
@@ -38,6 +39,7 @@ from weir.engine.config.streams import JOB_DEFAULT_SYSTEM, all_input_streams
 from weir.engine.consumers.consumers import ConsumerSettings
 from weir.engine.consumers.offsets import OffsetPolicy, offset_policy
 from weir.engine.container.exactly_once import ProcessingGuarantee, processing_guarantee
+from weir.engine.control.settings import ControlSettings
 from weir.engine.jobmodel.frozen import FrozenMap
 from weir.engine.metrics import MetricsSettings
 from weir.engine.model import SystemStream
@@ -59,6 +61,7 @@ class JobSettings:
     consumers: ConsumerSettings
     stores: tuple[StoreSpec, ...]
     chooser: ChooserSpec
+    control: ControlSettings
     offsets: Mapping[SystemStream, OffsetPolicy] = field(default_factory=dict)
     """The offset policy (``samza.offset.default``, ``samza.reset.offset``) of every input."""
     systems: tuple[str, ...] = ()
@@ -83,6 +86,7 @@ class JobSettings:
             serde_from_name(spec.key_serde, config, key=STORE_KEY_SERDE.key(store=spec.name))
             serde_from_name(spec.value_serde, config, key=STORE_MSG_SERDE.key(store=spec.name))
         chooser = ChooserSpec.from_config(config)
+        control = ControlSettings.from_config(config, checkpoint_dir=job.checkpoint_dir)
         inputs = all_input_streams(config)
         for spec in specs:
             if spec.logged:
@@ -94,7 +98,7 @@ class JobSettings:
             registry.serdes.for_stream(ss)
         offsets = FrozenMap({ss: offset_policy(config, ss) for ss in inputs})
         guarantee = processing_guarantee(config, registry, specs)
-        return cls(job, run_loop, ignored, metrics, consumers, specs, chooser, offsets,
+        return cls(job, run_loop, ignored, metrics, consumers, specs, chooser, control, offsets,
                    tuple(systems), guarantee)
 
     def offset_policy(self, ss: SystemStream, config: Config) -> OffsetPolicy:

@@ -152,6 +152,27 @@ class ProducerCollector:
         raise EngineError(f"task '{self.source}': partition key {key!r} for '{ss}' is neither "
                           f"bytes nor str and the stream has no key serde to serialize it")
 
+    def partition_count(self, ss: SystemStream) -> int:
+        """The partition count of ``ss`` (cached; what partition choice uses)."""
+        return self._count(ss)
+
+    def serdes_for(self, ss: SystemStream) -> Any:
+        """The serdes ``send`` applies to ``ss`` (None without a serializer)."""
+        for_stream = getattr(self._serializer, "for_stream", None)
+        return for_stream(ss) if for_stream is not None else None
+
+    def send_serialized(self, ss: SystemStream, key: bytes | None, message: bytes | None,
+                        partition: int, timestamp: int = -1) -> None:
+        """Send bytes the caller serialized itself to ``partition`` (operators with their
+        own fast path); the same producer call and accounting as :meth:`send`."""
+        producer = self._producers.get(ss.system)
+        if producer is None:
+            raise EngineError(f"task '{self.source}' sent a message to '{ss}' but system "
+                              f"'{ss.system}' has no producer; define systems.{ss.system}.factory")
+        producer.send(self.source, OutgoingMessageEnvelope(ss, message, key, None, partition,
+                                                           timestamp))
+        self.sent += 1
+
     def send(self, envelope: OutgoingMessageEnvelope) -> None:
         ss = envelope.system_stream
         producer = self._producers.get(ss.system)
@@ -181,6 +202,14 @@ class ProducerCollector:
         """Make everything this task sent durable (every producer's ``flush(source)``)."""
         for producer in self._producers.values():
             producer.flush(self.source)
+
+    def write_through(self) -> None:
+        """Make what this task sent visible to readers now, without waiting for durability:
+        a producer's ``write_through(source)`` when it has one (the file log), else its
+        ``flush``."""
+        for producer in self._producers.values():
+            write = getattr(producer, "write_through", None)
+            (write if callable(write) else producer.flush)(self.source)
 
 
 def _wider(current: RequestScope | None, scope: RequestScope) -> RequestScope:
@@ -226,12 +255,15 @@ class Coordinator:
 class _Context:
     """The TaskContext handed to ``init``."""
 
-    __slots__ = ("task_name", "ssps", "config", "metrics", "_stores")
+    __slots__ = ("task_name", "ssps", "config", "metrics", "_stores", "control", "collector")
 
     def __init__(self, task_name: TaskName, ssps: frozenset[SystemStreamPartition],
-                 config: Config, stores: Mapping[str, Any], metrics: TaskMetrics):
+                 config: Config, stores: Mapping[str, Any], metrics: TaskMetrics,
+                 control: Any = None, collector: Any = None):
         self.task_name, self.ssps, self.config = task_name, ssps, config
         self.metrics, self._stores = metrics, stores
+        self.control = control        # the task's TaskControl (weir.engine.control), or None
+        self.collector = collector
 
     def store(self, name: str) -> Any:
         try:
@@ -296,7 +328,8 @@ class TaskInstance:
                  store_access: StoreAccess | None = None,
                  run_loop: RunLoopConfig | None = None,
                  ignored: IgnoredExceptions | None = None,
-                 transaction: TaskTransactionLike | None = None):
+                 transaction: TaskTransactionLike | None = None,
+                 control: Any = None):
         self.task_name = TaskName(task_name)
         self.task = task
         self.shape: TaskShape = describe_task(task)
@@ -326,6 +359,10 @@ class TaskInstance:
         self._store_locks: list[Any] = []  # the LockedLayers' locks, by store name
         # Bound once: the run loop's inline path calls it directly.
         self.process_fn = task.process if self.shape.kind is not TaskKind.CALLBACK else None
+        self.control = control
+        self.observe = None   # records a source envelope's event time (watermark listeners)
+        if control is not None:
+            self._bind_control(control, checkpoint_extras)
 
     def __repr__(self) -> str:
         return f"TaskInstance({self.task_name!r}, {self.shape.kind.value}, {len(self.ssps)} SSPs)"
@@ -353,10 +390,16 @@ class TaskInstance:
         if self.store_access is StoreAccess.CONCURRENT:
             stores = {name: shared_store(store) for name, store in stores.items()}
             self._store_locks = [stores[name].lock for name in sorted(stores)]
-        self.context = _Context(self.task_name, self.ssps, self.config, stores, self.metrics)
+        self.context = _Context(self.task_name, self.ssps, self.config, stores, self.metrics,
+                                self.control, self.collector)
         if self.shape.initable:
             try:
                 self._call(self.task.init(self.context))
+            except Exception as exc:
+                raise task_error(self.task_name, exc, during="init") from exc
+        if self.control is not None:
+            try:  # restored watermarks and ended streams, before the first message
+                self.control_started = self.control.start(self.collector, self.coordinator)
             except Exception as exc:
                 raise task_error(self.task_name, exc, during="init") from exc
         self.state = InstanceState.INITIALIZED
@@ -392,9 +435,42 @@ class TaskInstance:
         self.metrics.windows.count += 1
 
     def end_of_stream(self, coordinator: Coordinator) -> None:
-        """Call ``on_end_of_stream`` if the task listens for it."""
-        if self.shape.end_of_stream_listener:
+        """Call ``on_end_of_stream`` if the task listens for it (``on_drain`` instead when
+        its inputs drained)."""
+        if self.control is not None and self.control.draining:
+            self.control.finish_drain(self.collector, coordinator)
+        elif self.shape.end_of_stream_listener:
             self._call(self.task.on_end_of_stream(self.collector, coordinator))
+
+    # -- control messages (weir.engine.control) ----------------------------------------------
+    def _bind_control(self, control: Any,
+                      extras: Callable[[], Mapping[str, Any]] | None) -> None:
+        from weir.engine.control.task_control import CHECKPOINT_KEY
+
+        control.bind(self.task, call=self._call)
+        self.control_started = None
+        if extras is None:
+            self._extras = lambda: {CHECKPOINT_KEY: control.checkpoint()}
+        else:
+            self._extras = lambda: {**extras(), CHECKPOINT_KEY: control.checkpoint()}
+        if control.observes_envelopes:
+            observe = self.observe = control.observer()
+            if self.shape.kind is TaskKind.SYNC:
+                process = self.process_fn
+
+                def process_observed(envelope, collector, coordinator):
+                    process(envelope, collector, coordinator)
+                    observe(envelope)
+                self.process_fn = process_observed
+
+    def on_control(self, envelope: IncomingMessageEnvelope, coordinator: Coordinator) -> Any:
+        """A control envelope or a source's end-of-stream (task has control); returns the
+        :class:`~weir.engine.control.task_control.ControlOutcome`."""
+        return self.control.on_envelope(envelope, self.collector, coordinator)
+
+    def control_tick(self, coordinator: Coordinator) -> Any:
+        """The watermark timer's call (task has control); returns a ControlOutcome."""
+        return self.control.tick(self.collector, coordinator)
 
     def is_caught_up(self, envelope: IncomingMessageEnvelope) -> bool:
         start = self.starting_offsets.get(envelope.ssp)

@@ -75,6 +75,7 @@ from weir.engine.runloop.timers import Ticker
 from weir.engine.runloop.worker import (DUPLICATE, FAILED, OP_DONE, WAKE, Op, TaskCallback, Worker,
                                         duplicate_completion_error, log_ignored, op_outcome,
                                         run_callback, run_op, run_sync)
+from weir.engine.control.errors import ControlMessageError
 from weir.engine.errors import CallbackTimeoutError, EngineError
 from weir.engine.runloop.instance import Coordinator, InstanceState, TaskInstance, task_error
 from weir.engine.metrics import MetricsRegistry, MetricsReporter, MetricsSettings
@@ -92,6 +93,7 @@ log = logging.getLogger("weir.runloop")
 _perf = time.perf_counter_ns
 _MAX_PENDING = 64   # envelopes queued per busy task before the loop stops choosing
 _MESSAGE, _EOS = EnvelopeKind.MESSAGE, EnvelopeKind.END_OF_STREAM
+_CONTROL = EnvelopeKind.CONTROL
 
 
 class StopReason(Enum):
@@ -163,6 +165,14 @@ class RunLoop:
         self._pool: TaskPool | None = None
         self._ran = False
         self._warned: set = set()
+        # Control bookkeeping (weir.engine.control): the watermark timer's flag, and the
+        # partitions no task reads any more (drained sources, ended intermediate streams).
+        self._control_due = False
+        self._released: set = set()
+        for w in self._workers:
+            started = getattr(w.inst, "control_started", None)
+            if started is not None and started.released:
+                self._release(w, started.released)
         self.metrics = MetricsRegistry("run-loop")
         self._m_null = self.metrics.counter("null-choices")
         self._m_waits = self.metrics.counter("blocked-waits")
@@ -265,6 +275,9 @@ class RunLoop:
             ticker.every(s.window_ms, lambda: self._tick("_window_due"))
         if s.commit_ms > 0:
             ticker.every(s.commit_ms, lambda: self._tick("_commit_due"))
+        controls = [w.control for w in self._workers if w.control is not None]
+        if controls:
+            ticker.every(controls[0].settings.timer_ms, lambda: self._tick("_control_due"))
         if self._reporter is not None:
             ticker.every(self._reporter.interval_ms, lambda: self._tick("_report_due"))
         if self._timeouts:
@@ -376,7 +389,11 @@ class RunLoop:
         request made by one owner's ``process`` is taken before the next owner's starts. True
         when the loop must stop."""
         for w in self._owners(env):
-            if env.kind is _EOS:
+            if w.control is not None and (env.kind is _EOS or env.kind is _CONTROL):
+                if not w.complete:
+                    w.control_env = env
+                    self._start_op(w, Op.CONTROL)
+            elif env.kind is _EOS:
                 w.ssp_ended(env.ssp)
                 self._attention = self._attention or w.end_of_stream
             elif env.kind is _MESSAGE and not w.complete:
@@ -439,6 +456,8 @@ class RunLoop:
         ws = self._shared.get(env.ssp)
         if ws is None:
             self._m_skipped.count += 1
+            if env.ssp in self._released:  # drained or ended: deliberately not read
+                return ()
             if env.ssp not in self._warned:
                 self._warned.add(env.ssp)
                 log.warning("run loop '%s': no task consumes %s; skipping its envelopes",
@@ -491,6 +510,8 @@ class RunLoop:
         cb = TaskCallback(self._post, w, seq, env, coord)
         if self._timeouts:
             w.callbacks[seq] = cb
+        if w.observe is not None:  # watermark listener: the message's event time
+            w.observe(env)
         if w.kind is TaskKind.COROUTINE:
             try:
                 cb.future = inst.asyncio_thread().submit(inst.process_coroutine(env, coord))
@@ -591,6 +612,11 @@ class RunLoop:
         if self._timeout_due:
             self._timeout_due = False
             self._expire_callbacks()
+        if self._control_due:
+            self._control_due = False
+            for w in self._workers:
+                if w.control is not None and not w.complete:
+                    w.need_tick = True
         if self._report_due:
             self._report_due = False
             self._report()
@@ -607,8 +633,10 @@ class RunLoop:
             w.need_commit = False
         elif op is Op.WINDOW:
             w.need_window = False
-        else:
+        elif op is Op.END_OF_STREAM:
             w.complete = True
+        elif op is Op.CONTROL_TICK:
+            w.need_tick = False
         w.op = op
         coord = Coordinator()
         if self._pool is not None:
@@ -620,10 +648,15 @@ class RunLoop:
     def _op_done(self, w: Worker, op: Op, coord: Coordinator, failure) -> None:
         w.op = None
         if failure is not None:
-            self._fail_task(w, *failure)
+            if isinstance(failure[0], ControlMessageError):  # names stream, partition, offset
+                self._fail(failure[0])
+            else:
+                self._fail_task(w, *failure, w.control_env if op is Op.CONTROL else None)
             return
         self._merge(w, coord)
-        if op is Op.WINDOW:
+        if op is Op.CONTROL or op is Op.CONTROL_TICK:
+            self._apply_control(w, op)
+        elif op is Op.WINDOW:
             self._check_window_time(w)
         elif op is Op.COMMIT and w.hold:
             w.hold = False
@@ -632,6 +665,45 @@ class RunLoop:
         elif op is Op.END_OF_STREAM:
             self._vote(w)
         self._mark(w)
+
+    def _apply_control(self, w: Worker, op: Op) -> None:
+        """Apply what the task's control bookkeeping decided (on the loop thread)."""
+        env, outcome = w.control_env, w.control_outcome
+        w.control_env = w.control_outcome = None
+        if op is Op.CONTROL and env.kind is _CONTROL:
+            w.offsets[env.ssp] = env.offset
+        if outcome is None:
+            return
+        for ssp in outcome.ended:
+            w.ssp_ended(ssp)
+        if outcome.released:
+            self._release(w, outcome.released)
+        if w.end_of_stream:
+            self._attention = True
+
+    def _release(self, w: Worker, ssps) -> None:
+        """``w`` stops reading ``ssps`` (drained sources, ended intermediate partitions): the
+        loop skips their envelopes and, once no task reads one, the source stops polling it."""
+        gone = []
+        for ssp in ssps:
+            if self._single.get(ssp) is w:
+                del self._single[ssp]
+                gone.append(ssp)
+            elif ssp in self._shared:
+                rest = tuple(x for x in self._shared[ssp] if x is not w)
+                if len(rest) > 1:
+                    self._shared[ssp] = rest
+                else:
+                    del self._shared[ssp]
+                    if rest:
+                        self._single[ssp] = rest[0]
+                    else:
+                        gone.append(ssp)
+        if gone:
+            self._released.update(gone)
+            release = getattr(self._source, "release", None)
+            if callable(release):
+                release(gone)
 
     def _check_window_time(self, w: Worker) -> None:
         timer, period = w.inst.metrics.window_ns, self.settings.window_ms

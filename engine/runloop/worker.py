@@ -38,12 +38,17 @@ WAKE = (None, None, None)
 _perf = time.perf_counter_ns
 _MESSAGE = EnvelopeKind.MESSAGE
 _EOS = EnvelopeKind.END_OF_STREAM
+_CONTROL = EnvelopeKind.CONTROL
 
 
 class Op(Enum):
     COMMIT = "commit"
     WINDOW = "window"
     END_OF_STREAM = "end-of-stream"
+    CONTROL = "control"
+    """A control envelope (or a source's end-of-stream) for the task's control bookkeeping."""
+    CONTROL_TICK = "control-tick"
+    """The watermark timer: source watermarks, idle partitions, drain requests."""
 
 
 class TaskCallback:
@@ -120,7 +125,8 @@ class Worker:
     __slots__ = ("inst", "kind", "process_fn", "collector", "coordinator", "processed",
                  "offsets", "pending", "in_flight", "op", "need_commit", "need_window",
                  "remaining", "end_of_stream", "complete", "voted", "next_seq",
-                 "release_next", "done", "hold", "callbacks", "dirty", "backlogged")
+                 "release_next", "done", "hold", "callbacks", "dirty", "backlogged",
+                 "control", "control_env", "control_outcome", "need_tick", "observe")
 
     def __init__(self, inst: TaskInstance, notify) -> None:
         self.inst = inst
@@ -138,6 +144,14 @@ class Worker:
         self.need_commit = False
         self.need_window = False
         self.remaining = set(inst.ssps)
+        # Control bookkeeping (weir.engine.control), None for most tasks.
+        self.control = inst.control
+        self.control_env: IncomingMessageEnvelope | None = None
+        self.control_outcome = None
+        self.need_tick = False
+        self.observe = inst.observe if self.kind is not TaskKind.SYNC else None
+        if self.control is not None:
+            self.remaining -= self.control.ended_ssps()
         self.end_of_stream = not self.remaining
         self.complete = False
         self.voted = False
@@ -163,7 +177,10 @@ class Worker:
         if self.complete or self.op is not None:
             return None
         pending = self.pending
+        control = self.control
         while pending and pending[0].kind is not _MESSAGE:
+            if control is not None and (pending[0].kind is _EOS or pending[0].kind is _CONTROL):
+                break  # for the control bookkeeping, in order: a barrier (below)
             env = pending.popleft()
             if env.kind is _EOS:
                 self.ssp_ended(env.ssp)
@@ -171,6 +188,14 @@ class Worker:
             return Op.COMMIT if self.in_flight == 0 else None
         if self.need_window:
             return Op.WINDOW if self.in_flight == 0 else None
+        if control is not None:
+            if pending and pending[0].kind is not _MESSAGE:
+                if self.in_flight:
+                    return None
+                self.control_env = pending.popleft()
+                return Op.CONTROL
+            if self.need_tick:
+                return Op.CONTROL_TICK if self.in_flight == 0 else None
         if self.end_of_stream and not pending:
             return Op.END_OF_STREAM if self.in_flight == 0 else None
         if pending and self.in_flight < max_concurrency:
@@ -232,6 +257,15 @@ def run_op(post, worker: Worker, op: Op, coord: Coordinator) -> None:
 
 def op_outcome(worker: Worker, op: Op, coord: Coordinator) -> tuple[BaseException, str] | None:
     inst = worker.inst
+    if op is Op.CONTROL or op is Op.CONTROL_TICK:
+        try:
+            if op is Op.CONTROL:
+                worker.control_outcome = inst.on_control(worker.control_env, coord)
+            else:
+                worker.control_outcome = inst.control_tick(coord)
+        except BaseException as exc:  # noqa: BLE001 - reported to the loop
+            return exc, "control"
+        return None
     if op is not Op.COMMIT:
         during = "window" if op is Op.WINDOW else "on_end_of_stream"
         try:

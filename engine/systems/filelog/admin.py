@@ -240,7 +240,7 @@ class FileLogAdmin:
                                read_bytes=self.settings.consumer_read_bytes,
                                reset=self.settings.auto_offset_reset,
                                reset_key=CONSUMER_RESET.key(system=self.system),
-                               isolation=isolation, annotate=annotate)
+                               isolation=isolation, annotate=annotate, system=self.system)
 
     def open_transactions(self, stream: str, partition: int | None = None
                           ) -> dict[int, tuple[int, list[OpenTransaction]]]:
@@ -258,7 +258,7 @@ class FileLogAdmin:
                 continue
             scout = PartitionReader(self.root, stream, p, oldest,
                                     read_bytes=self.settings.consumer_read_bytes,
-                                    mode=Mode.SCOUT)
+                                    mode=Mode.SCOUT, system=self.system)
             try:
                 while True:
                     before = scout.position

@@ -156,7 +156,8 @@ class FileLogConsumer:
             annotate=self._annotate, make_marker=_marker_envelope,
             make_flagged=_flagged_envelope,
             on_held_back=(AbandonedTransactions(self.settings, ssp.stream, ssp.partition)
-                          if committed else None))
+                          if committed else None),
+            system=self.system)
         fetch_max = self.settings.for_stream(ssp.stream, meta.config).fetch_max_records
         self._inputs[ssp] = _Input(reader, fetch_max)
 

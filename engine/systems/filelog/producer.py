@@ -161,6 +161,14 @@ class FileLogProducer:
             with writer.mutex:
                 writer.flush()
 
+    def write_through(self, source: str) -> None:
+        """Write everything sent so far to the files without fsync, so readers see it now
+        (a stage downstream); not an acknowledgement: durable only after :meth:`flush`."""
+        for writer in self._open:
+            with writer.mutex:
+                if not writer.closed:
+                    writer.write_buffered()
+
     def end_stream(self, stream: str) -> dict[int, int]:
         """Flush, then end every partition of a bounded stream (see the admin's
         ``end_stream``). Returns the upcoming offset per partition."""

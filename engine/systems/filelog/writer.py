@@ -41,13 +41,13 @@ from crc32c import crc32c
 
 from weir.engine.errors import CorruptRecordError, PartitionLockedError, SystemError_
 
-from weir.engine.systems.filelog._files import (END_MARKER, WRITER_LOCK, FileLock, LockBusy, SegmentName, fsync_dir,
+from weir.engine.systems.filelog._files import (END_MARKER, STREAM_META, WRITER_LOCK, FileLock, LockBusy, SegmentName, fsync_dir,
                      write_atomic)
 from weir.engine.systems.filelog._format import NULL_LEN, TailState, classify_tail
 from weir.engine.systems.filelog._txn_format import (HEADER_FRAME, ControlType,
                                                      encode_batch_header, encode_marker)
 from weir.engine.systems.filelog._index import INDEX_INTERVAL, SegmentIndex, load_index
-from weir.engine.systems.filelog.errors import StreamEndedError
+from weir.engine.systems.filelog.errors import PartitionMissingError, StreamEndedError
 from weir.engine.systems.filelog.retention import maintain
 from weir.engine.systems.filelog.segment import Segment, build_index, list_segments, scan_plain
 from weir.engine.systems.filelog.settings import StreamSettings
@@ -80,7 +80,11 @@ class PartitionWriter:
         self._segment_bytes = self._settings.segment_bytes
         self._buffer_bytes = buffer_bytes
         self._dir = partition_dir(root, meta.name, partition)
-        os.makedirs(self._dir, exist_ok=True)
+        meta_path = os.path.join(os.path.dirname(self._dir), STREAM_META)
+        if not os.path.isdir(self._dir):
+            if os.path.exists(meta_path):  # create_stream made it: something deleted it since
+                raise PartitionMissingError(meta.name, partition, self._dir, meta_path)
+            os.makedirs(self._dir, exist_ok=True)  # a writer without a created stream (tools)
         self._lock = FileLock(os.path.join(self._dir, WRITER_LOCK))
         try:
             self._lock.acquire("writer")
@@ -342,6 +346,11 @@ class PartitionWriter:
         self._write_pending()
         if self._unsynced and (sync or self._fsync_due()):
             self._sync()
+
+    def write_buffered(self) -> None:
+        """Write the buffered records to the file without fsync: readers (in any process)
+        see them at once; they become durable at the next :meth:`flush` that fsyncs."""
+        self._write_pending()
 
     def _fsync_due(self) -> bool:
         every_records, every_ms = (self._settings.fsync_every_records,

@@ -1,0 +1,48 @@
+"""The application and the low-level task bench/app_windows.py compares (named in configs)."""
+
+from __future__ import annotations
+
+from weir.engine.app import StreamApplication, Windows, count
+from weir.engine.model import OutgoingMessageEnvelope, SystemStream
+
+__all__ = ["WINDOW_MS", "ShuffledWindowCount", "DirectWindowCount"]
+
+WINDOW_MS = 60_000
+OUT = SystemStream("filelog", "counts")
+
+
+class ShuffledWindowCount(StreamApplication):
+    """map -> partition_by(user) -> keyed tumbling one-minute count -> counts."""
+
+    def describe(self, app):
+        events = app.input("filelog.events", timestamp=lambda e: e["ts"], msg_serde="msgpack")
+        (events.map(lambda e: e["user"])
+               .partition_by(lambda user: user, lambda user: 1, name="by-user")
+               .window(Windows.tumbling(WINDOW_MS, aggregate=count()), name="per-minute")
+               .send_to(app.output("filelog.counts", key_serde="string", msg_serde="msgpack")))
+
+
+class DirectWindowCount:
+    """The same count as one low-level task without a shuffle (its input is already
+    partitioned by user): the counts live in the same kind of store (RocksDB, keyed
+    ``(window end, window start, user)``) and are emitted when the input ends."""
+
+    def init(self, context):
+        self.store = context.store("counts")
+
+    def process(self, envelope, collector, coordinator):
+        event = envelope.message
+        user, ts = event["user"], event["ts"]
+        start = ts - ts % WINDOW_MS
+        key = (start + WINDOW_MS, start, user)
+        store = self.store
+        store.put(key, (store.get(key) or 0) + 1)
+
+    def on_end_of_stream(self, collector, coordinator):
+        with self.store.all() as it:
+            rows = list(it)
+        for (end, start, user), n in rows:
+            collector.send(OutgoingMessageEnvelope(
+                OUT, {"key": user, "start": start, "end": end, "value": n}, user,
+                timestamp=end - 1))
+            self.store.delete((end, start, user))

@@ -1,0 +1,179 @@
+"""The task that runs an application's operators: an ordinary low-level task.
+
+The planner names :class:`ApplicationTask` as ``task.class``; one object per task instance.
+At ``init`` it runs the application's ``describe`` again (each task gets its own operator
+functions), keeps the operators of its stages (``app.stage``, or all), marks the ones this
+task uses (an input operator is used when the task reads a partition of its stream), wires
+them and opens their stores. Then:
+
+* ``process(envelope)`` hands the message to the input operator of its stream, which
+  computes the element's event time (the input's ``timestamp`` function, else the record
+  timestamp), records it on the partition's clock (source streams: that makes their
+  watermarks) and passes the element on;
+* ``on_stream_watermark`` / ``on_stream_end`` / ``on_stream_drain`` (called by the task's
+  control bookkeeping, :mod:`weir.engine.control.task_control`) move event time and the end
+  of input through the operators.
+
+Everything runs on the run loop like any task: the same chooser, stores, commits,
+checkpoints and thread modes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from weir.engine.app.api import KV
+from weir.engine.app.graph import OpCode, OpSpec
+from weir.engine.app.join_operators import SendToTableOperator, StreamJoinOperator, TableJoinOperator
+from weir.engine.app.operators import (FilterOperator, FlatMapOperator, InputOperator, MapOperator,
+                                       MergeOperator, Operator, OperatorContext, PartitionByOperator,
+                                       SendToOperator, SinkOperator)
+from weir.engine.app.planner import APP_STAGE, describe_application, stage_operators
+from weir.engine.app.window_operator import WindowOperator
+from weir.engine.control.sender import ControlMessageSender
+from weir.engine.errors import EngineError
+from weir.engine.model import SystemStream
+
+__all__ = ["ApplicationTask", "OPERATORS"]
+
+OPERATORS: dict[OpCode, type[Operator]] = {
+    OpCode.INPUT: InputOperator,
+    OpCode.MAP: MapOperator,
+    OpCode.FLAT_MAP: FlatMapOperator,
+    OpCode.FILTER: FilterOperator,
+    OpCode.MERGE: MergeOperator,
+    OpCode.PARTITION_BY: PartitionByOperator,
+    OpCode.WINDOW: WindowOperator,
+    OpCode.JOIN: StreamJoinOperator,
+    OpCode.JOIN_TABLE: TableJoinOperator,
+    OpCode.SEND_TO: SendToOperator,
+    OpCode.SEND_TO_TABLE: SendToTableOperator,
+    OpCode.SINK: SinkOperator,
+}
+
+
+def _route(op: InputOperator, clock: Any):
+    """The per-message function of one input partition: the element (``KV`` or message), its
+    event time (the input's function or the record's), the partition's clock, the operators
+    downstream; specialized once so the per-message path has no decisions left."""
+    emit = op.emit
+    timestamp = op.spec.params.get("timestamp")
+    kv = op.spec.params.get("kv", False)
+    if len(emit) == 1:
+        (first,) = emit
+
+        def deliver(value, ts):
+            first(value, ts)
+    else:
+        def deliver(value, ts):
+            for fn in emit:
+                fn(value, ts)
+
+    if clock is None:   # an intermediate stream: event time is the record's
+        if kv:
+            return lambda env: deliver(KV(env.key, env.message), env.timestamp)
+        return lambda env: deliver(env.message, env.timestamp)
+
+    def from_source(env):
+        value = KV(env.key, env.message) if kv else env.message
+        ts = timestamp(value) if timestamp is not None else env.timestamp
+        if ts > clock.max_ts:
+            clock.max_ts = ts
+        clock.active = True
+        deliver(value, ts)
+    return from_source
+
+
+class ApplicationTask:
+    """Runs the operators of an application's stages for one task (see the module docs)."""
+
+    def __init__(self) -> None:
+        self.operators: dict[str, Operator] = {}
+        self.inputs: dict[SystemStream, InputOperator] = {}
+        self._routes: dict[Any, Any] = {}
+        self._ticking: list[PartitionByOperator] = []
+        self._ctx: OperatorContext | None = None
+
+    def init(self, context: Any) -> None:
+        control = getattr(context, "control", None)
+        collector = getattr(context, "collector", None)
+        if control is None or collector is None:
+            raise EngineError(f"task '{context.task_name}': ApplicationTask needs the engine's "
+                              f"control bookkeeping; run applications with `weir run` (app.class)")
+        config = context.config
+        app = describe_application(config)
+        graph = app.graph
+        stages = stage_operators(graph)
+        selected = APP_STAGE.get(config)
+        if selected >= len(stages):
+            raise EngineError(f"app.stage={selected} but the application has {len(stages)} "
+                              f"stages (0..{len(stages) - 1}); see `weir plan`")
+        keep = [op for i, ops in enumerate(stages) if selected < 0 or i == selected for op in ops]
+        sender = ControlMessageSender(collector, context.task_name, collector.partition_count)
+        ctx = self._ctx = OperatorContext(context.task_name, collector, context.store, control,
+                                          context.metrics, sender, config)
+        read = {ssp.system_stream for ssp in context.ssps}
+        kept = {id(op) for op in keep}
+        ops: list[tuple[OpSpec, Operator]] = []
+        for spec in sorted(keep, key=lambda o: o.index):
+            op = OPERATORS[spec.opcode](spec, ctx)
+            self.operators[spec.id] = op
+            ops.append((spec, op))
+        by_spec = {id(spec): op for spec, op in ops}
+        for spec, op in ops:
+            for port, upstream in enumerate(spec.inputs):
+                if id(upstream) in kept:
+                    by_spec[id(upstream)].connect(op, port)
+        for spec, op in ops:  # declaration order is data-flow order within a stage
+            if spec.opcode is OpCode.INPUT:
+                op.used = spec.stream in read
+                if op.used:
+                    self.inputs[spec.stream] = op
+            else:
+                op.used = any(u.used for u in op.upstreams)
+            if op.used:
+                op.open()
+        for _, op in ops:
+            op.rewire()
+        self._ticking = [op for _, op in ops if op.used and isinstance(op, PartitionByOperator)]
+        for ssp in context.ssps:
+            op = self.inputs.get(ssp.system_stream)
+            if op is not None:
+                self._routes[ssp] = _route(op, control.clock(ssp))
+
+    # -- messages -----------------------------------------------------------------------------
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        self._ctx.coordinator = coordinator
+        self._routes[envelope.ssp](envelope)
+
+    # -- control (called by the task's TaskControl) -------------------------------------------
+    def on_stream_watermark(self, stream: SystemStream, watermark: int, collector: Any,
+                            coordinator: Any) -> None:
+        op = self.inputs.get(stream)
+        if op is not None:
+            self._ctx.coordinator = coordinator
+            op.set_watermark(watermark)
+
+    def on_stream_end(self, stream: SystemStream, collector: Any, coordinator: Any) -> None:
+        op = self.inputs.get(stream)
+        if op is not None:
+            self._ctx.coordinator = coordinator
+            op.set_finished(None)
+
+    def on_stream_drain(self, stream: SystemStream, run_id: str, collector: Any,
+                        coordinator: Any) -> None:
+        op = self.inputs.get(stream)
+        if op is not None:
+            self._ctx.coordinator = coordinator
+            op.set_finished(run_id)
+
+    def on_control_tick(self, collector: Any, coordinator: Any) -> None:
+        """The watermark timer: operators send what waited for it (partition_by's
+        watermarks)."""
+        self._ctx.coordinator = coordinator
+        for op in self._ticking:
+            op.on_tick()
+
+    def watermark(self, op_id: str) -> int:
+        """The input watermark an operator has reached (tests, tools)."""
+        return self.operators[op_id].input_wm

@@ -1,0 +1,80 @@
+"""``weir drain job.properties [--set key=value ...] [--wait SECONDS]``: drain a running pipeline.
+
+Writes a drain request to the job's drain file (``job.drain.path``, by default
+``drain-request.json`` in the checkpoint directory; an application's stages share it) and
+prints its id. Running containers of the job (or of every stage of the application) notice it
+within ``task.drain.poll.interval.ms``: sources stop where they are, everything already read
+is processed through every stage, windows fire, and every task commits and stops; ``weir
+run`` then exits 0. docs/CONTROL.md has the details.
+
+``--wait SECONDS`` waits until every task checkpoint under the checkpoint directory records
+the drain as completed, and exits 1 if that does not happen in time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+
+__all__ = ["register", "drained_tasks"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "drain", help="stop a running pipeline cleanly for a redeploy",
+        description="Ask a running job (or every stage of an application) to drain: stop "
+                    "reading its sources, finish everything in flight, fire its windows, "
+                    "commit and stop.")
+    parser.add_argument("path", help="the job's config (.properties, .yaml or .yml)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="override a config key (repeatable)")
+    parser.add_argument("--wait", type=float, default=None, metavar="SECONDS",
+                        help="wait until every task recorded the drain as completed")
+    parser.set_defaults(func=_drain)
+
+
+def drained_tasks(checkpoint_dir: Path, run_id: str) -> tuple[list[str], list[str]]:
+    """``(drained, pending)`` task checkpoints (``stage-N/Task`` names) under a checkpoint
+    directory, by whether their control bookkeeping completed drain ``run_id``."""
+    from weir.recovery.checkpoint import FileCheckpointManager
+
+    drained, pending = [], []
+    for path in sorted(Path(checkpoint_dir).rglob("*.json")):
+        if path.name == "drain-request.json":
+            continue
+        task = urllib.parse.unquote(path.stem)
+        label = str(path.parent.relative_to(checkpoint_dir) / task).removeprefix("./")
+        try:
+            checkpoint = FileCheckpointManager(path.parent).read_last(task)
+        except Exception:  # noqa: BLE001 - a checkpoint being written: look again later
+            pending.append(label)
+            continue
+        control = (checkpoint.extras.get("control") or {}) if checkpoint is not None else {}
+        (drained if control.get("completedDrain") == run_id else pending).append(label)
+    return drained, pending
+
+
+def _drain(args: argparse.Namespace) -> int:
+    from weir.engine.config.job import JobConfig, load_config
+    from weir.engine.control.drain import drain_path_of, request_drain
+
+    config = load_config(args.path, args.overrides)
+    request = request_drain(config)
+    print(f"drain requested: id {request.run_id} in {drain_path_of(config)}")
+    if args.wait is None:
+        return 0
+    checkpoint_dir = JobConfig.from_config(config).checkpoint_dir
+    deadline = time.monotonic() + args.wait
+    while True:
+        drained, pending = drained_tasks(checkpoint_dir, request.run_id)
+        if drained and not pending:
+            print(f"drained: {len(drained)} task(s) committed and stopped")
+            return 0
+        if time.monotonic() >= deadline:
+            print(f"not drained after {args.wait:g} s: {len(drained)} task(s) done, waiting for "
+                  f"{', '.join(pending) or 'the job to start'}", file=sys.stderr)
+            return 1
+        time.sleep(0.2)

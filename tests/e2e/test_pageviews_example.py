@@ -1,0 +1,29 @@
+"""The README's high-level example runs end to end and matches a direct computation, as one
+job and as one job per stage."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "pageviews" / "run_example.py"
+
+
+def load_example():
+    spec = importlib.util.spec_from_file_location("pageviews_run_example", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("stages", [False, True], ids=["one-job", "job-per-stage"])
+def test_the_pageviews_example_matches_a_direct_computation(tmp_path, capsys, stages):
+    example = load_example()
+    argv = ["--views", "3000", "--workdir", str(tmp_path)] + (["--stages"] if stages else [])
+    assert example.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "match a direct computation" in out and "MISMATCH" not in out
