@@ -2,7 +2,8 @@
 
 A cursor reads a plain segment with ``os.pread`` from the first record it has not delivered
 (so a tail that was cut off and rewritten is read afresh), or a compressed one frame by frame,
-and parses with ``_format.parse_records``. It reports why it stopped: it delivered what was
+and parses with its reader's ``parse`` (``_format.parse_records``, or restore's
+``bulk.parse_into_dict``). It reports why it stopped: it delivered what was
 asked (COUNT), its sealed segment has nothing more (END), its active segment has nothing more
 yet (TAIL), or the next record lies at or after the last stable offset of a ``read_committed``
 reader (BLOCKED).
@@ -26,8 +27,7 @@ import zstandard
 
 from weir.engine.errors import CorruptRecordError
 
-from weir.engine.systems.filelog._format import (MAX_BODY, ParseStop, TailState, classify_tail,
-                                                 parse_records)
+from weir.engine.systems.filelog._format import MAX_BODY, ParseStop, TailState, classify_tail
 from weir.engine.systems.filelog._txn_format import (HEADER_FRAME, MARKER_FRAME, BatchHeader,
                                                      Marker, OpenBatch, decode_frame, frame_need,
                                                      scan_frames, walk_frames)
@@ -102,7 +102,7 @@ class Cursor:
         """Deliver up to ``max_n`` records (the scout: step over up to ``max_n`` frames)."""
         reader = self.reader
         zst = self.segment.compressed
-        parse = scan_frames if reader.mode is Mode.SCOUT else parse_records
+        parse = scan_frames if reader.mode is Mode.SCOUT else reader.parse
         got = 0
         refreshed = retried = False
         while True:
@@ -133,10 +133,9 @@ class Cursor:
                     stop = min(stop, until)
                     pmake = _flagging(reader.make_flagged, status)
             buf = self.buf
-            before = len(out)
             pos, self.ordinal, why = parse(buf, self.bpos, self.offsets, start, stop, pmake,
                                            ctx, out)
-            got += (self.ordinal - start) if mode is Mode.SCOUT else len(out) - before
+            got += self.ordinal - start  # records parsed (``out`` may be a dict: restore)
             self.bpos = pos
             if why is ParseStop.COUNT:
                 if self.ordinal >= self.limit_ordinal:

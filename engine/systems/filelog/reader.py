@@ -57,7 +57,7 @@ from typing import NamedTuple
 from weir.engine.errors import CorruptRecordError, StreamNotFoundError
 
 from weir.engine.systems.filelog._cursor import Cursor, Mode, Step, skip_in_file
-from weir.engine.systems.filelog._format import ParseStop, TailState, classify_tail
+from weir.engine.systems.filelog._format import ParseStop, TailState, classify_tail, parse_records
 from weir.engine.systems.filelog._txn_format import BatchHeader, Marker
 from weir.engine.systems.filelog._txn_view import OpenTransaction, Outcome, TxnView
 from weir.engine.systems.filelog.errors import OffsetBeyondEndError, OffsetOutOfRangeError
@@ -111,9 +111,14 @@ class PartitionReader:
                  annotate: bool = False, make_marker: Callable | None = None,
                  make_flagged: Callable | None = None,
                  on_held_back: Callable[[OpenTransaction], None] | None = None,
-                 mode: Mode | None = None, system: str = "filelog"):
+                 mode: Mode | None = None, system: str = "filelog",
+                 parse: Callable = parse_records):
         self.stream, self.partition, self.system = stream, partition, system
         self.root = root
+        self.parse = parse
+        """The parse loop the cursors use (``_format.parse_records``, or restore's
+        ``bulk.parse_into_dict`` with the same signature and checks; both stop in front of a
+        batch header or marker, which the cursor handles per the reader's isolation)."""
         self.read_bytes = read_bytes
         self._dir = partition_dir(root, stream, partition)
         self._next = offset

@@ -294,3 +294,56 @@ def test_a_job_with_exactly_once_commits_outputs_state_and_offsets_together(tmp_
     manager = FileCheckpointManager(tmp_path / "checkpoints")
     last = manager.read_last("Partition 0")
     assert last.extras["transactions"][0]["transactional_id"] == "count-words-1/Partition 0"
+
+
+def test_exactly_once_refuses_checkpoints_in_a_stream(tmp_path):
+    """The checkpoint file is each transaction's decision record: checkpoints in a stream
+    are refused with the guarantee, naming the key, before anything runs."""
+    from weir.engine.container.settings import JobSettings
+    config = job_config(tmp_path, "filelog", **{"task.processing.guarantee": "exactly_once",
+                                                 "task.checkpoint.factory": "stream",
+                                                 "task.checkpoint.system": "filelog"})
+    with pytest.raises(ConfigError) as caught:
+        JobSettings.from_config(config, SystemRegistry(config))
+    assert caught.value.key == "task.checkpoint.factory"
+
+
+def test_a_job_run_with_exactly_once_then_without_restores_its_committed_state(tmp_path):
+    """Turning the guarantee off later: the restore (its bulk reader below the consumer) reads
+    the transactional changelog committed. The local state is removed after the first run, so
+    the second rebuilds it from the changelog, and resends the counts at end of stream."""
+    import shutil
+    words = ["a", "b", "a", "c", "a", "b"] * 50
+    for run, guarantee in enumerate(("exactly_once", "at_least_once")):
+        config = job_config(tmp_path, "filelog", **{"task.processing.guarantee": guarantee})
+        registry = SystemRegistry(config)
+        if run == 0:
+            admin = registry.admin("filelog")
+            admin.create_stream(StreamSpec("words", 1, bounded=True))
+            admin.create_stream(StreamSpec("counts-out", 1))
+            producer = registry.producer("filelog")
+            producer.register("t")
+            for word in words:
+                producer.send("t", OutgoingMessageEnvelope(SystemStream("filelog", "words"),
+                                                           word.encode(), partition=0))
+            producer.end_stream("words")
+            producer.stop()
+        else:
+            shutil.rmtree(tmp_path / "state")
+        model = build_job_model(config, {SystemStream("filelog", "words"): 1})
+        Container(config, model, "0", registry=registry, progress=ProgressMode.QUIET).run()
+    consumer = registry.consumer("filelog")
+    ssp = SystemStreamPartition("filelog", "counts-out", 0)
+    consumer.register(ssp, 0)
+    consumer.start()
+    last = {}
+    serdes = registry.serdes_for(SystemStream("filelog", "counts-out"))
+    while True:
+        batch = consumer.poll([ssp], 0.1).get(ssp, [])
+        if not batch:
+            break
+        for env in batch:
+            env = serdes.deserialize(env)
+            last.setdefault(env.key, []).append(env.message)
+    consumer.stop()
+    assert last == {"a": [150, 150], "b": [100, 100], "c": [50, 50]}

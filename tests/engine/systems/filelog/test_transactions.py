@@ -543,3 +543,33 @@ def test_retention_of_a_transactions_first_batches_leaves_the_rest_decided_by_it
     assert len(seen) > 1 and seen[-1] == b"last"        # some of the commit is retained
     assert not any(v.startswith(b"a") for v in seen)    # the aborted transaction: none
     assert seen[:-1] == committed[len(committed) - len(seen) + 1:]   # a suffix of the commit
+
+
+def test_restores_bulk_read_of_a_transactional_changelog_sees_committed_records_only(log):
+    """bulk.read_changelog (restore's reader below the consumer) honours transactions: it
+    reads committed records, skips aborted ones, and raises OpenTransactionError instead of
+    returning a short range when an open transaction holds it back."""
+    from weir.engine.errors import OpenTransactionError
+    from weir.engine.systems.filelog.bulk import ChangelogLocation, read_changelog
+    log.create()
+    producer = _producer(log)
+    _send(producer, b"1", key=b"a")
+    _send(producer, b"1", key=b"b")
+    _commit(producer)
+    _send(producer, b"lost", key=b"a")
+    producer.flush()
+    producer.abort()
+    _send(producer, b"2", key=b"b")
+    _commit(producer)
+    location = ChangelogLocation(log.root, "s", 0)
+    pairs = {}
+    for batch in read_changelog(location, 0, 10**6):
+        pairs.update(batch.pairs)
+    assert pairs == {b"a": b"1", b"b": b"2"}
+    _send(producer, b"open", key=b"c")
+    producer.flush()
+    with pytest.raises(OpenTransactionError) as caught:
+        for _ in read_changelog(location, 0, 10**6):
+            pass
+    assert caught.value.partition == 0 and "--resolve" in str(caught.value)
+    producer.stop()
