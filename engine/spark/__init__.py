@@ -1,0 +1,1 @@
+"""Weir on Spark (docs/SPARK.md)."""
