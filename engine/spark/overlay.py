@@ -27,7 +27,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from weir.stores._iterators import ClosingSnapshot, GeneratorIterator, IteratorRegistry
 from weir.stores.engines._base import BytesEngine, DerivedScans, is_empty_range, null_argument
@@ -96,6 +96,7 @@ class StagedEngine(DerivedScans):
         self.name = inner.name
         self._inner = inner
         self._buf: dict[bytes, bytes | None] = {}
+        self._seen: dict[bytes, bool] = {}  # keys read from the replica: present or not
         self._closed = False
         self._open = IteratorRegistry()
         self._limits: tuple[int, int] | None = getattr(inner, "key_size_limits", None)
@@ -116,7 +117,9 @@ class StagedEngine(DerivedScans):
         if value is _MISSING:
             if key is None:
                 raise null_argument(self.name, "get")
-            return self._inner.get(key)
+            found = self._inner.get(key)
+            self._seen[key] = found is not None
+            return found
         return value  # type: ignore[return-value]
 
     def get_all(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
@@ -126,14 +129,23 @@ class StagedEngine(DerivedScans):
             raise null_argument(self.name, "get_all", "list")
         buf = self._buf
         if not buf:
-            return self._inner.get_all(keys)
+            out = self._inner.get_all(keys)
+            self._note(keys, out)
+            return out
         below = [k for k in keys if k not in buf]
         out = self._inner.get_all(below) if below else {}
+        self._note(below, out)
         for k in keys:
             v = buf.get(k, _MISSING)
             if v is not _MISSING and v is not None:
                 out[k] = v
         return out
+
+    def _note(self, keys: Sequence[bytes], found: Mapping[bytes, bytes]) -> None:
+        seen = self._seen
+        if len(seen) < 1_000_000:  # a bound on memory; beyond it existed() asks the replica
+            for k in keys:
+                seen[k] = k in found
 
     def _slice(self, lo: bytes | None, hi: bytes | None) -> list[tuple[bytes, bytes | None]]:
         if not self._buf:
@@ -237,8 +249,24 @@ class StagedEngine(DerivedScans):
     def changed(self) -> int:
         return len(self._buf)
 
+    def row_delta(self, keys: Sequence[bytes], values: Sequence[bytes | None]) -> int:
+        """How many keys the replica gains (puts of absent keys) minus loses (deletes of
+        present keys) with these changes; asks the replica only for keys never read."""
+        seen = self._seen
+        unknown = [k for k in keys if k not in seen]
+        present = self._inner.get_all(unknown) if unknown else {}
+        delta = 0
+        for k, v in zip(keys, values):
+            existed = seen[k] if k in seen else k in present
+            if v is None:
+                delta -= existed
+            else:
+                delta += not existed
+        return delta
+
     def discard(self) -> None:
         self._buf = {}
+        self._seen = {}
 
     # -- lifecycle -------------------------------------------------------------------------
     def flush(self) -> None:

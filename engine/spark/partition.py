@@ -159,7 +159,7 @@ class PartitionState:
     def _apply(self, version_file: VersionFile, version: int) -> None:
         assert self.replica is not None
         self.replica.apply({s.name: version_file.section(s.name) for s in self.stores})
-        self.replica.mark(version)
+        self.replica.mark(version, version_file.meta.get("rows"))
 
     def _current(self) -> int:
         assert self.replica is not None
@@ -228,8 +228,9 @@ class PartitionState:
                 damaged.add(snap)
                 continue
             replica.wipe()
-            replica.load_snapshot({s.name: snapshot.section(s.name) for s in self.stores})
-            replica.mark(snap)
+            contents = {s.name: snapshot.section(s.name) for s in self.stores}
+            replica.load_snapshot(contents)
+            replica.mark(snap, {name: len(keys) for name, (keys, _) in contents.items()})
             self.metrics.snapshot_loaded = snap
             self._replay(after, damaged)
             return
@@ -280,24 +281,28 @@ class PartitionState:
             typed.flush()
         sections = []
         changes = {}
+        rows = {}
         for spec in self.stores:
-            keys, values = self._staged[spec.name].changes()
+            staged = self._staged[spec.name]
+            keys, values = staged.changes()
             changes[spec.name] = (keys, values)
             sections.append((spec.name, keys, values))
+            rows[spec.name] = replica.rows.get(spec.name, 0) + staged.row_delta(keys, values)
             self.metrics.changes += len(keys)
         if outputs:
             sections.append((OUTPUT_SECTION, [k for k, _ in outputs], [v for _, v in outputs]))
         data = encode_version(VersionKind.CHANGELOG, self.meta.operator, self.partition,
-                              self.batch, sections, meta={"base": self.batch - 1, **(meta or {})},
+                              self.batch, sections,
+                              meta={"base": self.batch - 1, "rows": rows, **(meta or {})},
                               level=self.settings.compression_level)
         self.metrics.version_bytes = len(data)
         won = self.files.publish(self.batch, VersionKind.CHANGELOG, data)
         self._close_views()
         if won:
             replica.apply(changes)
-            replica.mark(self.batch)
+            replica.mark(self.batch, rows)
             self._own_outputs = ([k for k, _ in outputs], [v for _, v in outputs])
-            self._own_meta = {"base": self.batch - 1, **(meta or {})}
+            self._own_meta = {"base": self.batch - 1, "rows": rows, **(meta or {})}
             self.metrics.outcome = Outcome.PUBLISHED
         else:
             log.info("operator '%s' partition %d: version %d was published by another attempt; "

@@ -91,6 +91,8 @@ class Replica:
         self._lock = lock
         self.engines: dict[str, BytesEngine] = {}
         self.version: int | None = None
+        self.rows: dict[str, int] = {s.name: 0 for s in self.stores}
+        """Keys per store at :attr:`version` (exact: every version records its counts)."""
         self.adopted = False
         self.closed = False
         self._open_engines()
@@ -130,14 +132,16 @@ class Replica:
             if not isinstance(engine, RocksDBEngine):
                 engine.flush()
 
-    def mark(self, version: int) -> None:
-        """Record that the engines hold ``version``."""
+    def mark(self, version: int, rows: Mapping[str, int] | None = None) -> None:
+        """Record that the engines hold ``version`` (with ``rows`` keys per store)."""
         self.version = version
+        if rows is not None:
+            self.rows = {s.name: int(rows.get(s.name, 0)) for s in self.stores}
         if self.directory is None:
             return
         self._settle()
         body = {"format": _FORMAT, "operator_root": str(self.operator_root),
-                "partition": self.partition, "version": version,
+                "partition": self.partition, "version": version, "rows": self.rows,
                 "stores": {s.name: {"provider": s.provider, "marker": m}
                            for s, m in zip(self.stores, self._markers().values())}}
         path = self.directory / _REPLICA_FILE
@@ -169,6 +173,8 @@ class Replica:
                 return None
             if entry.get("marker") != markers[spec.name]:
                 return None
+        rows = body.get("rows") or {}
+        self.rows = {s.name: int(rows.get(s.name, 0)) for s in self.stores}
         return int(body["version"])
 
     # -- contents ----------------------------------------------------------------------------
@@ -182,6 +188,7 @@ class Replica:
             shutil.rmtree(self.directory / "stores", ignore_errors=True)
         self._open_engines()
         self.version = None
+        self.rows = {s.name: 0 for s in self.stores}
 
     def apply(self, changes: Mapping[str, tuple[Sequence[bytes], Sequence[bytes | None]]]) -> None:
         """Apply one version's changes (``None`` value = delete) to the engines."""
@@ -217,15 +224,10 @@ class Replica:
         return out
 
     def stats(self) -> dict[str, int]:
-        """Rough per-store key counts and bytes on disk (metrics)."""
-        out = {"rows": 0, "bytes": 0}
+        """Keys (exact) and approximate bytes on disk over every store (metrics)."""
+        out = {"rows": sum(self.rows.values()), "bytes": 0}
         for engine in self.engines.values():
-            count = getattr(engine, "count_estimate", None)
             size = getattr(engine, "approximate_size", None)
-            if callable(count):
-                out["rows"] += int(count())
-            elif hasattr(engine, "_data"):
-                out["rows"] += len(engine._data)  # memory engine
             if callable(size):
                 out["bytes"] += int(size())
         return out
@@ -237,8 +239,9 @@ class Replica:
         for engine in self.engines.values():
             try:
                 engine.close()
-            except Exception:  # noqa: BLE001 - closing must release the others and the lock
-                log.exception("closing replica engine %s failed", engine)
+            except Exception as exc:  # noqa: BLE001 - closing must release the others and the lock
+                log.warning("closing replica engine %s failed (its files were removed?): %s",
+                            engine, exc)
         self.engines = {}
         if self._lock is not None:
             self._lock.release()
@@ -255,9 +258,13 @@ def acquire_replica(operator_root: Path, partition: int, stores: Sequence[StateS
     key = (str(operator_root), partition)
     replica = _OPEN.get(key)
     if replica is not None and not replica.closed:
-        if _same_stores(replica.stores, stores):
+        gone = replica.directory is not None and not (replica.directory / _SLOT_LOCK).exists()
+        if _same_stores(replica.stores, stores) and not gone:
             return replica
+        # Another store set, or the slot was deleted under us (the local disk was wiped):
+        # this copy is no longer anything the next worker could adopt; start a new one.
         replica.close()
+        del _OPEN[key]
         if replica.directory is not None:
             shutil.rmtree(replica.directory, ignore_errors=True)
     persistent = any(state_provider(s.provider).persistent for s in stores)

@@ -257,3 +257,29 @@ def test_batches_before_the_operators_first_version_are_refused(op_factory):
         op.run(0, 3, ["a"])
     outcome, emitted = op.run(0, 5, ["a"])
     assert outcome == "published" and emitted == {"a": 1}
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_state_rows_are_exact_through_deletes_replays_and_snapshots(op_factory, tmp_path,
+                                                                    provider):
+    op = op_factory(provider=provider, interval=2)
+    for batch in range(3):
+        op.run(0, batch, BATCHES[batch])
+    state = op.state(0, 3)
+    state.open()
+    counts = state.store("counts")
+    counts.delete("a")                                    # read never, present: -1
+    counts.delete("nope")                                 # absent: 0
+    counts.put("new", 1)                                  # absent: +1
+    assert counts.get("b") == 2
+    counts.put("b", 3)                                    # present: 0
+    state.commit()
+    state.close()
+    assert state.metrics.state_rows == len(expected(3))
+    release_replicas()
+    shutil.rmtree(tmp_path / "local", ignore_errors=True)
+    rebuilt = op.state(0, 4)
+    rebuilt.open()
+    rebuilt.commit()
+    rebuilt.close()
+    assert rebuilt.metrics.state_rows == len(expected(3))
