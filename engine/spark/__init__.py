@@ -31,6 +31,7 @@ from weir.engine.spark.settings import ProviderSettings
 
 _LAZY = {
     "StateOperator": "weir.engine.spark.operator",
+    "transform_with_state": "weir.engine.spark.transform",
     "OperatorState": "weir.engine.spark.operator",
     "register_data_sources": "weir.engine.spark.sources",
     "spark_session": "weir.engine.spark.session",

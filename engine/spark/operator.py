@@ -134,11 +134,12 @@ class OperatorState:
         return {s.name: self.store(s.name) for s in self._state.stores}
 
 
-def _arrow_schema(schema: Any):
-    """A pyarrow schema from a Spark StructType."""
+def _arrow_schema(schema: Any, timezone: str | None = None):
+    """A pyarrow schema from a Spark StructType (timestamps in ``timezone``, the session's,
+    as Spark sends them to Arrow UDFs)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    return to_arrow_schema(schema)
+    return to_arrow_schema(schema, timezone=timezone or "UTC")
 
 
 def encode_batches(table) -> list[tuple[bytes, bytes]]:
@@ -255,7 +256,7 @@ class StateOperator:
                     .withColumn(PARTITION_COLUMN, F.expr(f"pmod(hash({keys}), {partitions})")))
         run = _TaskRunner(str(self.checkpoint.checkpoint), self.name, self.kind, partitions,
                           specs, settings, dict(self._store_config), fn, internal, batch_id,
-                          shuffled.schema)
+                          shuffled.schema, spark.conf.get("spark.sql.session.timeZone", None))
         mapped = shuffled.mapInArrow(run, internal)
         observed = mapped.observe(
             f"weir.{self.name}",
@@ -282,9 +283,10 @@ class _TaskRunner:
     def __init__(self, checkpoint: str, operator: str, kind: str, partitions: int,
                  specs: list[StateStoreSpec], settings: ProviderSettings,
                  config: dict[str, str], fn: Callable, schema: Any, batch_override: int | None,
-                 input_schema: Any):
+                 input_schema: Any, timezone: str | None = None):
         self.checkpoint, self.operator, self.kind = checkpoint, operator, kind
         self.input_schema = input_schema
+        self.timezone = timezone
         self.partitions, self.specs, self.settings = partitions, specs, settings
         self.config, self.fn, self.schema = config, fn, schema
         self.batch_override = batch_override
@@ -296,7 +298,7 @@ class _TaskRunner:
 
         started = time.perf_counter()
         where = task_batch(self.batch_override)
-        arrow_schema = _arrow_schema(self.schema)
+        arrow_schema = _arrow_schema(self.schema, self.timezone)
         user_schema = pa.schema([f for f in arrow_schema if f.name != METRICS_COLUMN])
         checkpoint = OperatorCheckpoint(self.checkpoint, self.operator)
         meta = checkpoint.ensure_meta(OperatorMeta(
@@ -310,7 +312,7 @@ class _TaskRunner:
             if state.published is None:
                 received = list(batches)
                 table = (pa.Table.from_batches(received) if received
-                         else _arrow_schema(self.input_schema).empty_table())
+                         else _arrow_schema(self.input_schema, self.timezone).empty_table())
                 rows_in = table.num_rows
                 if rows_in:
                     _check_partition(table, where.partition, self.operator, self.partitions)

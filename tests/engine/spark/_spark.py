@@ -34,7 +34,8 @@ def start_spark(scratch: Path, *, app: str, master: str = "local[2,2]", extra: d
         "spark.python.worker.reuse": "true",
         **(extra or {}),
     }
-    spark = spark_session(conf, app_name=app)
+    repo = str(Path(__file__).resolve().parents[3])   # test modules pickled by reference
+    spark = spark_session(conf, app_name=app, python_path=(repo,))
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 

@@ -177,3 +177,36 @@ def test_a_task_retried_after_publishing_emits_the_published_rows(spark, tmp_pat
     assert q.emitted(0) == {k: v for k, v in expected(1).items()}
     metrics = [p["observedMetrics"]["weir.counts"] for p in q.progress]
     assert sum(m["replayed"] for m in metrics) >= 1      # the retry found its version published
+
+
+def test_foreach_batch_runs_the_operator_with_the_callbacks_batch_id(spark, tmp_path):
+    from weir.spark import StateOperator
+
+    src, ckpt, out = tmp_path / "src", tmp_path / "ckpt", tmp_path / "out"
+    for i in range(3):
+        write_parquet(src, i, FILES[i])
+    op = StateOperator("counts", checkpoint_location=str(ckpt), key="key", stores=["counts"],
+                       partitions=P, settings=ProviderSettings(provider="memory",
+                                                               local_dir=str(tmp_path / "l")))
+
+    def bytes_count(state, table):
+        counts = state.store("counts")             # a bytes store: we encode ourselves
+        grouped = table.group_by("key").aggregate([("key", "count")])
+        keys = [k.encode() for k in grouped.column("key").to_pylist()]
+        old = counts.get_all(keys)
+        new = [int(old.get(k, b"0")) + n
+               for k, n in zip(keys, grouped.column("key_count").to_pylist())]
+        counts.put_all([(k, str(n).encode()) for k, n in zip(keys, new)])
+        return pa.table({"key": [k.decode() for k in keys], "count": new})
+
+    def sink(df, batch_id):
+        df.write.mode("overwrite").parquet(str(out / f"batch={batch_id}"))
+
+    query = (spark.readStream.schema("key string, v long").option("maxFilesPerTrigger", 1)
+             .parquet(str(src)).writeStream
+             .foreachBatch(op.foreach_batch(bytes_count, "key string, count long", sink))
+             .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start())
+    assert await_query(query) == [0, 1, 2]
+    last = pd.read_parquet(out).sort_values("batch").groupby("key")["count"].last().to_dict()
+    assert last == expected(3)
+    assert sorted(op.checkpoint.partition(0).listing().changelogs) == [0, 1, 2]
