@@ -159,7 +159,7 @@ class PartitionState:
     def _apply(self, version_file: VersionFile, version: int) -> None:
         assert self.replica is not None
         self.replica.apply({s.name: version_file.section(s.name) for s in self.stores})
-        self.replica.mark(version, version_file.meta.get("rows"))
+        self.replica.mark(version, version_file.meta.get("rows"), version_file.meta)
 
     def _current(self) -> int:
         assert self.replica is not None
@@ -230,7 +230,8 @@ class PartitionState:
             replica.wipe()
             contents = {s.name: snapshot.section(s.name) for s in self.stores}
             replica.load_snapshot(contents)
-            replica.mark(snap, {name: len(keys) for name, (keys, _) in contents.items()})
+            replica.mark(snap, {name: len(keys) for name, (keys, _) in contents.items()},
+                         snapshot.meta.get("version_meta") or {})
             self.metrics.snapshot_loaded = snap
             self._replay(after, damaged)
             return
@@ -299,10 +300,10 @@ class PartitionState:
         won = self.files.publish(self.batch, VersionKind.CHANGELOG, data)
         self._close_views()
         if won:
-            replica.apply(changes)
-            replica.mark(self.batch, rows)
             self._own_outputs = ([k for k, _ in outputs], [v for _, v in outputs])
             self._own_meta = {"base": self.batch - 1, "rows": rows, **(meta or {})}
+            replica.apply(changes)
+            replica.mark(self.batch, rows, self._own_meta)
             self.metrics.outcome = Outcome.PUBLISHED
         else:
             log.info("operator '%s' partition %d: version %d was published by another attempt; "
@@ -335,7 +336,8 @@ class PartitionState:
         contents = self.replica.export()
         data = encode_version(VersionKind.SNAPSHOT, self.meta.operator, self.partition, version,
                               [(s.name, *contents[s.name]) for s in self.stores],
-                              meta={"rewritten": rewritten},
+                              meta={"rewritten": rewritten,
+                                    "version_meta": self.replica.meta},
                               level=self.settings.compression_level)
         self.files.publish(version, VersionKind.SNAPSHOT, data)
         if rewritten:

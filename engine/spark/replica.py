@@ -93,6 +93,8 @@ class Replica:
         self.version: int | None = None
         self.rows: dict[str, int] = {s.name: 0 for s in self.stores}
         """Keys per store at :attr:`version` (exact: every version records its counts)."""
+        self.meta: dict[str, Any] = {}
+        """The header ``meta`` of the version the engines hold (a job task's bookkeeping)."""
         self.adopted = False
         self.closed = False
         self._open_engines()
@@ -132,16 +134,20 @@ class Replica:
             if not isinstance(engine, RocksDBEngine):
                 engine.flush()
 
-    def mark(self, version: int, rows: Mapping[str, int] | None = None) -> None:
-        """Record that the engines hold ``version`` (with ``rows`` keys per store)."""
+    def mark(self, version: int, rows: Mapping[str, int] | None = None,
+             meta: Mapping[str, Any] | None = None) -> None:
+        """Record that the engines hold ``version`` (with ``rows`` keys per store and the
+        version's ``meta``)."""
         self.version = version
         if rows is not None:
             self.rows = {s.name: int(rows.get(s.name, 0)) for s in self.stores}
+        self.meta = dict(meta or {})
         if self.directory is None:
             return
         self._settle()
         body = {"format": _FORMAT, "operator_root": str(self.operator_root),
                 "partition": self.partition, "version": version, "rows": self.rows,
+                "meta": self.meta,
                 "stores": {s.name: {"provider": s.provider, "marker": m}
                            for s, m in zip(self.stores, self._markers().values())}}
         path = self.directory / _REPLICA_FILE
@@ -175,6 +181,7 @@ class Replica:
                 return None
         rows = body.get("rows") or {}
         self.rows = {s.name: int(rows.get(s.name, 0)) for s in self.stores}
+        self.meta = dict(body.get("meta") or {})
         return int(body["version"])
 
     # -- contents ----------------------------------------------------------------------------
@@ -189,6 +196,7 @@ class Replica:
         self._open_engines()
         self.version = None
         self.rows = {s.name: 0 for s in self.stores}
+        self.meta = {}
 
     def apply(self, changes: Mapping[str, tuple[Sequence[bytes], Sequence[bytes | None]]]) -> None:
         """Apply one version's changes (``None`` value = delete) to the engines."""

@@ -131,7 +131,11 @@ def spark_session(conf: Mapping[str, Any] | None = None, *, app_name: str = "wei
     Weir's Python data sources (``weirstate``, ``weirlog``)."""
     check_spark_environment()
     worker_python_path(python_path)
+    import logging
+
     from pyspark.sql import SparkSession
+
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines drown the job's
 
     builder = SparkSession.builder.appName(app_name)
     conf = dict(conf or {})
