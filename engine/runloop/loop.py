@@ -137,7 +137,7 @@ class RunLoop:
                  name: str = "container", reporter: MetricsReporter | None = None,
                  metrics: MetricsSettings | None = None,
                  extra_metrics: Mapping[str, Callable[[], Any]] | None = None,
-                 window_due: bool = False):
+                 window_due: bool = False, stop_on_votes: bool = True):
         job_config = Config({}) if isinstance(config, RunLoopConfig) else (
             config if isinstance(config, Config) else Config(config or {}))
         self.settings = config if isinstance(config, RunLoopConfig) else RunLoopConfig.from_config(job_config)
@@ -170,6 +170,10 @@ class RunLoop:
         # ``window_due``: a window is due before anything else (a job on Spark keeps the time
         # of its last window across micro-batches, each of which runs a new loop).
         self._window_due = bool(window_due)
+        # ``stop_on_votes=False``: every task voting shutdown(CURRENT_TASK) does not stop the
+        # loop; the votes are only recorded (:attr:`voted_tasks`). A job on Spark runs one
+        # task per loop and stops the whole query once every task of the job voted.
+        self._stop_on_votes = stop_on_votes
         exhausted = getattr(source, "exhausted", None)
         self._exhausted: Callable[[], bool] | None = exhausted if callable(exhausted) else None
         self._dirty: list[Worker] = []
@@ -754,8 +758,15 @@ class RunLoop:
             w.voted = True
             self._votes += 1
         if self._votes == len(self._workers):
-            done = all(x.complete for x in self._workers)
-            self._stop(StopReason.END_OF_STREAM if done else StopReason.SHUTDOWN_REQUESTED)
+            if all(x.complete for x in self._workers):
+                self._stop(StopReason.END_OF_STREAM)
+            elif self._stop_on_votes:
+                self._stop(StopReason.SHUTDOWN_REQUESTED)
+
+    @property
+    def voted_tasks(self) -> list[str]:
+        """The tasks that voted to stop (``shutdown(CURRENT_TASK)``) and did not finish."""
+        return [w.inst.task_name for w in self._workers if w.voted and not w.complete]
 
     def _stop(self, reason: StopReason) -> None:
         if self._reason is None:

@@ -53,7 +53,8 @@ def ssp_key(ssp: Sequence[Any]) -> str:
 
 
 def parse_ssp_key(key: str) -> SSP:
-    system, stream, partition = key.rsplit("/", 2)
+    system, rest = key.split("/", 1)
+    stream, partition = rest.rsplit("/", 1)
     return system, stream, int(partition)
 
 

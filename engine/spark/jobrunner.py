@@ -297,7 +297,7 @@ def _run(prepared: SparkJob, trigger: Trigger, started: float) -> JobResult:
 
 def _tasks_state(plan: JobPlan, batch: int) -> str:
     """``complete`` when every task finished at ``batch``, ``voted`` when every task finished
-    or asked to stop, else ``running``."""
+    or voted to stop (or one asked its container to stop), else ``running``."""
     if batch < 0:
         return "running"
     checkpoint = OperatorCheckpoint(plan.checkpoint, plan.operator)
@@ -308,6 +308,8 @@ def _tasks_state(plan: JobPlan, batch: int) -> str:
             meta = files.read(batch, VersionKind.CHANGELOG, sections=[]).meta
         except FileNotFoundError:
             return "running"
+        if meta.get("stop_all"):
+            return "voted"   # a container-wide stop request stops the job
         if meta.get("complete"):
             complete += 1
         elif meta.get("voted"):

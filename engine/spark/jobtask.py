@@ -11,12 +11,16 @@ micro-batch ``b`` the task function (:class:`JobTaskRunner`):
 2. takes the task's bookkeeping from version ``b - 1``: the next offset of each input partition,
    the partitions that ended, whether the task finished, the time of its last window;
 3. checks the batch's admitted ranges against it: input admitted earlier but not processed
-   (the task voted to stop in the middle of a batch) is read again from the file log and comes
-   first; input that would be processed twice is an :class:`InputPositionError`;
+   (a task asked its container to stop, ``shutdown(ALL_TASKS_IN_CONTAINER)``, in the middle of
+   a batch) is read again from the file log and comes first (the source runs a batch for it
+   even when no new input came); input that would be processed twice is an
+   :class:`InputPositionError`;
 4. runs the task instance with the job's run loop over the batch (:class:`RunLoop`:
    ``process``, ``window`` when ``task.window.ms`` has passed since the last window, commits,
    end-of-stream) through ``SystemConsumers`` and the job's chooser, until everything admitted
-   is processed (``StopReason.SOURCE_EXHAUSTED``) or the task is done;
+   is processed (``StopReason.SOURCE_EXHAUSTED``) or the task is done. A task's vote to stop
+   (``shutdown(CURRENT_TASK)``) takes effect at the end of the batch: the driver stops the query
+   once every task has voted or finished;
 5. publishes version ``b``: the stores' changes, the new bookkeeping, and every message the task
    sent (the ``@output`` section); then emits those messages to the ``weirlog`` sink.
 
@@ -395,7 +399,7 @@ class JobTaskRunner:
             envelopes.setdefault(ssp, []).append(
                 IncomingMessageEnvelope.end_of_stream(ssp, nexts.get(key, 1) - 1))
         windows_before = inst.metrics.windows.count
-        summary, consumers, now = self._loop(inst, task, envelopes, ranges, previous)
+        summary, voted, consumers, now = self._loop(inst, task, envelopes, ranges, previous)
         checkpoint = slot.checkpoints.last
         done = dict(checkpoint.input_offsets) if checkpoint is not None else {}
         new_next = dict(nexts)
@@ -427,7 +431,8 @@ class JobTaskRunner:
             sent[f"{rec[0]}.{rec[1]}"] = sent.get(f"{rec[0]}.{rec[1]}", 0) + 1
         reason = summary.reason.value
         meta = {"task": task.name, "next": new_next, "ended": sorted(ended),
-                "complete": reason == "end-of-stream", "voted": reason == "shutdown-requested",
+                "complete": reason == "end-of-stream", "voted": voted,
+                "stop_all": reason == "shutdown-requested",
                 "last_window_ms": last_window,
                 "extras": dict(checkpoint.extras) if checkpoint is not None else {},
                 "in": counts, "out": sent}
@@ -486,18 +491,11 @@ class JobTaskRunner:
             gaps[key] = (expected, lo)
         if not gaps:
             return
-        carried = {}
+        carried: dict[SystemStreamPartition, list[IncomingMessageEnvelope]] = {}
         for batch in read_task_range(self.plan, task.index, gaps, with_ranges=False):
-            cols = batch.to_pydict()
-            for i in range(batch.num_rows):
-                if cols["kind"][i] != KIND_MESSAGE:
-                    continue
-                ssp = SystemStreamPartition(cols["system"][i], cols["stream"][i],
-                                            cols["partition"][i])
-                key, value = cols["key"][i], cols["value"][i]
-                carried.setdefault(ssp, []).append(IncomingMessageEnvelope(
-                    ssp, cols["offset"][i], key, value, cols["timestamp"][i],
-                    (len(key) if key else 0) + (len(value) if value else 0)))
+            found, _ = self._envelopes(task, [batch])
+            for ssp, envs in found.items():
+                carried.setdefault(ssp, []).extend(envs)
         for ssp, envs in carried.items():
             envelopes[ssp] = envs + envelopes.get(ssp, [])
         for key, (expected, _lo) in gaps.items():
@@ -549,7 +547,7 @@ class JobTaskRunner:
     def _loop(self, inst: Any, task: TaskPlan,
               envelopes: dict[SystemStreamPartition, list[IncomingMessageEnvelope]],
               ranges: Mapping[str, tuple[int, int]], previous: Mapping[str, Any]
-              ) -> tuple[Any, Any, int]:
+              ) -> tuple[Any, bool, Any, int]:
         from weir.engine.chooser import DefaultChooser
         from weir.engine.consumers.consumers import SystemConsumers
         from weir.engine.runloop.loop import RunLoop
@@ -578,12 +576,13 @@ class JobTaskRunner:
         due = (window_ms > 0 and inst.shape.windowable and last_window is not None
                and now - last_window >= window_ms)
         loop = RunLoop([inst], _BatchSource(consumers, batch), self.settings.run_loop,
-                       name=f"spark-{task.name}", metrics=self.settings.metrics, window_due=due)
+                       name=f"spark-{task.name}", metrics=self.settings.metrics, window_due=due,
+                       stop_on_votes=False)
         try:
             summary = loop.run()
         finally:
             consumers.stop()
-        return summary, consumers, time.time_ns() // 1_000_000
+        return summary, bool(loop.voted_tasks), consumers, time.time_ns() // 1_000_000
 
 
 def _carried(previous: Mapping[str, Any]) -> dict[str, Any]:

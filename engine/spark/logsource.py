@@ -6,6 +6,8 @@ Source (``spark.readStream.format("weirlog").option("plan", plan_json).load()``)
   batch, even when the task has nothing to read (its task still runs: windows, versions);
 * offsets: ``{"system/stream/partition": next offset}`` over every input partition of the job;
   an ended partition's end-of-stream is one more offset (see :mod:`weir.engine.spark.jobplan`);
+  ``_carry`` counts batches planned without new input because a task left admitted input
+  unprocessed (a container-wide stop request): Spark runs a batch only when the offsets move;
 * admission: :func:`~weir.engine.spark.jobplan.admit` (bootstrap first, then priority tiers,
   ``spark.weir.max.records.per.batch``); ``Trigger.AvailableNow`` freezes the heads when the
   query starts, so bounded inputs run to their end and the query ends;
@@ -63,6 +65,7 @@ __all__ = ["WeirLogDataSource", "SOURCE_SCHEMA", "SINK_SCHEMA", "LogSink", "sink
 SOURCE_SCHEMA = ("task int, system string, stream string, partition int, offset bigint, "
                  "key binary, value binary, timestamp bigint, kind tinyint")
 KIND_MESSAGE, KIND_END_OF_STREAM, KIND_RANGE = 0, 1, 2
+_CARRY = "_carry"
 SINK_SCHEMA = "system string, stream string, partition int, key binary, value binary, timestamp bigint"
 _BATCH_ROWS = 10_000
 _REGISTRIES: dict[str, Any] = {}
@@ -155,7 +158,7 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: Any) -> dict:
         heads = self._heads()
-        begin = {parse_ssp_key(k): int(v) for k, v in start.items()}
+        begin = {parse_ssp_key(k): int(v) for k, v in start.items() if not k.startswith("_")}
         for ssp in self.ssps:
             begin.setdefault(ssp, 0)
         if self._bootstrap_heads is None:
@@ -164,12 +167,37 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._bootstrap_heads = {ssp: heads[ssp] for ssp in self.ssps
                                      if (ssp[0], ssp[1]) in self.plan.bootstrap}
         end = admit(begin, heads, self._bootstrap_heads, self.tiers, self.plan.max_records)
-        return {ssp_key(ssp): int(off) for ssp, off in end.items()}
+        out: dict[str, int] = {ssp_key(ssp): int(off) for ssp, off in end.items()}
+        carry = int(start.get(_CARRY, 0))
+        if end == begin and self._unprocessed(begin):
+            carry += 1  # a batch for input admitted earlier that a task left unprocessed
+        if carry:
+            out[_CARRY] = carry
+        return out
+
+    def _unprocessed(self, begin: Mapping[SSP, int]) -> bool:
+        """Whether a task's newest version stopped before input the batches admitted."""
+        from weir.engine.spark.durable import OperatorCheckpoint
+        from weir.engine.spark.statefile import VersionKind
+
+        checkpoint = OperatorCheckpoint(self.plan.checkpoint, self.plan.operator)
+        for task in self.plan.tasks:
+            files = checkpoint.partition(task.index)
+            latest = files.listing().latest
+            if latest < 0:
+                continue
+            meta = files.read(latest, VersionKind.CHANGELOG, sections=[]).meta
+            if meta.get("complete"):
+                continue
+            for key, nxt in (meta.get("next") or {}).items():
+                if int(nxt) < begin.get(parse_ssp_key(key), 0):
+                    return True
+        return False
 
     def partitions(self, start: dict, end: dict) -> list[TaskRange]:
         out = []
         for task in self.plan.tasks:
-            ranges = {}
+            ranges: dict[str, tuple[int, int]] = {}
             for ssp in task.ssps:
                 key = ssp_key(ssp)
                 lo, hi = int(start.get(key, 0)), int(end.get(key, start.get(key, 0)))
@@ -356,6 +384,7 @@ class LogSink:
         return counts
 
     def _intent(self, batch: int, messages: list[StagedRows]) -> dict[str, Any]:
+        self.batches.mkdir(parents=True, exist_ok=True)
         path = self.intent_path(batch)
         try:
             return orjson.loads(path.read_bytes())
