@@ -69,7 +69,8 @@ def list_operators(checkpoint: str | os.PathLike[str]) -> list[str]:
     root = Path(checkpoint) / "weir"
     if not root.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir() if (p / META_FILE).is_file())
+    return sorted(p.name for p in root.iterdir()
+                  if not p.name.startswith((".", "_")) and (p / META_FILE).is_file())
 
 
 def _check_operator_name(name: str) -> None:
@@ -143,13 +144,17 @@ class OperatorMeta:
     query_id: str | None = None
     created_at_version: int = 0
     extra: Mapping[str, Any] = field(default_factory=dict)
+    incarnation: str = ""
+    """A random id given when the state is created (or rewritten by ``weir spark
+    repartition``): replicas of another incarnation are never adopted."""
 
     def to_json(self) -> bytes:
         body = {"format": _META_FORMAT, "operator": self.operator, "kind": self.kind,
                 "partitions": self.partitions,
                 "stores": {k: dict(v) for k, v in sorted(self.stores.items())},
                 "query_id": self.query_id, "created_at_version": self.created_at_version,
-                "created_ms": time.time_ns() // 1_000_000, "extra": dict(self.extra)}
+                "created_ms": time.time_ns() // 1_000_000, "extra": dict(self.extra),
+                "incarnation": self.incarnation or uuid.uuid4().hex}
         raw = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
         return orjson.dumps({**body, "crc32c": f"{crc32c.crc32c(raw):08x}"},
                             option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2)
@@ -166,7 +171,8 @@ class OperatorMeta:
                 raise ValueError(f"format {obj.get('format')} (this Weir reads {_META_FORMAT})")
             return cls(obj["operator"], obj["kind"], int(obj["partitions"]),
                        {k: dict(v) for k, v in obj["stores"].items()}, obj.get("query_id"),
-                       int(obj.get("created_at_version", 0)), obj.get("extra") or {})
+                       int(obj.get("created_at_version", 0)), obj.get("extra") or {},
+                       obj.get("incarnation") or "")
         except (ValueError, KeyError, TypeError, orjson.JSONDecodeError) as exc:
             raise StateFileDamagedError(
                 f"{exc}", path=path, operator=path.parent.name, partition=-1, version=-1,

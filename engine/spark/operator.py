@@ -52,7 +52,7 @@ from weir.engine.spark.partition import PartitionMetrics, PartitionState
 from weir.engine.spark.providers import StateStoreSpec, store_specs
 from weir.engine.spark.settings import ProviderSettings, default_partitions
 
-__all__ = ["StateOperator", "OperatorState", "BatchContext", "task_batch",
+__all__ = ["StateOperator", "OperatorState", "BatchContext", "task_batch", "key_types",
            "METRICS_COLUMN", "PARTITION_COLUMN"]
 
 PARTITION_COLUMN = "__weir_partition"
@@ -132,6 +132,19 @@ class OperatorState:
     @property
     def stores(self) -> Mapping[str, KeyValueStore]:
         return {s.name: self.store(s.name) for s in self._state.stores}
+
+
+_TYPE_NAMES = {"bigint": "long", "smallint": "short", "tinyint": "byte"}
+
+
+def key_types(schema: Any, columns: Sequence[str]) -> list[str]:
+    """The Spark types of the key columns, as :mod:`weir.engine.spark.sparkhash` names them
+    (recorded with the state, so ``weir spark repartition`` can place keys offline)."""
+    out = []
+    for column in columns:
+        name = schema[column].dataType.simpleString()
+        out.append(_TYPE_NAMES.get(name, name))
+    return out
 
 
 def _arrow_schema(schema: Any, timezone: str | None = None):
@@ -256,7 +269,8 @@ class StateOperator:
                     .withColumn(PARTITION_COLUMN, F.expr(f"pmod(hash({keys}), {partitions})")))
         run = _TaskRunner(str(self.checkpoint.checkpoint), self.name, self.kind, partitions,
                           specs, settings, dict(self._store_config), fn, internal, batch_id,
-                          shuffled.schema, spark.conf.get("spark.sql.session.timeZone", None))
+                          shuffled.schema, spark.conf.get("spark.sql.session.timeZone", None),
+                          key_types(df.schema, self.key))
         mapped = shuffled.mapInArrow(run, internal)
         observed = mapped.observe(
             f"weir.{self.name}",
@@ -283,10 +297,12 @@ class _TaskRunner:
     def __init__(self, checkpoint: str, operator: str, kind: str, partitions: int,
                  specs: list[StateStoreSpec], settings: ProviderSettings,
                  config: dict[str, str], fn: Callable, schema: Any, batch_override: int | None,
-                 input_schema: Any, timezone: str | None = None):
+                 input_schema: Any, timezone: str | None = None,
+                 key_types: list[str] | None = None):
         self.checkpoint, self.operator, self.kind = checkpoint, operator, kind
         self.input_schema = input_schema
         self.timezone = timezone
+        self.extra = {"key_types": list(key_types or [])}
         self.partitions, self.specs, self.settings = partitions, specs, settings
         self.config, self.fn, self.schema = config, fn, schema
         self.batch_override = batch_override
@@ -303,7 +319,7 @@ class _TaskRunner:
         checkpoint = OperatorCheckpoint(self.checkpoint, self.operator)
         meta = checkpoint.ensure_meta(OperatorMeta(
             self.operator, self.kind, self.partitions, {s.name: s.describe() for s in self.specs},
-            where.query_id, where.batch))
+            where.query_id, where.batch, self.extra))
         state = PartitionState(checkpoint, meta, where.partition, where.batch, self.specs,
                                self.settings)
         rows_in = 0

@@ -130,7 +130,7 @@ class PartitionState:
                 directory=self.files.directory)
         self.files.clean_orphans(self.settings.orphan_age_ms)
         replica = acquire_replica(self.checkpoint.root, self.partition, self.stores,
-                                  self.settings.local_root)
+                                  self.settings.local_root, self.meta.incarnation)
         self.replica = replica
         self.metrics.replica = ("adopted" if replica.adopted and replica.version is not None
                                 else "reused" if replica.version is not None else "new")

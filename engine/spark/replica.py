@@ -83,9 +83,10 @@ class Replica:
     """
 
     def __init__(self, operator_root: Path, partition: int, stores: Sequence[StateStoreSpec],
-                 directory: Path | None, lock: FileLock | None):
+                 directory: Path | None, lock: FileLock | None, incarnation: str = ""):
         self.operator_root = operator_root
         self.partition = partition
+        self.incarnation = incarnation
         self.stores = tuple(stores)
         self.directory = directory
         self._lock = lock
@@ -146,6 +147,7 @@ class Replica:
             return
         self._settle()
         body = {"format": _FORMAT, "operator_root": str(self.operator_root),
+                "incarnation": self.incarnation,
                 "partition": self.partition, "version": version, "rows": self.rows,
                 "meta": self.meta,
                 "stores": {s.name: {"provider": s.provider, "marker": m}
@@ -167,7 +169,8 @@ class Replica:
         except (FileNotFoundError, orjson.JSONDecodeError):
             return None
         if (body.get("format") != _FORMAT or body.get("operator_root") != str(self.operator_root)
-                or body.get("partition") != self.partition):
+                or body.get("partition") != self.partition
+                or body.get("incarnation", "") != self.incarnation):
             return None
         recorded = body.get("stores") or {}
         if set(recorded) != {s.name for s in self.stores}:
@@ -260,14 +263,16 @@ def _same_stores(a: Sequence[StateStoreSpec], b: Sequence[StateStoreSpec]) -> bo
 
 
 def acquire_replica(operator_root: Path, partition: int, stores: Sequence[StateStoreSpec],
-                    local_root: str | os.PathLike[str]) -> Replica:
+                    local_root: str | os.PathLike[str], incarnation: str = "") -> Replica:
     """This process's replica of ``partition``: the one already open, else an adopted slot of
-    a dead worker, else a new empty slot. Removes the other dead slots it finds."""
+    a dead worker, else a new empty slot. Removes the other dead slots it finds. A replica of
+    another ``incarnation`` of the operator's state (rewritten since) is never used."""
     key = (str(operator_root), partition)
     replica = _OPEN.get(key)
     if replica is not None and not replica.closed:
         gone = replica.directory is not None and not (replica.directory / _SLOT_LOCK).exists()
-        if _same_stores(replica.stores, stores) and not gone:
+        if (_same_stores(replica.stores, stores) and not gone
+                and replica.incarnation == incarnation):
             return replica
         # Another store set, or the slot was deleted under us (the local disk was wiped):
         # this copy is no longer anything the next worker could adopt; start a new one.
@@ -277,7 +282,7 @@ def acquire_replica(operator_root: Path, partition: int, stores: Sequence[StateS
             shutil.rmtree(replica.directory, ignore_errors=True)
     persistent = any(state_provider(s.provider).persistent for s in stores)
     if not persistent:
-        replica = Replica(operator_root, partition, stores, None, None)
+        replica = Replica(operator_root, partition, stores, None, None, incarnation)
         _OPEN[key] = replica
         return replica
     pdir = Path(local_root) / replica_key(operator_root) / f"p{partition}"
@@ -294,7 +299,7 @@ def acquire_replica(operator_root: Path, partition: int, stores: Sequence[StateS
             continue  # removed under us by another cleaner
         if adopted is None:
             try:
-                candidate = Replica(operator_root, partition, stores, slot, lock)
+                candidate = Replica(operator_root, partition, stores, slot, lock, incarnation)
             except Exception as exc:  # noqa: BLE001 - unreadable leftovers: start afresh
                 log.warning("replica slot %s cannot be opened (%s); removing it", slot, exc)
                 lock.release()
@@ -315,7 +320,7 @@ def acquire_replica(operator_root: Path, partition: int, stores: Sequence[StateS
         slot.mkdir()
         lock = acquire_lock(slot / _SLOT_LOCK, error=_slot_busy,
                             details={"role": "weir-spark-replica"})
-        adopted = Replica(operator_root, partition, stores, slot, lock)
+        adopted = Replica(operator_root, partition, stores, slot, lock, incarnation)
     _OPEN[key] = adopted
     return adopted
 

@@ -45,7 +45,7 @@ from weir.engine.spark.operator import (_METRIC_FIELDS, METRICS_COLUMN, METRICS_
                                         PARTITION_COLUMN, BatchContext, StateOperator,
                                         _arrow_schema, _check_partition, _metrics_row,
                                         _TaskRunner, _with_metrics_column, decode_batches,
-                                        encode_batches, task_batch)
+                                        encode_batches, key_types, task_batch)
 from weir.engine.spark.partition import PartitionState
 from weir.engine.spark.providers import StateStoreSpec
 from weir.engine.spark.settings import ProviderSettings
@@ -172,12 +172,14 @@ class TransformWithState(StateOperator):
         self.watermark = watermark
         self.initial_keys = initial_keys
         self.timezone: str | None = None
+        self.key_types: list[str] = []
 
     def runner(self, partitions: int, settings: ProviderSettings, specs: list[StateStoreSpec],
                internal: Any, input_schema: Any, schemas: dict[str, Any],
                has_initial: bool) -> "_TwsRunner":
         return _TwsRunner(str(self.checkpoint.checkpoint), self.name, self.kind, partitions,
                           specs, settings, {}, None, internal, None, input_schema, self.timezone,
+                          self.key_types,
                           processor=self.processor, mode=self.mode.value, flavour=self.flavour,
                           clock=self.clock, watermark=self.watermark, schemas=schemas,
                           has_initial=has_initial, key=list(self.key),
@@ -286,6 +288,7 @@ def transform_with_state(grouped: Any, processor: Any, output_schema: Any, *,
                             watermark=watermark, initial_keys=initial_keys)
     parts, provider_settings, specs = op._resolve(spark)
     op.timezone = spark.conf.get("spark.sql.session.timeZone", None)
+    op.key_types = key_types(df.schema, key)
     copy = cloudpickle.loads(cloudpickle.dumps(processor))
     schemas = _pre_init(copy, spark, mode.value)
     out_schema = output_schema if isinstance(output_schema, StructType) else spark._parse_ddl(
@@ -394,7 +397,7 @@ class _TwsRunner(_TaskRunner):
         meta = checkpoint.ensure_meta(OperatorMeta(
             self.operator, self.kind, self.partitions, {s.name: s.describe() for s in self.specs},
             where.query_id, where.batch,
-            {"time_mode": self.mode, "flavour": self.flavour}))
+            {"time_mode": self.mode, "flavour": self.flavour, **self.extra}))
         mode = TimeMode(self.mode)
         clock = self.clock or (lambda: time.time_ns() // 1_000_000)
         if mode is TimeMode.NONE:

@@ -32,6 +32,8 @@ def start_spark(scratch: Path, *, app: str, master: str = "local[2,2]", extra: d
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.python.worker.reuse": "true",
+        # replicas of the module's operators live and die with its scratch directory
+        "spark.weir.state.local.dir": str(scratch / "weir-state"),
         **(extra or {}),
     }
     repo = str(Path(__file__).resolve().parents[3])   # test modules pickled by reference

@@ -210,3 +210,25 @@ def test_foreach_batch_runs_the_operator_with_the_callbacks_batch_id(spark, tmp_
     last = pd.read_parquet(out).sort_values("batch").groupby("key")["count"].last().to_dict()
     assert last == expected(3)
     assert sorted(op.checkpoint.partition(0).listing().changelogs) == [0, 1, 2]
+
+
+def test_a_changed_partition_count_is_refused_until_weir_spark_repartition(spark, tmp_path):
+    from weir.engine.cli import main
+    from weir.spark import PartitionCountChangedError, StateOperator
+
+    q = Query(spark, tmp_path)
+    q.add(0, 1)
+    assert q.run() == [0, 1]
+    wider = StateOperator("counts", checkpoint_location=str(q.ckpt), key="key",
+                          stores={"counts": {"key.serde": "string", "msg.serde": "int64"}},
+                          partitions=3, settings=q.settings)
+    stream = spark.readStream.schema("key string, v long").parquet(str(q.src))
+    with pytest.raises(PartitionCountChangedError, match="weir spark repartition"):
+        wider.apply(stream, running_count, "key string, count long")
+    assert main(["spark", "repartition", str(q.ckpt), "--operator", "counts",
+                 "--partitions", "3"]) == 0               # key types come from the metadata
+    q.op = wider
+    q.add(2)
+    assert q.run() == [2]
+    assert q.state() == expected(3)
+    assert q.emitted_last() == expected(3)
