@@ -4,6 +4,7 @@ the embedded runner on the same input (real Spark in local mode, in a child proc
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -47,7 +48,9 @@ def test_the_currency_job_on_spark_matches_the_embedded_runner(example, tmp_path
     on_spark = job_config(spark_dir, ["spark.weir.max.records.per.batch=700",
                                       f"spark.weir.state.local.dir={tmp_path / 'replicas'}",
                                       f"spark.local.dir={tmp_path / 'scratch'}",
-                                      "spark.master=local[2]"])
+                                      "spark.master=local[2]",
+                                      "metrics.reporter.interval.ms=1",
+                                      f"metrics.reporter.file={tmp_path / 'metrics.jsonl'}"])
     generate(on_spark, transactions=800, replay=400)
     props = EXAMPLE / "job.properties"
     overrides = [f"{k}={on_spark[k]}" for k in sorted(on_spark) if on_spark[k] != _base(props, k)]
@@ -64,6 +67,12 @@ def test_the_currency_job_on_spark_matches_the_embedded_runner(example, tmp_path
         Counter(m["amount"] for _, m in want_amounts)
     assert sorted(k for k, _ in got_amounts) == sorted(truth.amounts)
     assert got_totals == want_totals == truth.totals
+    # every batch's observed metrics reached Weir's metrics reporter
+    lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    per_batch = [v for line in lines for k, v in line["metrics"].items()
+                 if k.startswith("weir.")]
+    assert sum(m["rows_in"] for m in per_batch) >= 1200       # transactions, plus rates
+    assert per_batch[-1]["state_rows"] > 0
 
 
 def _base(props: Path, key: str) -> str | None:
