@@ -5,7 +5,10 @@ an operator's state cannot follow a changed ``P``; the query refuses it
 (:class:`~weir.engine.spark.errors.PartitionCountChangedError`). With the query stopped, this
 command:
 
-1. takes the newest version ``V`` every partition published;
+1. takes the newest version ``V`` every partition published and Spark committed (the query's
+   ``commits/`` log, when the checkpoint has one: a batch published but not committed is
+   replayed by Spark after the restart, and runs again on the new partitions; adopting its
+   rewritten version instead would emit none of its rows);
 2. reads each partition's state at ``V`` straight from the checkpoint (snapshot + changelogs);
 3. places every entry in its new partition with Spark's hash (:mod:`~weir.engine.spark.sparkhash`)
    of its grouping key: for ``transform_with_state`` the key is part of every entry; for a
@@ -43,7 +46,7 @@ from weir.engine.spark.partition import load_version
 from weir.engine.spark.sparkhash import SUPPORTED_TYPES, partition_of
 from weir.engine.spark.statefile import VersionKind, encode_version
 
-__all__ = ["RepartitionResult", "repartition"]
+__all__ = ["RepartitionResult", "repartition", "spark_committed_batch"]
 
 _U32 = struct.Struct(">I")
 
@@ -59,6 +62,16 @@ class RepartitionResult:
     kept: Path | None
     """Where the old state was kept (None when nothing changed)."""
     seconds: float
+
+
+def spark_committed_batch(checkpoint: str | os.PathLike[str]) -> int | None:
+    """The newest batch id in the query's ``commits/`` log (None without one, or when it is
+    empty: nothing committed)."""
+    commits = Path(checkpoint) / "commits"
+    if not commits.is_dir():
+        return None
+    ids = [int(p.name) for p in commits.iterdir() if p.name.isdigit()]
+    return max(ids) if ids else -1
 
 
 def _tws_key(store_key: bytes) -> bytes:
@@ -132,6 +145,9 @@ def repartition(checkpoint: str | os.PathLike[str], operator: str, partitions: i
         raise SparkError(f"no operator '{operator}' in {checkpoint} ({op.meta_path} is missing)")
     latest = [op.partition(p).listing().latest for p in range(meta.partitions)]
     version = min(latest)
+    committed = spark_committed_batch(checkpoint)
+    if committed is not None:
+        version = min(version, committed)
     if meta.partitions == partitions:
         return RepartitionResult(operator, version, (), (), None, time.perf_counter() - started)
     place = _placer(meta, key_types, partitions)

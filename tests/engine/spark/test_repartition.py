@@ -69,6 +69,20 @@ def test_repartition_places_every_key_where_spark_would_and_loses_nothing(counts
     assert meta.partitions == 5 and meta.created_at_version == 2
 
 
+def test_a_batch_published_but_not_committed_by_spark_is_left_to_be_replayed(counts, tmp_path):
+    commits = tmp_path / "ckpt" / "commits"
+    commits.mkdir()
+    for batch in (0, 1):                    # Spark committed 0 and 1; batch 2 was published only
+        (commits / str(batch)).write_text("v1\n{}")
+    before = _state(counts.checkpoint, 2, 1)
+    result = repartition(tmp_path / "ckpt", "counts", 3, key_types=["string"])
+    assert result.version == 1
+    op = OperatorCheckpoint(tmp_path / "ckpt", "counts")
+    assert [op.partition(p).listing().latest for p in range(3)] == [1, 1, 1]
+    merged = {k: v for part in _state(op, 3, 1).values() for k, v in part.items()}
+    assert merged == {k: v for part in before.values() for k, v in part.items()}
+
+
 def test_the_next_batch_continues_on_the_new_partitions(counts, tmp_path):
     repartition(tmp_path / "ckpt", "counts", 3, key_types=["string"])
     op = Operator(tmp_path / "ckpt", tmp_path / "local", partitions=3, interval=2)
