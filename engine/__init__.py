@@ -1,7 +1,7 @@
 """Weir's streams and processing: config, model, systems, chooser, run loop, runners.
 
 The task API and the stream model are imported eagerly (tasks import them); the runner, the
-container and the system registry are re-exported lazily so ``import engine`` and the ``weir``
+container and the system registry are re-exported lazily so ``import weir.engine`` and the ``weir``
 command stay fast.
 
 Example::

@@ -17,7 +17,7 @@ after). The storage manager keeps it true:
 Content: one JSON object, written atomically (temp, fsync, rename, fsync dir)::
 
     {"format": 1, "store": "counts", "engine": "rocksdb",
-     "changelog": "filelog.counts-changelog", "offset": 1234,
+     "changelog": "filelog.counts-changelog", "offset": 1234, "task": "Partition 0",
      "written_at_ms": 1700000000000, "marker": "rocksdb-seq:5120", "crc32c": "0c1d2e3f"}
 
 ``engine`` and ``changelog`` identify what wrote the files: a store whose config now names
@@ -27,7 +27,10 @@ marker when the file was written (RocksDB's last sequence number; LMDB's last tr
 entry count): restore reuses the files only when the opened engine still shows it, so an
 ``OFFSET`` file that outlived or was copied next to other files (a deleted ``data.mdb``, an
 ``OFFSET`` put back from a backup) vouches for nothing. Files written before the marker existed
-have none and are checked without it. A file that does not parse or fails its checksum is
+have none and are checked without it. ``task`` names the task whose store the file vouches for:
+a store directory moved or restored into another task's place (its ``OFFSET`` file still
+matches its files) proves nothing there. Files written before it existed are checked without
+it. A file that does not parse or fails its checksum is
 reported with :class:`OffsetFileCorruptError`; restore treats it like a missing file (rebuild).
 An offset of -1 (written by older versions for an empty changelog) proves nothing either.
 """
@@ -76,6 +79,8 @@ class StoreOffset:
     engine: str
     marker: str | None = None
     """The engine's commit marker when the file was written (None in files older than it)."""
+    task: str | None = None
+    """The task whose store wrote the file (None in files older than it)."""
 
     def age_ms(self, now_ms: int) -> int:
         return now_ms - self.written_at_ms
@@ -87,7 +92,7 @@ def _body_checksum(body: dict) -> str:
 
 def write_offset_file(directory: Path, store: str, changelog: str, offset: int, *,
                       engine: str, now_ms: int | None = None,
-                      marker: str | None = None) -> StoreOffset:
+                      marker: str | None = None, task: str | None = None) -> StoreOffset:
     """Record that the store in ``directory`` holds ``changelog``'s state at ``offset``
     (``marker``: the engine's commit marker now). ``offset`` must be a real changelog offset:
     ``NO_OFFSET`` vouches for nothing, remove the file instead (:func:`remove_offset_file`)."""
@@ -100,9 +105,12 @@ def write_offset_file(directory: Path, store: str, changelog: str, offset: int, 
             "offset": int(offset), "written_at_ms": int(now_ms)}
     if marker is not None:
         body["marker"] = str(marker)
+    if task is not None:
+        body["task"] = str(task)
     doc = dict(body, crc32c=_body_checksum(body))
     atomic_write(Path(directory) / OFFSET_FILE_NAME, orjson.dumps(doc) + b"\n")
-    return StoreOffset(store, changelog, int(offset), int(now_ms), engine, body.get("marker"))
+    return StoreOffset(store, changelog, int(offset), int(now_ms), engine, body.get("marker"),
+                       body.get("task"))
 
 
 def read_offset_file(directory: Path) -> StoreOffset | None:
@@ -123,10 +131,11 @@ def read_offset_file(directory: Path) -> StoreOffset | None:
                              f"{_body_checksum(doc)})")
         if doc["format"] > _FORMAT:
             raise ValueError(f"format {doc['format']} is newer than {_FORMAT}")
-        marker = doc.get("marker")
+        marker, task = doc.get("marker"), doc.get("task")
         result = StoreOffset(str(doc["store"]), str(doc["changelog"]), doc["offset"],
                              doc["written_at_ms"], str(doc["engine"]),
-                             None if marker is None else str(marker))
+                             None if marker is None else str(marker),
+                             None if task is None else str(task))
         if not isinstance(result.offset, int) or not isinstance(result.written_at_ms, int):
             raise ValueError("offset and written_at_ms must be integers")
         return result

@@ -31,7 +31,8 @@ are gone)                                         (with a warning); else STOP; w
 
 Action per store (``L`` = offset in the local ``OFFSET`` file, see :mod:`weir.recovery.offset_file`;
 a local copy is *proven* at ``L`` when that file is valid, names the store's engine and
-changelog, is not -1, and the engine's commit marker still matches it):
+changelog (and the restoring task, when it names one), is not -1, and the engine's commit marker
+still matches it):
 
 ==============================================================  ===================================
 store                                                           action
@@ -234,12 +235,13 @@ def _human_bytes(n: int) -> str:
 def plan_restore(*, store: str, persistent: bool, logged: bool, changelog: str, engine: str,
                  checkpointed: int | CheckpointedOffset, oldest: int, newest: int,
                  local: StoreOffset | LocalState, staleness_ms: int, now_ms: int,
-                 repair: Repair = Repair.NONE) -> RestorePlan:
+                 repair: Repair = Repair.NONE, task: str | None = None) -> RestorePlan:
     """Decide how to restore one store (see the module docstring for the table).
 
     ``changelog`` (``system.stream``) and ``engine`` are the store's configured changelog and
-    engine, compared with those recorded in the ``OFFSET`` file; ``oldest``/``newest`` are the
-    changelog's current bounds; ``repair`` what an operator asked for.
+    engine, compared with those recorded in the ``OFFSET`` file (and ``task``, the task
+    restoring, with the task that wrote it); ``oldest``/``newest`` are the changelog's current
+    bounds; ``repair`` what an operator asked for.
     """
     if not logged:
         action = Action.KEEP if persistent else Action.EMPTY
@@ -247,7 +249,7 @@ def plan_restore(*, store: str, persistent: bool, logged: bool, changelog: str, 
                   else "no changelog: starts empty")
         return RestorePlan(store, action, NO_OFFSET, NO_OFFSET, NO_OFFSET, reason)
     first = oldest if newest != NO_OFFSET else NO_OFFSET
-    problem = proof_problem(local, changelog, engine) if persistent else "it is in memory"
+    problem = proof_problem(local, changelog, engine, task) if persistent else "it is in memory"
     proven = local.offset if problem is None and isinstance(local, StoreOffset) else None
     if isinstance(checkpointed, int) and checkpointed != NO_OFFSET:
         if newest == NO_OFFSET or checkpointed > newest:
@@ -280,10 +282,11 @@ def plan_restore(*, store: str, persistent: bool, logged: bool, changelog: str, 
                        proven=proven)
 
 
-def proof_problem(local: StoreOffset | LocalState, changelog: str, engine: str) -> str | None:
-    """Why ``local`` proves no offset of a store logged to ``changelog`` on ``engine``; None
-    when its ``OFFSET`` file proves ``local.offset`` (the commit marker is checked by the
-    storage manager once the files are open)."""
+def proof_problem(local: StoreOffset | LocalState, changelog: str, engine: str,
+                  task: str | None = None) -> str | None:
+    """Why ``local`` proves no offset of a store of ``task`` logged to ``changelog`` on
+    ``engine``; None when its ``OFFSET`` file proves ``local.offset`` (the commit marker is
+    checked by the storage manager once the files are open)."""
     if local is LocalState.MISSING:
         return ("no OFFSET file (new store, or changed after its last flush, e.g. by a run "
                 "that crashed)")
@@ -299,6 +302,9 @@ def proof_problem(local: StoreOffset | LocalState, changelog: str, engine: str) 
         return f"local files were written by the {local.engine} engine, the store now uses {engine}"
     if local.changelog != changelog:
         return f"local copy was logged to {local.changelog}, the store now logs to {changelog}"
+    if task is not None and local.task is not None and local.task != task:
+        return (f"its OFFSET file was written by task '{local.task}', not '{task}' (a store "
+                f"directory moved or restored into another task's place)")
     if local.offset < 0:
         return (f"its OFFSET file says {local.offset} (an empty changelog), which proves "
                 "nothing about the files")

@@ -266,7 +266,14 @@ class _Restore:
             store=spec.name, persistent=spec.persistent, logged=spec.logged,
             changelog=_changelog_name(spec), engine=spec.engine.value,
             checkpointed=self.checkpointed, oldest=self.oldest, newest=self.newest, local=local,
-            staleness_ms=spec.staleness_ms, now_ms=self.manager._clock(), repair=self.repair)
+            staleness_ms=spec.staleness_ms, now_ms=self.manager._clock(), repair=self.repair,
+            task=self.task)
+        if (isinstance(local, StoreOffset) and local.task is not None and local.task != self.task
+                and self.keep_reason is None):
+            # Another task's store (moved or put back in the wrong place): rebuilt, never
+            # discarded -- its files are kept aside for whoever owns them.
+            self.keep_reason = proof_problem(local, _changelog_name(spec), spec.engine.value,
+                                             self.task)
         if plan.action is Action.STOP:
             raise self.mismatch(plan)
         return plan
@@ -380,7 +387,8 @@ class _Restore:
         unproven = None
         if spec.persistent and proven is None:
             unproven = (self.keep_reason or
-                        proof_problem(self.local, _changelog_name(spec), spec.engine.value))
+                        proof_problem(self.local, _changelog_name(spec), spec.engine.value,
+                                      self.task))
             if unproven is None and isinstance(self.local, StoreOffset):
                 unproven = f"it is proven at offset {self.local.offset}, not {c}"
         partition = getattr(self.source, "partition", None)
@@ -394,7 +402,7 @@ class _Restore:
         proven = plan.proven if plan is not None else None
         if plan is None and self.spec.persistent and isinstance(self.local, StoreOffset):
             if proof_problem(self.local, _changelog_name(self.spec),
-                             self.spec.engine.value) is None:
+                             self.spec.engine.value, self.task) is None:
                 proven = self.local.offset
         kind = DamageKind.UNREADABLE if failure.reading else DamageKind.UNWRITABLE
         cause = failure.cause
@@ -548,12 +556,13 @@ class TaskStorageManager:
             return
         now = self._clock()
         current = entry.offset_file
-        if (current is None or current.offset != offset
+        if (current is None or current.offset != offset or current.task != self.task_name
                 or current.age_ms(now) >= entry.spec.staleness_ms // 4):
             entry.offset_file = write_offset_file(
                 entry.directory, entry.spec.name, _changelog_name(entry.spec), offset,
                 engine=entry.spec.engine.value, now_ms=now,
-                marker=_commit_marker(_bottom_engine(entry.store, entry.spec.name)))
+                marker=_commit_marker(_bottom_engine(entry.store, entry.spec.name)),
+                task=self.task_name)
         entry.guard.clean = True
 
     def _local_state(self, spec: StoreSpec, directory: Path) -> StoreOffset | LocalState:

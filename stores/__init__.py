@@ -28,6 +28,7 @@ from weir.stores.errors import (
     StoreClosedError,
     StoreError,
     StoreLockedError,
+    StoredDataError,
     WeirError,
 )
 from weir.stores.filesink import FileChangelog
@@ -41,7 +42,7 @@ __all__ = [
     "Config", "ConfigKey", "declare", "declared_keys",
     "BytesEngine", "BytesIterator", "BytesSnapshot",
     "ConfigError", "NullKeyOrValueError", "ReadOnlyStoreError", "SerdeError",
-    "StoreClosedError", "StoreError", "StoreLockedError", "WeirError",
+    "StoreClosedError", "StoreError", "StoreLockedError", "StoredDataError", "WeirError",
     "FileChangelog",
     "BUILTIN_SERDES", "Serde", "serde_from_name",
     "EngineKind", "StoreSpec", "stores_in",

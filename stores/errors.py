@@ -20,6 +20,7 @@ __all__ = [
     "ReadOnlyStoreError",
     "StoreLockedError",
     "SerdeError",
+    "StoredDataError",
     "NullKeyOrValueError",
 ]
 
@@ -81,6 +82,13 @@ class SerdeError(StoreError):
     def __init__(self, message: str, *, store: str | None = None, key: object = None):
         super().__init__(message, store=store)
         self.key = key
+
+
+class StoredDataError(SerdeError):
+    """A key or value already in the store cannot be deserialized with the store's serdes:
+    the store's data and its ``key.serde``/``msg.serde`` settings disagree (a serde changed
+    under existing state, or damaged bytes). Not a property of the message being processed,
+    so the run loop never skips it (``task.ignored.exceptions`` does not match it)."""
 
 
 class NullKeyOrValueError(StoreError, ValueError):

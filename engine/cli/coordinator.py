@@ -4,7 +4,9 @@
   value (Samza's coordinator stream writer tool). The value is checked against the key's
   declaration and the immutable-settings guard before anything is written; a running job
   picks it up within ``job.coordinator.catchup.interval.ms`` and restarts the containers
-  whose model changed. ``--delete`` writes a delete of the key instead.
+  whose model changed. A value the job could not run with (one ``weir run`` would refuse:
+  ``task.max.concurrency=0``, a ``task.class`` that does not import, an unknown serde) is
+  refused too, so a running job is never stopped by a set-config. ``--delete`` writes a delete of the key instead.
 * ``weir coordinator show --job job.properties [--json]`` prints the config the stream holds
   (with who wrote each value and when), the tasks' changelog partitions and containers, and
   the containers' locality.
@@ -120,6 +122,7 @@ def _set_config(args: argparse.Namespace) -> int:
                   f"writing it anyway", file=sys.stderr)
         counts = SystemRegistry(new).partition_counts(all_input_streams(new))
         check_immutable_settings(state, new, counts)
+        _check_runnable(args.job, new)
         message = (CoordinatorMessage.delete(MessageType.SET_CONFIG, args.key, source=WRITER_SOURCE)
                    if args.delete else
                    CoordinatorMessage.set_config(args.key, args.value, source=WRITER_SOURCE))
@@ -130,6 +133,26 @@ def _set_config(args: argparse.Namespace) -> int:
           f"job applies it within job.coordinator.catchup.interval.ms, restarting the "
           f"containers whose job model changes (each commits first)")
     return 0
+
+
+def _check_runnable(path: str, config) -> None:
+    """Refuse (before anything is written) a config the job would refuse when its coordinator
+    reads it back: every setting a container builds (``weir run``'s preflight), and the task
+    class, imported as ``weir run`` imports it (the config's directory first on sys.path)."""
+    from weir.stores.errors import ConfigError
+
+    from weir.engine.cli.run import add_config_dir_to_path
+    from weir.engine.container.settings import JobSettings
+    from weir.engine.systems.registry import SystemRegistry
+    from weir.engine.task import load_task_factory
+
+    add_config_dir_to_path(path)
+    try:
+        load_task_factory(config)
+        JobSettings.from_config(config, SystemRegistry(config))
+    except ConfigError as exc:
+        raise ConfigError(f"{exc}; the job could not run with this value, so nothing was "
+                          f"written") from None
 
 
 def _when(ms: int) -> str:

@@ -463,12 +463,16 @@ class JobCoordinator:
 
 def _check_running_config(config: Config) -> None:
     """Parse every declared key of config written while the job runs (a bad value is refused
-    before it reaches a container), and the job-level keys."""
+    before it reaches a container), the job-level keys, and every settings object a container
+    builds from it (``weir run``'s preflight: ``task.max.concurrency=0`` parses as an int but
+    no container runs with it)."""
     from weir.engine.config.job import JobConfig, validate_config
+    from weir.engine.container.settings import JobSettings
     from weir.engine.task import load_task_factory
 
     validate_config(config)
-    JobConfig.from_config(config)
+    job = JobConfig.from_config(config)
     load_task_factory(config)
+    JobSettings.from_config(config, SystemRegistry(config), job=job)
 
 

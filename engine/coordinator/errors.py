@@ -31,13 +31,16 @@ class CoordinatorStreamCorruptError(CoordinatorError):
     Weir stops rather than skip it: the record may hold config, a changelog partition of a
     task or a deletion, and running without it could mix the state of two tasks."""
 
-    def __init__(self, stream: str, offset: int | None, reason: str):
+    def __init__(self, stream: str, offset: int | None, reason: str, *, where: str = ""):
+        """``where``: the ``weir log`` options that find the stream (``--system S --root
+        DIR``), so the advised command runs as given from any directory."""
+        where = f" {where}" if where else ""
         super().__init__(
             f"coordinator stream '{stream}' offset {offset}: {reason}. The job's config, "
             f"changelog partition mapping and locality are read from this stream, so the job "
             f"cannot start until the record is repaired: restore the stream's directory from "
             f"a backup, or, when the damage is at the end (`weir log tail {stream} --from "
-            f"{offset if offset is not None else 'oldest'}`), see docs/COORDINATOR.md, "
+            f"{offset if offset is not None else 'oldest'}{where}`), see docs/COORDINATOR.md, "
             f"'A damaged coordinator stream'")
         self.stream, self.offset, self.reason = stream, offset, reason
 

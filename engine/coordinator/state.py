@@ -85,7 +85,7 @@ class CoordinatorState:
             except ValueError:
                 raise CoordinatorStreamCorruptError(
                     stream, msg.offset, f"set-changelog of task {task!r} has Partition "
-                    f"{raw!r}, not an integer") from None
+                    f"{raw!r}, not an integer", where=store.where) from None
         containers = {task: str(msg.value("containerId"))
                       for task, msg in store.entries(MessageType.SET_TASK_CONTAINER_ASSIGNMENT).items()
                       if msg.value("containerId") is not None}
@@ -99,7 +99,7 @@ class CoordinatorState:
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
                 raise CoordinatorStreamCorruptError(
                     stream, msg.offset, f"set-task-partition-assignment {key!r} is malformed "
-                    f"({type(exc).__name__}: {exc})") from None
+                    f"({type(exc).__name__}: {exc})", where=store.where) from None
         return cls(store.config(), changelog, containers, partitions, localities(store))
 
 

@@ -39,6 +39,8 @@ Example::
 from __future__ import annotations
 
 import logging
+import os
+import shlex
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -100,6 +102,13 @@ class CoordinatorStreamStore:
     @property
     def stream(self) -> str:
         return self.settings.stream
+
+    @property
+    def where(self) -> str:
+        """The ``weir log`` options that find this stream from any directory."""
+        root = getattr(self.registry.admin(self.ssp.system), "root", None)
+        where = f"--system {shlex.quote(self.ssp.system)}"
+        return where + (f" --root {shlex.quote(os.path.abspath(root))}" if root else "")
 
     # -- lifecycle ---------------------------------------------------------------------------
     def exists(self) -> bool:
@@ -181,7 +190,8 @@ class CoordinatorStreamStore:
                 batch = consumer.poll([ssp], 0).get(ssp)
             except CorruptRecordError as exc:
                 raise CoordinatorStreamCorruptError(self.stream, exc.offset,
-                                                    f"the record fails its check ({exc})") from exc
+                                                    f"the record fails its check ({exc})",
+                                                    where=self.where) from exc
             if not batch:
                 break
             for env in batch:
@@ -190,7 +200,8 @@ class CoordinatorStreamStore:
                 try:
                     msg = decode(env.key, env.message, env.offset)
                 except MessageDecodeError as exc:
-                    raise CoordinatorStreamCorruptError(self.stream, env.offset, str(exc)) from None
+                    raise CoordinatorStreamCorruptError(self.stream, env.offset, str(exc),
+                                                        where=self.where) from None
                 namespace = entries.get(msg.type)
                 if namespace is None:
                     namespace = entries[msg.type] = {}

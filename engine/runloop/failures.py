@@ -6,6 +6,9 @@ Example::
     >>> policy = IgnoredExceptions(["json.decoder.JSONDecodeError", "KeyError"])
     >>> policy.matches(KeyError("k")), policy.matches(ValueError("v"))
     (True, False)
+
+Errors of the machine (a full disk...) and a store that cannot read its own data
+(``StoredDataError``) are never skipped: they are not properties of the message.
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from weir.stores.config import Config, declare
+from weir.stores.errors import StoredDataError
 
 from weir.engine.errors import TaskError
 from weir.engine.model import SystemStreamPartition
 
 __all__ = ["TASK_IGNORED_EXCEPTIONS", "IgnoredExceptions", "MachineFault", "machine_fault",
-           "task_error", "class_name"]
+           "stored_data_error", "task_error", "class_name"]
 
 TASK_IGNORED_EXCEPTIONS = declare(
     "task.ignored.exceptions", list, [],
@@ -97,6 +101,21 @@ def machine_fault(exc: BaseException) -> MachineFault | None:
     return None
 
 
+def stored_data_error(exc: BaseException) -> StoredDataError | None:
+    """The :class:`~weir.stores.errors.StoredDataError` behind ``exc`` (itself, its cause or
+    its context), or None: a store that cannot read its own data (its serdes disagree with
+    its bytes). Like an error of the machine it is not a property of the message, so it is
+    never skipped."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, StoredDataError):
+            return current
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def task_error(task_name: str, exc: BaseException, *, during: str,
                ssp: SystemStreamPartition | None = None, offset: int | None = None) -> TaskError:
     """A TaskError for ``exc`` raised by user code ``during`` ("process", "window", ...).
@@ -115,6 +134,16 @@ def task_error(task_name: str, exc: BaseException, *, during: str,
                 f"restart the job; it resumes after the last checkpoint and nothing is lost. "
                 f"Errors of the machine are never skipped, whatever task.ignored.exceptions "
                 f"lists.")
+    elif stored_data_error(exc) is not None:
+        headline = f"{type(exc).__name__}: {exc}"
+        hint = ("A store cannot read its own data with its serdes: the store's bytes and its "
+                "stores.<store>.key.serde/msg.serde settings disagree, whatever the message. "
+                "Put the serde settings back to the ones the state was written with and "
+                "restart (the job resumes after the last checkpoint; nothing is lost), or, to "
+                "change them, start the job's state over with `weir checkpoint reset <job "
+                "config> --yes`. Such errors are never skipped, whatever "
+                "task.ignored.exceptions lists: skipping would drop every message that reads "
+                "such a key.")
     else:
         headline = f"{type(exc).__name__}: {exc}"
         hint = _COMMIT_HINT if during == "commit" else _USER_HINT
@@ -153,7 +182,7 @@ class IgnoredExceptions:
         return self._all or bool(self._names)
 
     def matches(self, exc: BaseException) -> bool:
-        if machine_fault(exc) is not None:
+        if machine_fault(exc) is not None or stored_data_error(exc) is not None:
             return False
         cls = type(exc)
         hit = self._cache.get(cls)

@@ -27,7 +27,7 @@ from typing import Any
 from weir.stores._iterators import MappedIterator
 from weir.stores.api import checked_keys, checked_pairs, null_key_error, null_value_error
 from weir.stores.engines._base import BytesEngine, BytesSnapshot
-from weir.stores.errors import SerdeError
+from weir.stores.errors import SerdeError, StoredDataError
 from weir.stores.serdes import BytesSerde, Serde
 from weir.stores.layers._columns import columns_writer, has_none
 
@@ -114,7 +114,9 @@ class SerializedLayer:
             raise self._error("deserialize the value of key", self.value_serde, key, exc) from exc
 
     def _error(self, what: str, serde: Serde, key: Any, exc: Exception) -> SerdeError:
-        return SerdeError(f"cannot {what} {key!r} with serde {_serde_name(serde)!r}: "
+        # Reading back what the store holds is the store's problem, not the message's.
+        kind = StoredDataError if what.startswith("deserialize") else SerdeError
+        return kind(f"cannot {what} {key!r} with serde {_serde_name(serde)!r}: "
                           f"{type(exc).__name__}: {exc}; check the store's key.serde/msg.serde "
                           f"settings and the data written", store=self.name, key=key)
 

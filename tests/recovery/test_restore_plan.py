@@ -21,12 +21,12 @@ def local(offset: int, *, age_ms: int = 1000, changelog: str = CHANGELOG,
 
 
 def plan(*, checkpointed=50, oldest=0, newest=80, local_state=None, persistent=True,
-         logged=True, staleness_ms=DAY, repair=Repair.NONE):
+         logged=True, staleness_ms=DAY, repair=Repair.NONE, **task):
     return plan_restore(store="counts", persistent=persistent, logged=logged,
                         changelog=CHANGELOG, engine="rocksdb", checkpointed=checkpointed, oldest=oldest,
                         newest=newest, local=local_state if local_state is not None
                         else LocalState.MISSING, staleness_ms=staleness_ms, now_ms=NOW,
-                        repair=repair)
+                        repair=repair, **task)
 
 
 def test_local_copy_at_the_checkpoint_is_reused_and_later_records_trimmed():
@@ -171,3 +171,23 @@ def test_damaged_offset_file_is_reported_corrupt_naming_it(tmp_path, mangle):
     path.write_bytes(mangle(path.read_bytes()))
     with pytest.raises(OffsetFileCorruptError, match=str(path)):
         read_offset_file(tmp_path)
+
+
+def test_an_offset_file_written_by_another_task_proves_nothing(tmp_path):
+    # Two tasks' store directories swapped (a backup put back in the wrong place): each
+    # OFFSET file still matched its own files, so the copy of 'Partition 1' was reused or
+    # caught up as the state of 'Partition 0'.
+    write_offset_file(tmp_path, "counts", CHANGELOG, 50, engine="rocksdb", now_ms=NOW - 1000,
+                      task="Partition 1")
+    found = read_offset_file(tmp_path)
+    assert found.task == "Partition 1"
+    for offset in (50, 20):
+        p = plan(local_state=StoreOffset("counts", CHANGELOG, offset, NOW - 1000, "rocksdb",
+                                         task="Partition 1"), task="Partition 0")
+        assert (p.action, p.start, p.target) == (Action.REBUILD, 0, 50)
+        assert "'Partition 1'" in p.reason and p.proven is None
+    same = plan(local_state=StoreOffset("counts", CHANGELOG, 50, NOW - 1000, "rocksdb",
+                                        task="Partition 0"), task="Partition 0")
+    assert same.action is Action.REUSE
+    older = plan(local_state=local(50), task="Partition 0")  # no task recorded: not checked
+    assert older.action is Action.REUSE

@@ -131,3 +131,60 @@ def test_a_cut_sealed_segment_names_the_offset_where_its_records_stop(tmp_path):
     result = job.run()
     assert result.returncode == 0, result.stdout
     assert job.totals() == job.truth()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_deleted_input_partition_directory_is_not_started_over_by_a_producer(tmp_path,
+                                                                                  engine):
+    # rm -rf of a processed partition's directory. A producer used to make the directory again
+    # and write from offset 0; once the new records passed the checkpoint, the job resumed at
+    # the old offset and skipped every new record before it, exit 0.
+    import shutil
+
+    from weir.engine.systems.filelog import PartitionMissingError
+
+    job = started_job(tmp_path, engine)
+    partition = job.base / "log" / "words" / "0"
+    shutil.copytree(partition, job.base / "backup" / "words-0")
+    shutil.rmtree(partition)
+    checkpoint = job.checkpoint_path().read_bytes()
+
+    with pytest.raises(PartitionMissingError, match="backup"):
+        job.produce(words(3 * FIRST, seed=9), end=True)
+    assert not partition.exists()
+
+    result = job.run(FAST_COMMITS)
+    assert result.returncode == 1, result.stdout
+    assert "OffsetBeyondEndError" in result.stdout and "total  0 in" in result.stdout
+    assert job.checkpoint_path().read_bytes() == checkpoint
+
+    shutil.copytree(job.base / "backup" / "words-0", partition)  # the advice: the backup
+    result = job.run()
+    assert result.returncode == 0, result.stdout
+    assert job.totals() == job.truth()
+
+
+def test_a_deleted_sealed_segment_after_the_checkpoint_stops_the_job_at_its_first_offset(
+        tmp_path):
+    # A sealed segment in the middle of the unprocessed input deleted (or lost): the reader
+    # used to jump over its offsets as if compaction had left a gap, and the job skipped those
+    # records and ended with exit 0.
+    job = started_job(tmp_path, "lmdb", log_config={"segment.bytes": "4096"})
+    segment, _ = job.record_position(FIRST + REST // 2)
+    assert segment != job.segment(), "the deleted segment must be a sealed one"
+    base = int(segment.name.split(".")[0])
+    job.backup(segment)
+    segment.unlink()
+    index = segment.parent / (segment.name + ".idx")
+    if index.exists():
+        index.unlink()
+
+    result = job.run(FAST_COMMITS)
+
+    assert result.returncode == 1, result.stdout
+    assert "CorruptRecordError" in result.stdout and f"offset {base}" in result.stdout
+    assert "missing" in result.stdout
+    job.restore_backup(segment)  # the advice: put the file back (its index is rebuilt)
+    result = job.run()
+    assert result.returncode == 0, result.stdout
+    assert job.totals() == job.truth()

@@ -124,3 +124,32 @@ def test_partly_deleted_store_directory_is_rebuilt_and_its_rest_kept(templates, 
         for sst in job.store_dir.glob("*.sst"):
             sst.unlink()
     runs_exactly(job, kept=True)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_two_tasks_store_directories_swapped_are_rebuilt_not_taken_for_each_others(tmp_path,
+                                                                                   engine):
+    # A backup put back in the wrong place: task 0's directory holds task 1's files and
+    # OFFSET file, and the other way round. Each OFFSET file still matched the files beside
+    # it, so each task reused or caught up the other's counts (exit 0, hundreds of counts
+    # wrong). Now neither copy proves anything for the task it sits in: both are rebuilt from
+    # their own changelog partitions, and the misplaced files are kept, not deleted.
+    from tests.reliability._input_job import InputJob
+    from tests.reliability._input_job import words as input_words
+
+    job = InputJob(tmp_path, engine, partitions=2)
+    job.produce(input_words(3000, keys=40), stop=True)
+    job.produce(input_words(600, seed=8, keys=40), end=True)
+    assert job.run().returncode == 0
+    base = tmp_path / "state" / "counts"
+    (base / "Partition_0").rename(base / "swap")
+    (base / "Partition_1").rename(base / "Partition_0")
+    (base / "swap").rename(base / "Partition_1")
+
+    result = job.run()
+
+    assert result.returncode == 0, result.stdout
+    assert job.totals() == job.truth()
+    assert "written by task 'Partition 1', not 'Partition 0'" in result.stdout
+    kept = sorted(p.name for p in base.iterdir() if ".kept-" in p.name)
+    assert len(kept) == 2, kept  # each task's misplaced copy is kept for its owner

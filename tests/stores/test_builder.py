@@ -76,3 +76,30 @@ def test_a_spec_built_in_code_is_checked_like_a_parsed_one(fields, problem):
     with pytest.raises(ValueError, match=problem):
         StoreSpec(name="s", engine=EngineKind.MEMORY, key_serde="string", value_serde="string",
                   **fields)
+
+
+def test_stored_data_that_the_serdes_cannot_read_is_a_stored_data_error_not_a_message_error(
+        tmp_path):
+    # The store's own bytes disagree with its settings (msg.serde changed from int64 to json):
+    # every read of such a key fails, whatever the message; it is not the message's fault.
+    from weir.stores.errors import SerdeError, StoredDataError
+
+    cfg = _config(**{"stores.s.object.cache.size": "0"})
+    old = build_store(StoreSpec.from_config(cfg, "s"), tmp_path / "s", changelog=None, config=cfg)
+    old.put("k", 7)
+    old.close()
+    cfg = _config(**{"stores.s.msg.serde": "json", "stores.s.object.cache.size": "0"})
+    store = build_store(StoreSpec.from_config(cfg, "s"), tmp_path / "s", changelog=None,
+                        config=cfg)
+    try:
+        for read in (lambda: store.get("k"), lambda: store.get_all(["k"]),
+                     lambda: list(store.all())):
+            with pytest.raises(StoredDataError) as err:
+                read()
+            assert isinstance(err.value, SerdeError) and err.value.store == "s"
+            assert "msg.serde" in str(err.value)
+        with pytest.raises(SerdeError) as put:
+            store.put("j", {1, 2})  # a value the serde cannot write: the message's own fault
+        assert not isinstance(put.value, StoredDataError)
+    finally:
+        store.close()

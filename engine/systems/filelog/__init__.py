@@ -8,7 +8,8 @@ from weir.engine.systems.filelog.admin import FileLogAdmin
 from weir.engine.systems.filelog.consumer import FileLogConsumer
 from weir.engine.systems.filelog.deletion import DeletedStream
 from weir.engine.systems.filelog.errors import (OffsetBeyondEndError, OffsetOutOfRangeError, StreamConflictError,
-                                               StreamEndedError)
+                                               StreamEndedError, PartitionMissingError,
+                                               StreamMetaMissingError)
 from weir.engine.systems.filelog.factory import FileLogSystemFactory
 from weir.engine.systems.filelog.producer import FileLogProducer
 from weir.engine.systems.filelog.reader import LogRecord, PartitionReader
@@ -37,4 +38,6 @@ __all__ = [
     "OffsetOutOfRangeError",
     "OffsetBeyondEndError",
     "StreamEndedError",
+    "PartitionMissingError",
+    "StreamMetaMissingError",
 ]

@@ -232,7 +232,8 @@ class FileLogAdmin:
         return PartitionReader(self.root, stream, partition, offset,
                                read_bytes=self.settings.consumer_read_bytes,
                                reset=self.settings.auto_offset_reset,
-                               reset_key=CONSUMER_RESET.key(system=self.system))
+                               reset_key=CONSUMER_RESET.key(system=self.system),
+                               system=self.system)
 
     # -- bounds ----------------------------------------------------------------------------
     def _bounds(self, stream: str, partition: int) -> tuple[int, int]:

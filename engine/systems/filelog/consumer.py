@@ -89,7 +89,8 @@ class FileLogConsumer:
         reader = PartitionReader(self.settings.root, ssp.stream, ssp.partition, offset,
                                  read_bytes=self.settings.consumer_read_bytes,
                                  reset=self.settings.auto_offset_reset,
-                                 reset_key=CONSUMER_RESET.key(system=self.system))
+                                 reset_key=CONSUMER_RESET.key(system=self.system),
+                                 system=self.system)
         fetch_max = self.settings.for_stream(ssp.stream, meta.config).fetch_max_records
         self._inputs[ssp] = _Input(reader, fetch_max)
 

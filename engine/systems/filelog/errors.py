@@ -6,10 +6,12 @@ Raised elsewhere in this package: :class:`~weir.engine.errors.StreamNotFoundErro
 
 from __future__ import annotations
 
+import os
+
 from weir.engine.errors import SystemError_
 
 __all__ = ["StreamConflictError", "OffsetOutOfRangeError", "OffsetBeyondEndError",
-           "StreamEndedError"]
+           "StreamEndedError", "PartitionMissingError", "StreamMetaMissingError"]
 
 
 class StreamConflictError(SystemError_):
@@ -67,3 +69,34 @@ class StreamEndedError(SystemError_):
             f"({marker}); a bounded stream takes no records after end_stream. Write to a new "
             f"stream, or delete the marker file if the end was a mistake")
         self.stream, self.partition, self.upcoming = stream, partition, upcoming
+
+
+class PartitionMissingError(SystemError_):
+    """A partition's directory is gone although its stream exists: its records were deleted
+    outside Weir. A writer never makes it again: the partition would start over at offset 0
+    and reuse offsets that checkpoints already count (a job would skip the new records)."""
+
+    def __init__(self, stream: str, partition: int, path: str, meta_path: str):
+        super().__init__(
+            f"stream '{stream}' partition {partition}: its directory {path} is missing although "
+            f"the stream exists ({meta_path}), so its records were deleted outside Weir; "
+            f"nothing was written. Put the directory back from a backup. To replace the stream "
+            f"on purpose, delete it with `weir log delete {stream} --yes` (its other partitions' "
+            f"records are lost) and create it again: jobs that read it then refuse it until "
+            f"their state is reset")
+        self.stream, self.partition, self.path = stream, partition, path
+
+
+class StreamMetaMissingError(SystemError_):
+    """``create_stream`` over a stream directory whose partitions hold records but whose
+    ``stream.json`` is gone: a new description would adopt the old records under another
+    identity (and maybe another partition count or boundedness), so nothing is created."""
+
+    def __init__(self, stream: str, path: str, partitions: list[str]):
+        super().__init__(
+            f"cannot create stream '{stream}': {path} is missing but the stream's directory "
+            f"still holds records (partition(s) {', '.join(partitions)}); nothing was created. "
+            f"Put stream.json back from a backup (the records are intact). To start a new "
+            f"stream under this name instead, move the directory "
+            f"{os.path.dirname(path)} aside first")
+        self.stream, self.path, self.partitions = stream, path, partitions

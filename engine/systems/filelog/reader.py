@@ -16,7 +16,10 @@ segment files with ``os.pread`` in large chunks and parses them with ``struct.un
   ``CorruptRecordError`` naming stream, partition, offset, file and byte position, whether the
   reader meets it while reading or while skipping to its start offset. A damaged record in
   the middle of a log is never taken for the end of the log.
-* **Gaps**: compacted segments skip offsets; the reader just delivers the next record.
+* **Gaps**: compacted segments skip offsets; the reader just delivers the next record. A
+  producer segment (generation 0, plain or zstd) has no gaps: when one ends before the next
+  listed segment begins, the files between them are gone, and the reader raises
+  ``CorruptRecordError`` at the first missing offset instead of jumping over them.
 * **Out of range**: an offset before the oldest retained one (deleted by retention) is handled
   per :class:`~weir.engine.systems.filelog.settings.OffsetReset`. An offset *beyond the end* is
   always an error (:class:`~weir.engine.systems.filelog.errors.OffsetBeyondEndError`): the log
@@ -41,7 +44,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from typing import NamedTuple
 
-from weir.engine.errors import CorruptRecordError
+from weir.engine.errors import CorruptRecordError, StreamNotFoundError
 
 from weir.engine.systems.filelog._cursor import Cursor, Step, skip_in_file
 from weir.engine.systems.filelog._format import ParseStop, TailState, classify_tail, skip_records
@@ -77,8 +80,9 @@ class PartitionReader:
 
     def __init__(self, root: str, stream: str, partition: int, offset: int, *,
                  read_bytes: int = 1 << 20, reset: OffsetReset = OffsetReset.OLDEST,
-                 reset_key: str = "systems.<system>.consumer.auto.offset.reset"):
-        self.stream, self.partition = stream, partition
+                 reset_key: str = "systems.<system>.consumer.auto.offset.reset",
+                 system: str = "filelog"):
+        self.stream, self.partition, self.system = stream, partition, system
         self.read_bytes = read_bytes
         self._dir = partition_dir(root, stream, partition)
         self._next = offset
@@ -114,6 +118,19 @@ class PartitionReader:
     def read(self, max_records: int, make: Callable, ctx: object, out: list) -> int:
         """Append up to ``max_records`` records, each built as
         ``make(ctx, offset, key, value, timestamp, size)``, to ``out``; returns how many."""
+        try:
+            return self._read(max_records, make, ctx, out)
+        except FileNotFoundError:
+            if os.path.isdir(self._dir):
+                raise
+            raise StreamNotFoundError(self.system, self.stream, (
+                f"partition {self.partition}'s directory {self._dir} disappeared while it was "
+                f"read, at offset {self._next} (the stream was deleted or moved); nothing was "
+                f"skipped. Put the stream back from a backup; a stream created again under "
+                f"this name is a new stream, which a job's checkpoints refuse until its state "
+                f"is reset")) from None
+
+    def _read(self, max_records: int, make: Callable, ctx: object, out: list) -> int:
         got = 0
         end_known = self._end is not None  # the marker was read before this call's reads
         while got < max_records and not self.ended:
@@ -138,6 +155,8 @@ class PartitionReader:
             if step is Step.COUNT:
                 break
             if step is Step.END:
+                if not cur.segment.generation and cur.next_offset < cur.limit < _NO_LIMIT:
+                    self._raise_gap(cur)
                 self._next = max(self._next, cur.limit)
                 cur.close()
                 self._cur = None
@@ -158,6 +177,18 @@ class PartitionReader:
                 self._raise_missing(cur)
             break
         return got
+
+    def _raise_gap(self, cur: Cursor) -> None:
+        """A producer segment (never compacted: its offsets have no gaps) ends before the
+        next listed segment begins: the segment file(s) between them are gone."""
+        missing = os.path.join(self._dir, f"{cur.next_offset:020d}.log")
+        raise CorruptRecordError(
+            f"records {cur.next_offset}..{cur.limit - 1} are missing: {cur.segment.path} ends "
+            f"at offset {cur.next_offset - 1} but the next segment starts at {cur.limit}, so "
+            f"the segment file that began at offset {cur.next_offset} ({missing}, or its "
+            f"'.zst' form) was deleted or lost; only compacted '.g<n>' segments have gaps",
+            stream=self.stream, partition=self.partition, offset=cur.next_offset,
+            path=missing, position=0)
 
     def _raise_missing(self, cur: Cursor | None) -> None:
         """The partition ended at ``self._end`` but its records stop at ``self._next``."""

@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from weir.engine.errors import StreamNotFoundError, SystemError_
 
 from weir.engine.systems.api import CleanupPolicy, StreamSpec
-from weir.engine.systems.filelog._files import END_MARKER, STREAM_META, write_atomic
-from weir.engine.systems.filelog.errors import StreamConflictError
+from weir.engine.systems.filelog._files import (END_MARKER, MAINTENANCE_LOCK, STREAM_META, WRITER_LOCK,
+                                                write_atomic)
+from weir.engine.systems.filelog.errors import StreamConflictError, StreamMetaMissingError
 
 __all__ = [
     "FORMAT_VERSION",
@@ -115,9 +116,32 @@ def load_meta(root: str, stream: str, system: str) -> StreamMeta:
         with open(path, "rb") as f:
             data = f.read()
     except FileNotFoundError:
+        orphans = _partitions_with_records(stream_dir(root, stream))
+        if orphans:
+            raise StreamNotFoundError(system, stream, (
+                f"no {path}, but the stream's directory still holds records (partition(s) "
+                f"{', '.join(orphans)}): its stream.json was lost. Put it back from a backup; "
+                f"creating the stream again is refused while those records are there")) from None
         raise StreamNotFoundError(system, stream, f"no {path}; create it with `weir log create "
                                   f"{stream}` or create_stream()") from None
     return StreamMeta.from_json(data, path)
+
+
+def _partitions_with_records(directory: str) -> list[str]:
+    """The partition directories under a stream directory that hold anything but locks."""
+    try:
+        names = sorted((n for n in os.listdir(directory) if n.isdigit()), key=int)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found = []
+    for name in names:
+        try:
+            files = os.listdir(os.path.join(directory, name))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if any(f not in (WRITER_LOCK, MAINTENANCE_LOCK) for f in files):
+            found.append(name)
+    return found
 
 
 def create_stream(root: str, spec: StreamSpec, system: str, compression: str) -> bool:
@@ -131,6 +155,9 @@ def create_stream(root: str, spec: StreamSpec, system: str, compression: str) ->
     meta_path = os.path.join(directory, STREAM_META)
     if os.path.exists(meta_path):
         return _same_or_conflict(root, spec, system, meta_path)
+    orphans = _partitions_with_records(directory)
+    if orphans:
+        raise StreamMetaMissingError(spec.name, meta_path, orphans)
     for partition in range(spec.partitions):
         os.makedirs(os.path.join(directory, str(partition)), exist_ok=True)
     meta = StreamMeta(spec.name, spec.partitions, spec.cleanup_policy, spec.bounded,

@@ -41,11 +41,11 @@ from crc32c import crc32c
 
 from weir.engine.errors import CorruptRecordError, PartitionLockedError, SystemError_
 
-from weir.engine.systems.filelog._files import (END_MARKER, WRITER_LOCK, FileLock, LockBusy, SegmentName, fsync_dir,
+from weir.engine.systems.filelog._files import (END_MARKER, STREAM_META, WRITER_LOCK, FileLock, LockBusy, SegmentName, fsync_dir,
                      write_atomic)
 from weir.engine.systems.filelog._format import NULL_LEN, TailState, classify_tail
 from weir.engine.systems.filelog._index import INDEX_INTERVAL, SegmentIndex, load_index
-from weir.engine.systems.filelog.errors import StreamEndedError
+from weir.engine.systems.filelog.errors import PartitionMissingError, StreamEndedError
 from weir.engine.systems.filelog.retention import maintain
 from weir.engine.systems.filelog.segment import Segment, build_index, list_segments, scan_plain
 from weir.engine.systems.filelog.settings import StreamSettings
@@ -78,7 +78,11 @@ class PartitionWriter:
         self._segment_bytes = self._settings.segment_bytes
         self._buffer_bytes = buffer_bytes
         self._dir = partition_dir(root, meta.name, partition)
-        os.makedirs(self._dir, exist_ok=True)
+        meta_path = os.path.join(os.path.dirname(self._dir), STREAM_META)
+        if not os.path.isdir(self._dir):
+            if os.path.exists(meta_path):  # create_stream made it: something deleted it since
+                raise PartitionMissingError(meta.name, partition, self._dir, meta_path)
+            os.makedirs(self._dir, exist_ok=True)  # a writer without a created stream (tools)
         self._lock = FileLock(os.path.join(self._dir, WRITER_LOCK))
         try:
             self._lock.acquire("writer")

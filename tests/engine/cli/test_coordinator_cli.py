@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import orjson
+import pytest
 
 from weir.engine.cli import main
 from weir.engine.coordinator import CoordinatorStreamStore, JobCoordinator
@@ -51,6 +52,25 @@ def test_set_config_refuses_a_bad_value_naming_the_key_and_writes_nothing(tmp_pa
     assert cli(tmp_path, "set-config", "--key", "task.commit.ms", "--value", "soon") == 2
 
     assert "config key 'task.commit.ms'" in capsys.readouterr().err
+    assert offsets(config) == before
+
+
+@pytest.mark.parametrize("key, value, needle", [
+    ("task.max.concurrency", "0", "must be >= 1"),
+    ("task.class", "no_such_module:Task", "task.class"),
+    ("stores.counts.msg.serde", "no-such-serde", "stores.counts.msg.serde"),
+])
+def test_set_config_refuses_a_value_the_job_would_refuse_and_writes_nothing(
+        tmp_path, capsys, key, value, needle):
+    # Each parses as its type, but a job cannot run with it: it used to be written, and the
+    # running job stopped (exit 2) when its coordinator read it back.
+    config = submitted(tmp_path)
+    before = offsets(config)
+
+    assert cli(tmp_path, "set-config", "--key", key, "--value", value) == 2
+
+    err = capsys.readouterr().err
+    assert needle in err and "nothing was written" in err
     assert offsets(config) == before
 
 

@@ -254,3 +254,23 @@ def test_a_bad_value_written_while_running_is_refused_with_the_key(tmp_path):
 
         assert coordinator.catch_up_once() is None
         assert "task.commit.ms" in coordinator.refused and STREAM in coordinator.refused
+
+
+@pytest.mark.parametrize("key, value, needle", [
+    ("task.max.concurrency", "0", "must be >= 1"),
+    ("stores.counts.msg.serde", "no-such-serde", "stores.counts.msg.serde"),
+])
+def test_a_value_the_containers_would_refuse_is_refused_while_running(tmp_path, key, value,
+                                                                       needle):
+    # Each parses as its key's type, so the running check let it through; the new model
+    # restarted the containers, which refused it, and the running job stopped with exit 2
+    # (docs: a refused change leaves the job running with its model).
+    config = job_config(tmp_path)
+    create_inputs(config, 2)
+    with JobCoordinator(config) as coordinator:
+        coordinator.start()
+        _write(config, key, value)
+
+        assert coordinator.catch_up_once() is None
+        assert coordinator.snapshot.version == 1
+        assert needle in coordinator.refused

@@ -178,3 +178,28 @@ def test_a_record_damaged_on_disk_gives_a_typed_error_naming_its_offset(tmp_path
 
     assert info.value.offset == 0
     assert "fails its check" in str(info.value)
+
+
+def test_the_tail_command_a_damaged_stream_advises_runs_as_given_from_anywhere(tmp_path):
+    # It used to say `weir log tail <stream> --from N`, which looks in ./weir-data/log and
+    # fails with "does not exist" wherever the job's file log is elsewhere.
+    import re
+    import shlex
+
+    with open_store(tmp_path) as store:
+        store.write([CoordinatorMessage.set_config(f"k{i}", str(i), source="t") for i in range(3)])
+    segment = next((tmp_path / "log" / STREAM / "0").glob("*.log"))
+    data = bytearray(segment.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    with open_store(tmp_path) as store, pytest.raises(CoordinatorStreamCorruptError) as info:
+        store.bootstrap()
+
+    (command,) = re.findall(r"`(weir log tail [^`]*)`", str(info.value))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = subprocess.run([sys.executable, "-m", "weir", *shlex.split(command)[1:]],
+                            cwd=elsewhere, capture_output=True, text=True, timeout=60,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert "does not exist" not in result.stderr, result.stderr
+    assert f"offset {info.value.offset}" in result.stderr  # it finds the stream and the damage

@@ -114,6 +114,51 @@ def test_a_flipped_byte_in_a_sealed_segment_names_the_offset(make_log):
     assert [r.offset for r in log.read(offset=4)][:2] == [4, 5]  # later offsets still readable
 
 
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+@pytest.mark.parametrize("start", [0, "inside"])
+def test_a_missing_sealed_segment_in_the_middle_is_damage_not_a_gap(make_log, compression,
+                                                                    start):
+    # A segment file deleted or lost between two others: the reader used to jump over its
+    # offsets as if compaction had left a gap, so a job skipped those records (exit 0).
+    log = make_log(segment_bytes="2000", compression=compression)
+    log.create()
+    _fill(log, 300)
+    log.admin.apply_retention("s")  # seal and compress per the settings
+    segments = list_segments(log.pdir())
+    gone, before, after = segments[2], segments[1], segments[3]
+    for path in (gone.path, gone.index_path):
+        if os.path.exists(path):
+            os.remove(path)
+    first = 0 if start == 0 else gone.base + 3
+    with pytest.raises(CorruptRecordError) as err:
+        log.read(offset=first)
+    assert (err.value.stream, err.value.partition, err.value.offset) == ("s", 0, gone.base)
+    assert err.value.path == os.path.join(log.pdir(), f"{gone.base:020d}.log")  # the lost file
+    assert before.path in str(err.value)
+    assert f"{gone.base}..{after.base - 1}" in str(err.value) and "missing" in str(err.value)
+    assert [r.offset for r in log.read(offset=after.base)][:1] == [after.base]  # later: fine
+
+
+def test_a_stream_deleted_while_read_is_a_typed_error_naming_it(log):
+    # `weir log delete` of a running job's input: the job used to stop with a bare
+    # FileNotFoundError of the partition directory.
+    from weir.engine.errors import StreamNotFoundError
+
+    log.create(partitions=2)
+    log.write([(None, b"a")] * 3, partition=1)
+    reader = log.admin.reader("s", 1, 0)
+    try:
+        assert len(reader.read_records(10)) == 3
+        log.admin.delete_stream("s")
+        with pytest.raises(StreamNotFoundError) as err:
+            for _ in range(3):
+                reader.read_records(10)
+    finally:
+        reader.close()
+    assert (err.value.system, err.value.stream) == ("fl", "s")
+    assert "partition 1" in str(err.value) and "while it was read" in str(err.value)
+
+
 def test_a_corrupt_record_followed_by_valid_ones_in_the_active_segment_raises(log):
     log.create()
     _fill(log, 10)

@@ -218,3 +218,25 @@ def test_segments_roll_under_the_producer(make_log):
     producer.stop()
     assert len(list_segments(log.pdir())) > 3
     assert [r.value for r in log.read()] == [b"%05d" % i for i in range(500)]
+
+
+def test_a_lost_stream_json_is_never_recreated_over_the_records_it_described(log):
+    # stream.json deleted, partitions still there. `weir log create` (what the "does not
+    # exist" error advised) used to write a new stream.json over the old records: another
+    # partition count, unbounded, a new identity.
+    from weir.engine.systems.filelog import StreamMetaMissingError
+
+    log.create(partitions=4, bounded=True)
+    log.write([(None, b"a")] * 3, partition=2)
+    meta = os.path.join(log.root, "s", "stream.json")
+    os.remove(meta)
+
+    with pytest.raises(StreamNotFoundError) as missing:
+        log.admin.stream_meta("s")
+    assert "backup" in str(missing.value) and "weir log create" not in str(missing.value)
+    with pytest.raises(StreamMetaMissingError) as err:
+        log.admin.create_stream(StreamSpec("s", 1))
+    assert meta in str(err.value) and "backup" in str(err.value)
+    assert not os.path.exists(meta)
+    assert [p.name for p in list_segments(log.pdir("s", 2))]  # records untouched
+    log.create("fresh", partitions=2)  # a new stream still can be created

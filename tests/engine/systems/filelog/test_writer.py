@@ -193,3 +193,21 @@ def test_a_failure_while_recording_the_holder_releases_the_writer_lock(log, monk
     monkeypatch.setattr(locking.os, "write", real)
     with log.writer() as w:           # not locked out by a leaked descriptor of this process
         assert w.append(None, b"x") == 0
+
+
+def test_a_writer_refuses_a_partition_whose_directory_was_deleted(log):
+    # rm -rf of one partition directory: a writer that made it again would start the
+    # partition over at offset 0, reusing offsets that checkpoints already count.
+    import shutil
+
+    from weir.engine.systems.filelog import PartitionMissingError
+
+    log.create(partitions=2)
+    log.write([(None, b"a")] * 3, partition=1)
+    shutil.rmtree(log.pdir("s", 1))
+    with pytest.raises(PartitionMissingError) as err:
+        log.writer(partition=1)
+    assert (err.value.stream, err.value.partition) == ("s", 1)
+    assert log.pdir("s", 1) in str(err.value) and "backup" in str(err.value)
+    assert not os.path.exists(log.pdir("s", 1))  # nothing made in its place
+    assert log.write([(None, b"b")], partition=0) == [0]  # the other partition is fine
