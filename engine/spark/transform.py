@@ -470,9 +470,17 @@ class _TwsRunner(_TaskRunner):
             if changed is not None else [0, n]
         key_values = [table.column(k).take(starts[:-1]).to_pylist() for k in key]
         if self.flavour == "pandas":
+            import pandas as pd
+
             frame = _spark_pandas(table, self.timezone)
             for g, (a, b) in enumerate(zip(starts, starts[1:])):
-                yield tuple(col[g] for col in key_values), frame.iloc[a:b].reset_index(drop=True)
+                # a shallow copy with its own 0..n-1 index, as Spark hands a group over: no
+                # chained-assignment warning when the processor edits it, and its edits only
+                # reach its own rows of the partition's frame (groups are disjoint). 3-6x
+                # cheaper per key than reset_index(drop=True), which copies the data.
+                group = frame.iloc[a:b].copy(deep=False)
+                group.index = pd.RangeIndex(b - a)
+                yield tuple(col[g] for col in key_values), group
         else:
             from pyspark.sql import Row
 
@@ -540,6 +548,9 @@ def _outputs_table(outputs: list[Any], schema: Any, flavour: str) -> Any:
         frames = [f for f in outputs if f is not None and len(f)]
         if not frames:
             return schema.empty_table()
+        fast = _frames_table(frames, schema)
+        if fast is not None:
+            return fast
         frame = pd.concat(frames, ignore_index=True)
         missing = [n for n in schema.names if n not in frame.columns]
         if missing:
@@ -553,3 +564,40 @@ def _outputs_table(outputs: list[Any], schema: Any, flavour: str) -> Any:
             columns[n].append(values.get(n))
     return pa.table(columns, schema=schema)
 
+
+
+def _simple_type(t: Any) -> bool:
+    import pyarrow as pa
+
+    return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+            or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t))
+
+
+def _frames_table(frames: list[Any], schema: Any) -> Any:
+    """The processor's output frames as one Arrow table without ``pd.concat`` (which costs
+    ~0.1-0.5 ms per one-row frame): each frame's cells as an object block, stacked, one Arrow
+    array per column, converted as ``Table.from_pandas`` converts (NaN and None are null).
+    None -- use ``pd.concat`` -- when a column type is not a plain scalar (timestamps, nested),
+    a frame lacks a column or repeats one, or a value does not convert."""
+    import numpy as np
+    import pyarrow as pa
+
+    if not all(_simple_type(f.type) for f in schema):
+        return None
+    blocks = []
+    for frame in frames:
+        columns = frame.columns
+        if not columns.is_unique:
+            return None
+        try:
+            positions = [columns.get_loc(n) for n in schema.names]
+        except KeyError:
+            return None
+        blocks.append(frame.to_numpy(dtype=object)[:, positions])
+    block = np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
+    try:
+        return pa.table([pa.array(block[:, i], type=f.type, from_pandas=True)
+                         for i, f in enumerate(schema)], schema=schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        return None
