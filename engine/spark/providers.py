@@ -23,8 +23,9 @@ A store picks its provider with ``stores.<s>.factory`` (as in a job), else the s
 ``spark.weir.state.provider``. :func:`register_state_provider` adds one::
 
     >>> from weir.stores.engines.memory import MemoryEngine
-    >>> register_state_provider("scratch", lambda store, directory, spec: MemoryEngine(store),
-    ...                         persistent=False, description="a test engine")
+    >>> provider = register_state_provider(
+    ...     "scratch", lambda store, directory, spec: MemoryEngine(store), persistent=False,
+    ...     description="a test engine")
     >>> state_provider("scratch").persistent
     False
     >>> unregister_state_provider("scratch")
