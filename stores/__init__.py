@@ -15,6 +15,7 @@ Example::
     >>> store.close()
 """
 
+from weir.stores.adjunct import SEAL_KEY, AdjunctSpec, RejectedKeys, adjunct_specs
 from weir.stores.api import KeyValueIterator, KeyValueSnapshot, KeyValueStore, ReadOnlyKeyValueStore
 from weir.stores.builder import build_store, open_engine
 from weir.stores.changelog import NO_OFFSET, ChangelogSink, ChangelogSource
@@ -36,6 +37,7 @@ from weir.stores.serdes import BUILTIN_SERDES, Serde, serde_from_name
 from weir.stores.spec import EngineKind, StoreSpec, stores_in
 
 __all__ = [
+    "SEAL_KEY", "AdjunctSpec", "RejectedKeys", "adjunct_specs",
     "KeyValueIterator", "KeyValueSnapshot", "KeyValueStore", "ReadOnlyKeyValueStore",
     "build_store", "open_engine",
     "NO_OFFSET", "ChangelogSink", "ChangelogSource",
