@@ -57,7 +57,7 @@ from weir.stores.layers.serialized import SerializedLayer
 from weir.stores.serdes import serde_from_name
 from weir.stores.spec import STORE_KEY_SERDE, STORE_MSG_SERDE, EngineKind, LargeMessages, StoreSpec
 
-__all__ = ["build_store", "open_engine", "shared_store"]
+__all__ = ["build_store", "compose_store", "open_engine", "shared_store"]
 
 
 def open_engine(spec: StoreSpec, directory: Path, *, logged: bool) -> BytesEngine:
@@ -86,26 +86,36 @@ def build_store(spec: StoreSpec, directory: Path, *, changelog: ChangelogSink | 
     store is not logged (the caller -- a storage manager -- passes the sink of
     ``spec.changelog``). ``config`` resolves serde names (``serializers.registry.*``).
     """
-    key_serde = serde_from_name(spec.key_serde, config, key=STORE_KEY_SERDE.key(store=spec.name))
-    value_serde = serde_from_name(spec.value_serde, config,
-                                  key=STORE_MSG_SERDE.key(store=spec.name))
     engine = open_engine(spec, directory, logged=changelog is not None)
     try:
-        store: BytesEngine = engine if changelog is None else LoggedLayer(engine, changelog)
-        large = spec.large_messages
-        if changelog is not None or large is not LargeMessages.FAIL_AT_WRITE:
-            store = LargeMessageLayer(store, max_bytes=spec.max_message_bytes,
-                                      drop=large is LargeMessages.DROP)
-        typed: KeyValueStore = SerializedLayer(store, key_serde, value_serde)
-        if spec.object_cache_size > 0:
-            typed = CachedLayer(typed, capacity=spec.object_cache_size,
-                                write_batch_size=spec.write_batch_size)
-        if large is LargeMessages.FAIL_AT_PUT:
-            typed = PutSizeCheck(typed, serialize=value_serde.to_bytes,
-                                 max_bytes=spec.max_message_bytes)
+        return compose_store(spec, engine, changelog=changelog, config=config)
     except BaseException:
         engine.close()  # release the directory lock: the caller never gets a store to close
         raise
+
+
+def compose_store(spec: StoreSpec, engine: BytesEngine, *, changelog: ChangelogSink | None,
+                  config: Config, cache: bool = True) -> KeyValueStore:
+    """The typed store of ``spec`` over an engine the caller opened: the same layers as
+    :func:`build_store` (Cached -> Serialized -> LargeMessage -> Logged -> ``engine``, with the
+    put-size check on top when ``spec`` asks for it). ``cache=False`` leaves the object cache
+    out whatever ``spec`` says (for an engine that already buffers every write, such as the
+    Spark state provider's staged view of a replica). Closing the store closes ``engine``."""
+    key_serde = serde_from_name(spec.key_serde, config, key=STORE_KEY_SERDE.key(store=spec.name))
+    value_serde = serde_from_name(spec.value_serde, config,
+                                  key=STORE_MSG_SERDE.key(store=spec.name))
+    store: BytesEngine = engine if changelog is None else LoggedLayer(engine, changelog)
+    large = spec.large_messages
+    if changelog is not None or large is not LargeMessages.FAIL_AT_WRITE:
+        store = LargeMessageLayer(store, max_bytes=spec.max_message_bytes,
+                                  drop=large is LargeMessages.DROP)
+    typed: KeyValueStore = SerializedLayer(store, key_serde, value_serde)
+    if cache and spec.object_cache_size > 0:
+        typed = CachedLayer(typed, capacity=spec.object_cache_size,
+                            write_batch_size=spec.write_batch_size)
+    if large is LargeMessages.FAIL_AT_PUT:
+        typed = PutSizeCheck(typed, serialize=value_serde.to_bytes,
+                             max_bytes=spec.max_message_bytes)
     return typed
 
 

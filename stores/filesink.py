@@ -15,6 +15,9 @@ File format (``WCLG`` magic, version 1)::
     batch  = u32 payload_len | u32 crc32c(payload) | u32 record_count | payload
     payload = msgpack [keys: array of bin, values: array of (bin | nil)]   (nil = tombstone)
 
+(a batch is a :mod:`weir.stores.framing` frame, the encoding the Spark state provider's
+changelog and snapshot files use too.)
+
 A batch is all-or-nothing: a crash mid-write leaves a torn final batch, which the next open
 detects (short read or CRC mismatch) and truncates, together with anything after it that is not
 a valid batch (a power cut can leave zero-filled blocks at the end; a batch never has zero
@@ -35,7 +38,6 @@ Example::
 from __future__ import annotations
 
 import os
-import struct
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -45,11 +47,12 @@ import msgpack
 
 from weir.stores.changelog import NO_OFFSET, ChangelogRecord
 from weir.stores.errors import StoreClosedError, StoreError
+from weir.stores.framing import FRAME_HEADER as _HEADER
+from weir.stores.framing import encode_frame, parse_frame_header
 
 __all__ = ["FileChangelog"]
 
 _MAGIC = b"WCLG\x00\x00\x00\x01"
-_HEADER = struct.Struct(">III")
 _PENDING_LIMIT = 1_024
 
 
@@ -121,14 +124,7 @@ class FileChangelog:
     def _parse_frame(data: bytes, pos: int) -> tuple[int, int] | None:
         """``(record count, end)`` of a valid batch at ``pos``, else None. An all-zero header
         has a matching CRC (crc32c of nothing is 0) but no records: not a batch."""
-        if pos + _HEADER.size > len(data):
-            return None
-        length, crc, count = _HEADER.unpack_from(data, pos)
-        start = pos + _HEADER.size
-        end = start + length
-        if count == 0 or end > len(data) or crc32c.crc32c(data[start:end]) != crc:
-            return None
-        return count, end
+        return parse_frame_header(data, pos)
 
     @classmethod
     def _next_good_frame(cls, data: bytes, start: int) -> int | None:
@@ -190,12 +186,10 @@ class FileChangelog:
             self._write_batch(keys, values)
 
     def _write_batch(self, keys: list[bytes], values: list[bytes | None]) -> None:
-        payload = msgpack.packb((keys, values))
-        frame = _HEADER.pack(len(payload), crc32c.crc32c(payload), len(keys))
+        frame = encode_frame(keys, values)
         self._file.write(frame)
-        self._file.write(payload)
         self._index(self._end, len(keys))
-        self._end += len(frame) + len(payload)
+        self._end += len(frame)
 
     # -- ChangelogSource ---------------------------------------------------------------------
     def oldest_offset(self) -> int:

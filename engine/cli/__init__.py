@@ -26,6 +26,7 @@ _COMMAND_MODULES = (
     "weir.engine.cli.coordinator",  # weir coordinator set-config|show
     "weir.engine.cli.plan",     # weir plan app.properties
     "weir.engine.cli.drain",    # weir drain job.properties
+    "weir.engine.cli.spark",    # weir spark show|repartition CHECKPOINT
 )
 
 

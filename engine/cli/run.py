@@ -46,6 +46,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--status", choices=_STATUS_MODES, default="auto",
                         help="progress display: a status line on a terminal, log lines "
                              "otherwise (auto, the default), or force line/log/off")
+    parser.add_argument("--runner", choices=("embedded", "spark"), default="embedded",
+                        help="embedded (this machine, the default) or spark: the same job as "
+                             "one Spark streaming query (docs/SPARK.md; needs weir[spark] and "
+                             "Java 17+; spark.master in the config, default local[*])")
+    parser.add_argument("--trigger", choices=("continuous", "available-now"),
+                        default="continuous",
+                        help="--runner spark: run micro-batches until stopped or every task "
+                             "finished (continuous), or process what the inputs hold now "
+                             "and stop (available-now)")
     parser.add_argument("--stage", type=int, default=None, metavar="N",
                         help="run only stage N of an application as its own job (see `weir "
                              "plan`); default: every stage in one job (or app.stage)")
@@ -73,7 +82,14 @@ def _run(args: argparse.Namespace) -> int:
     console = configure_logging(mode)
     reset = StateReset.RESET if args.reset_state else StateReset.KEEP
     from weir.engine.app.planner import is_application
-    if is_application(config):
+    if args.runner == "spark":
+        if args.stage is not None or args.reset_state:
+            from weir.stores.errors import ConfigError
+            raise ConfigError("--stage and --reset-state are for the embedded runner")
+        from weir.engine.spark.jobrunner import Trigger, run_on_spark
+        result = run_on_spark(config, trigger=Trigger(args.trigger),
+                              config_dir=str(Path(args.path).resolve().parent))
+    elif is_application(config):
         from weir.engine.app.runner import run_application
         result = run_application(config, stage=args.stage, status=mode, console=console)
     elif args.stage is not None:

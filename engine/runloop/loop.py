@@ -100,11 +100,18 @@ class StopReason(Enum):
     END_OF_STREAM = "end-of-stream"
     SHUTDOWN_REQUESTED = "shutdown-requested"
     EXTERNAL_SHUTDOWN = "external-shutdown"
+    SOURCE_EXHAUSTED = "source-exhausted"
+    """A bounded source (one Spark micro-batch of a job on Spark) handed out everything and
+    all of it was processed; every task that is not done commits."""
 
 
 class EnvelopeSource(Protocol):
     """What the loop reads from (``weir.engine.consumers.consumers.SystemConsumers``): the next envelope,
-    deserialized, waiting up to ``timeout`` seconds; None when there is none."""
+    deserialized, waiting up to ``timeout`` seconds; None when there is none.
+
+    A source may also have ``exhausted() -> bool``: True once it will never hand out another
+    envelope (a micro-batch of a job on Spark). The loop then stops as soon as nothing it
+    took from the source is waiting or in flight (:attr:`StopReason.SOURCE_EXHAUSTED`)."""
 
     def choose(self, timeout: float) -> IncomingMessageEnvelope | None: ...
 
@@ -129,7 +136,8 @@ class RunLoop:
                  config: Config | Mapping[str, str] | RunLoopConfig | None = None, *,
                  name: str = "container", reporter: MetricsReporter | None = None,
                  metrics: MetricsSettings | None = None,
-                 extra_metrics: Mapping[str, Callable[[], Any]] | None = None):
+                 extra_metrics: Mapping[str, Callable[[], Any]] | None = None,
+                 window_due: bool = False, stop_on_votes: bool = True):
         job_config = Config({}) if isinstance(config, RunLoopConfig) else (
             config if isinstance(config, Config) else Config(config or {}))
         self.settings = config if isinstance(config, RunLoopConfig) else RunLoopConfig.from_config(job_config)
@@ -159,6 +167,15 @@ class RunLoop:
         self._error: BaseException | None = None
         self._votes = 0
         self._window_due = self._commit_due = self._report_due = self._timeout_due = False
+        # ``window_due``: a window is due before anything else (a job on Spark keeps the time
+        # of its last window across micro-batches, each of which runs a new loop).
+        self._window_due = bool(window_due)
+        # ``stop_on_votes=False``: every task voting shutdown(CURRENT_TASK) does not stop the
+        # loop; the votes are only recorded (:attr:`voted_tasks`). A job on Spark runs one
+        # task per loop and stops the whole query once every task of the job voted.
+        self._stop_on_votes = stop_on_votes
+        exhausted = getattr(source, "exhausted", None)
+        self._exhausted: Callable[[], bool] | None = exhausted if callable(exhausted) else None
         self._dirty: list[Worker] = []
         self._busy = 0          # messages and operations in flight, all tasks
         self._backlogged = 0    # workers whose pending queue is full
@@ -342,10 +359,13 @@ class RunLoop:
         n = 0
         if self._service():
             return
+        exhausted = self._exhausted
         while True:
             env = choose(idle)
             if env is None:
                 null.count += 1
+                if exhausted is not None and exhausted():
+                    self._stop(StopReason.SOURCE_EXHAUSTED)
             else:
                 w = single.get(env.ssp)
                 if w is None or env.kind is not _MESSAGE:
@@ -429,6 +449,9 @@ class RunLoop:
                     continue
                 self._m_null.count += 1
                 if not self._busy:
+                    if (self._exhausted is not None and self._exhausted()
+                            and not any(w.pending for w in self._workers)):
+                        self._stop(StopReason.SOURCE_EXHAUSTED)
                     continue
             self._m_waits.count += 1
             try:
@@ -735,8 +758,15 @@ class RunLoop:
             w.voted = True
             self._votes += 1
         if self._votes == len(self._workers):
-            done = all(x.complete for x in self._workers)
-            self._stop(StopReason.END_OF_STREAM if done else StopReason.SHUTDOWN_REQUESTED)
+            if all(x.complete for x in self._workers):
+                self._stop(StopReason.END_OF_STREAM)
+            elif self._stop_on_votes:
+                self._stop(StopReason.SHUTDOWN_REQUESTED)
+
+    @property
+    def voted_tasks(self) -> list[str]:
+        """The tasks that voted to stop (``shutdown(CURRENT_TASK)``) and did not finish."""
+        return [w.inst.task_name for w in self._workers if w.voted and not w.complete]
 
     def _stop(self, reason: StopReason) -> None:
         if self._reason is None:

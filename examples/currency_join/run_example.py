@@ -4,6 +4,7 @@ One command, a few seconds by default::
 
     python examples/currency_join/run_example.py                 # 20k + 10k transactions
     python examples/currency_join/run_example.py --transactions 1000000 --replay 200000
+    python examples/currency_join/run_example.py --runner spark     # the same job on Spark
 
 Everything lives in a fresh temporary directory (``--workdir DIR`` to choose it, ``--keep``
 to keep it). The job runs embedded through the same runner as ``weir run``; afterwards every
@@ -134,6 +135,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         metavar="KEY=VALUE", help="override a job config key")
     parser.add_argument("--status", choices=[m.value for m in StatusMode], default="auto")
     parser.add_argument("--verbose", "-v", action="store_true", help="log at INFO")
+    parser.add_argument("--runner", choices=("embedded", "spark"), default="embedded",
+                        help="run the job embedded (default) or on Spark, as one streaming "
+                             "query in local mode (needs `pip install 'weir[spark]'` and "
+                             "Java 17+; docs/SPARK.md)")
     args = parser.parse_args(argv)
 
     mode = StatusMode(args.status)
@@ -147,8 +152,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         truth = generate(config, transactions=args.transactions, replay=args.replay)
         generated = time.perf_counter() - started
         print(f"generated {sum(truth.records.values()):,} input records in {generated:.2f} s")
-        result: JobResult = run_job(config, status=mode, console=console,
-                                    progress=None if args.verbose else ProgressMode.QUIET)
+        if args.runner == "spark":
+            from weir.engine.spark.jobrunner import Trigger, run_on_spark
+
+            result = run_on_spark(config, trigger=Trigger.AVAILABLE_NOW, config_dir=str(HERE))
+        else:
+            result = run_job(config, status=mode, console=console,
+                             progress=None if args.verbose else ProgressMode.QUIET)
         for line in result.summary_lines():
             print(line)
         if result.exit_code is not ExitCode.OK:

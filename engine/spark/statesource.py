@@ -1,0 +1,323 @@
+"""State as a data source: ``spark.read.format("weirstate")`` and ``"weirstate-metadata"``.
+
+Read an operator's state at a version (time travel), or the changes between two versions::
+
+    spark.read.format("weirstate").load(checkpoint)                       # the only operator, newest version
+    spark.read.format("weirstate").option("operator", "counts").option("version", 7).load(checkpoint)
+    spark.read.format("weirstate").option("operator", "counts").option("partition", 2).load(checkpoint)
+    spark.read.format("weirstate").option("operator", "counts")
+         .option("readChangeFeed", "true").option("startVersion", 3).option("endVersion", 7).load(checkpoint)
+    spark.read.format("weirstate-metadata").load(checkpoint)              # operators, partitions, versions, sizes
+
+Options (the path may also be given as ``option("path", ...)`` or ``checkpointLocation``):
+
+==================  ==============================================================================
+``operator``        the operator (``<checkpoint>/weir/<operator>``); optional when there is one
+``version``         the version to read (default: the newest version every partition published)
+``partition``       read only this partition
+``store``           read only this store; its key and value columns are then typed by its serdes
+                    (``string`` -> string, ``int64`` -> long, ``json``/``msgpack`` -> JSON text,
+                    ``bytes`` -> binary); over several stores they are text
+``readChangeFeed``  ``true``: the changes of versions ``startVersion`` (required) to
+                    ``endVersion`` (default: newest), one row per put or delete, straight from
+                    the changelogs
+==================  ==============================================================================
+
+State rows: ``partition int, store string, key, value, key_bytes binary, value_bytes binary``.
+Change rows: ``version long, partition int, store string, change_type string ("put" |
+"delete"), key, value, key_bytes binary, value_bytes binary`` (value null for deletes).
+Metadata rows: ``operator, kind, partitions, stores, partition, first_version, latest_version,
+changelogs, snapshots, latest_snapshot, bytes``.
+
+Every partition is read by one Spark task straight from the checkpoint's files (the newest
+readable snapshot at or below the version plus the changelogs after it), so reading never
+touches a running query's replicas.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from weir.stores.config import Config
+from weir.stores.serdes import serde_from_name
+
+from weir.engine.spark.durable import OperatorCheckpoint, list_operators
+from weir.engine.spark.errors import SparkError, StateHistoryError
+from weir.engine.spark.partition import load_version
+from weir.engine.spark.statefile import VersionKind
+
+__all__ = ["WeirStateDataSource", "WeirStateMetadataDataSource", "state_versions"]
+
+_TYPED = {"string": "string", "str": "string", "utf8": "string", "int64": "long",
+          "long": "long", "integer": "long", "int": "long", "bytes": "binary",
+          "byte": "binary", "bytebuffer": "binary"}
+
+
+def _checkpoint(options: Mapping[str, str]) -> Path:
+    path = options.get("path") or options.get("checkpointLocation") \
+        or options.get("checkpointlocation")
+    if not path:
+        raise SparkError("weirstate: give the query's checkpoint location: "
+                         "spark.read.format('weirstate').load(<checkpoint>)")
+    return Path(path)
+
+
+def _operator(options: Mapping[str, str], checkpoint: Path) -> OperatorCheckpoint:
+    name = options.get("operator")
+    if not name:
+        names = list_operators(checkpoint)
+        if len(names) != 1:
+            raise SparkError(f"weirstate: {checkpoint} holds the state of "
+                             f"{len(names)} operators ({', '.join(names) or 'none'}); choose one "
+                             f"with option('operator', name)")
+        name = names[0]
+    op = OperatorCheckpoint(checkpoint, name)
+    if op.read_meta() is None:
+        raise SparkError(f"weirstate: no operator '{name}' in {checkpoint} (operators there: "
+                         f"{', '.join(list_operators(checkpoint)) or 'none'})")
+    return op
+
+
+def _int(options: Mapping[str, str], key: str) -> int | None:
+    raw = options.get(key)
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise SparkError(f"weirstate: option {key}={raw!r} is not an integer") from None
+
+
+def state_versions(op: OperatorCheckpoint) -> dict[int, tuple[int, ...]]:
+    """partition -> the versions whose changelog is published."""
+    meta = op.read_meta()
+    assert meta is not None
+    return {p: op.partition(p).listing().changelogs for p in range(meta.partitions)}
+
+
+def _newest_common(op: OperatorCheckpoint) -> int:
+    versions = state_versions(op)
+    latest = [v[-1] if v else -1 for v in versions.values()]
+    return min(latest) if latest else -1
+
+
+class _Decoder:
+    """Bytes of one store to the reader's column values."""
+
+    def __init__(self, serde_name: str, typed: bool):
+        self.serde = serde_from_name(serde_name, Config({}))
+        low = serde_name.lower()
+        self.kind = _TYPED.get(low, "text") if typed else "text"
+        self.name = low
+
+    def __call__(self, raw: bytes | None) -> Any:
+        if raw is None:
+            return None
+        if self.kind == "binary":
+            return raw
+        value = self.serde.from_bytes(raw)
+        if self.kind in ("string", "long"):
+            return value
+        if isinstance(value, (bytes, bytearray)):
+            return bytes(value).hex()
+        if isinstance(value, str):
+            return value
+        return orjson.dumps(value, default=str).decode()
+
+
+def _column_type(decoder_kind: str) -> str:
+    return {"string": "string", "long": "bigint", "binary": "binary"}.get(decoder_kind, "string")
+
+
+class _Plan:
+    """The options of one read, resolved on the driver."""
+
+    def __init__(self, options: Mapping[str, str]):
+        self.checkpoint = _checkpoint(options)
+        self.op = _operator(options, self.checkpoint)
+        self.meta = self.op.read_meta()
+        assert self.meta is not None
+        stores = sorted(self.meta.stores)
+        store = options.get("store")
+        if store:
+            if store not in self.meta.stores:
+                raise SparkError(f"weirstate: operator '{self.op.operator}' has no store "
+                                 f"'{store}' (its stores: {', '.join(stores)})")
+            stores = [store]
+        self.stores = stores
+        typed = len(stores) == 1
+        self.key_kind = "text"
+        self.value_kind = "text"
+        if typed:
+            s = self.meta.stores[stores[0]]
+            self.key_kind = _Decoder(s["key.serde"], True).kind
+            self.value_kind = _Decoder(s["msg.serde"], True).kind
+        self.partition = _int(options, "partition")
+        if self.partition is not None and not 0 <= self.partition < self.meta.partitions:
+            raise SparkError(f"weirstate: partition {self.partition} is outside 0.."
+                             f"{self.meta.partitions - 1}")
+        self.change_feed = (options.get("readChangeFeed") or options.get("readchangefeed")
+                            or "false").lower() == "true"
+        self.version = _int(options, "version")
+        self.start = _int(options, "startVersion") if "startVersion" in options else \
+            _int(options, "startversion")
+        self.end = _int(options, "endVersion") if "endVersion" in options else \
+            _int(options, "endversion")
+        newest = _newest_common(self.op)
+        if self.change_feed:
+            if self.start is None:
+                raise SparkError("weirstate: readChangeFeed needs option('startVersion', N)")
+            if self.end is None:
+                self.end = newest
+            if self.end < self.start:
+                raise SparkError(f"weirstate: endVersion {self.end} is before startVersion "
+                                 f"{self.start}")
+        elif self.version is None:
+            self.version = newest
+
+    def schema(self) -> str:
+        key, value = _column_type(self.key_kind), _column_type(self.value_kind)
+        tail = f"key {key}, value {value}, key_bytes binary, value_bytes binary"
+        if self.change_feed:
+            return f"version bigint, partition int, store string, change_type string, {tail}"
+        return f"partition int, store string, {tail}"
+
+    def partitions(self) -> list[int]:
+        return [self.partition] if self.partition is not None else list(range(self.meta.partitions))
+
+
+def _read_state(checkpoint: str, operator: str, partition: int, version: int,
+                stores: list[str], serdes: dict[str, tuple[str, str]], typed: bool
+                ) -> Iterator[tuple]:
+    op = OperatorCheckpoint(checkpoint, operator)
+    state = load_version(op, partition, version, stores)
+    for store in stores:
+        kdec = _Decoder(serdes[store][0], typed)
+        vdec = _Decoder(serdes[store][1], typed)
+        for k, v in sorted(state[store].items()):
+            yield (partition, store, kdec(k), vdec(v), k, v)
+
+
+def _read_changes(checkpoint: str, operator: str, partition: int, start: int, end: int,
+                  stores: list[str], serdes: dict[str, tuple[str, str]], typed: bool
+                  ) -> Iterator[tuple]:
+    op = OperatorCheckpoint(checkpoint, operator)
+    files = op.partition(partition)
+    listing = files.listing()
+    meta = op.read_meta()
+    first = meta.created_at_version if meta is not None else 0
+    for version in range(max(start, first), end + 1):
+        if version not in listing.changelogs:
+            raise StateHistoryError(
+                f"the changelog of version {version} is not there (retired by retention: "
+                f"spark.weir.state.min.versions.to.retain keeps the newest versions only)",
+                operator=operator, partition=partition, version=version,
+                directory=files.directory)
+        changelog = files.read(version, VersionKind.CHANGELOG, sections=stores)
+        for store in stores:
+            kdec = _Decoder(serdes[store][0], typed)
+            vdec = _Decoder(serdes[store][1], typed)
+            keys, values = changelog.section(store)
+            for k, v in zip(keys, values):
+                yield (version, partition, store, "delete" if v is None else "put", kdec(k),
+                       vdec(v), k, v)
+
+
+class StatePartition(InputPartition):
+    def __init__(self, partition: int):
+        super().__init__(partition)
+        self.partition = partition
+
+
+class StateReader(DataSourceReader):
+    def __init__(self, plan: _Plan):
+        self.checkpoint = str(plan.checkpoint)
+        self.operator = plan.op.operator
+        self.stores = plan.stores
+        self.serdes = {s: (plan.meta.stores[s]["key.serde"], plan.meta.stores[s]["msg.serde"])
+                       for s in plan.stores}
+        self.typed = len(plan.stores) == 1
+        self.change_feed = plan.change_feed
+        self.version, self.start, self.end = plan.version, plan.start, plan.end
+        self.parts = plan.partitions()
+
+    def partitions(self):
+        return [StatePartition(p) for p in self.parts]
+
+    def read(self, partition):
+        if self.change_feed:
+            return _read_changes(self.checkpoint, self.operator, partition.partition,
+                                 self.start, self.end, self.stores, self.serdes, self.typed)
+        return _read_state(self.checkpoint, self.operator, partition.partition,
+                           self.version, self.stores, self.serdes, self.typed)
+
+
+class WeirStateDataSource(DataSource):
+    """``spark.read.format("weirstate")``: an operator's state (see the module)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "weirstate"
+
+    def schema(self) -> str:
+        return _Plan(self.options).schema()
+
+    def reader(self, schema):
+        return StateReader(_Plan(self.options))
+
+
+class MetadataReader(DataSourceReader):
+    def __init__(self, checkpoint: Path, operator: str | None):
+        self.checkpoint = str(checkpoint)
+        self.operators = [operator] if operator else list_operators(checkpoint)
+
+    def partitions(self):
+        return [InputPartition(0)]
+
+    def read(self, partition):
+        return _metadata_rows(self.checkpoint, self.operators)
+
+
+class WeirStateMetadataDataSource(DataSource):
+    """``spark.read.format("weirstate-metadata")``: operators, partitions, versions, sizes."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "weirstate-metadata"
+
+    def schema(self) -> str:
+        return ("operator string, kind string, partitions int, stores string, partition int, "
+                "first_version bigint, latest_version bigint, changelogs int, snapshots int, "
+                "latest_snapshot bigint, bytes bigint")
+
+    def reader(self, schema):
+        return MetadataReader(_checkpoint(self.options), self.options.get("operator"))
+
+
+def _metadata_rows(checkpoint: str, operators: list[str]) -> Iterator[tuple]:
+    for name in operators:
+        op = OperatorCheckpoint(checkpoint, name)
+        meta = op.read_meta()
+        if meta is None:
+            continue
+        stores = ",".join(f"{s}({d.get('provider')})" for s, d in sorted(meta.stores.items()))
+        for p in range(meta.partitions):
+            files = op.partition(p)
+            listing = files.listing()
+            size = 0
+            if files.directory.is_dir():
+                for entry in os.scandir(files.directory):
+                    if entry.name.endswith(".zst"):
+                        size += entry.stat().st_size
+            yield (name, meta.kind, meta.partitions, stores, p,
+                   listing.changelogs[0] if listing.changelogs else None,
+                   listing.changelogs[-1] if listing.changelogs else None,
+                   len(listing.changelogs), len(listing.snapshots),
+                   listing.snapshots[-1] if listing.snapshots else None, size)

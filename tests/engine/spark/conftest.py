@@ -1,0 +1,42 @@
+"""The Spark tests need the ``weir[spark]`` extra and a Java runtime 17 or newer.
+
+``.ci/run`` installs the extra. Without it, the modules that import PySpark, pandas or pyarrow
+are not collected; without a usable Java, the tests marked ``spark`` are skipped with Weir's own
+message saying what to install (``-ra`` prints it). ``WEIR_REQUIRE_SPARK=1`` turns both into
+failures (for a CI that must run them).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+
+_MISSING = [m for m in ("pyspark", "pyarrow", "pandas") if importlib.util.find_spec(m) is None]
+_REQUIRED = os.environ.get("WEIR_REQUIRE_SPARK") == "1"
+
+if _MISSING and _REQUIRED:
+    raise pytest.UsageError(f"WEIR_REQUIRE_SPARK=1 but {', '.join(_MISSING)} is not installed: "
+                            f"pip install -e '.[test,spark]'")
+
+collect_ignore = ["test_jobtask.py", "test_logsink.py", "test_operator_spark.py",
+                  "test_processor.py", "test_transform_spark.py", "test_statesource.py",
+                  "test_jobrunner_spark.py"] if _MISSING else []
+
+
+def pytest_collection_modifyitems(config, items):
+    marked = [item for item in items if item.get_closest_marker("spark")]
+    if not marked:
+        return
+    from weir.engine.spark.errors import SparkError
+    from weir.engine.spark.session import check_spark_environment
+
+    try:
+        check_spark_environment()
+    except SparkError as exc:
+        if _REQUIRED:
+            raise pytest.UsageError(f"WEIR_REQUIRE_SPARK=1 but Spark cannot start: {exc}") from exc
+        skip = pytest.mark.skip(reason=f"Spark cannot start here: {exc}")
+        for item in marked:
+            item.add_marker(skip)

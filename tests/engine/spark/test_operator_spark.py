@@ -1,0 +1,234 @@
+"""The Weir state provider in real Spark streaming queries (local mode, one session).
+
+A running count per key over parquet files read one per micro-batch, written by a foreachBatch
+sink that replaces each batch id's output directory (idempotent), so every scenario can compare
+the emitted counts and the durable state with pandas:
+
+* several micro-batches, then a restart from the checkpoint with more input;
+* every local replica deleted before a restart;
+* a batch replayed by Spark (its commit marker removed, as after a crash between our publish
+  and Spark's commit);
+* a real task retry: a task that fails once after the operator published its version;
+* the metrics of every batch in the query's observed metrics.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from weir.engine.spark.replica import release_replicas
+from weir.engine.spark.settings import ProviderSettings
+
+from tests.engine.spark._spark import await_query, start_spark, stop_spark, write_parquet
+
+pytestmark = pytest.mark.spark
+
+P = 2
+RNG = np.random.default_rng(11)
+FILES = [pd.DataFrame({"key": [f"k{i:02d}" for i in RNG.integers(0, 40, 300)],
+                       "v": RNG.integers(0, 9, 300)}) for _ in range(6)]
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory):
+    scratch = tmp_path_factory.mktemp("spark-scratch")
+    session = start_spark(scratch, app="weir-operator-tests")
+    yield session
+    stop_spark(session, scratch)
+
+
+def running_count(state, table):
+    """Vectorised running count: one Arrow group_by, one get_all, one put_all."""
+    counts = state.store("counts")
+    if table.num_rows == 0:
+        return None
+    grouped = table.group_by("key").aggregate([("key", "count")])
+    keys = grouped.column("key").to_pylist()
+    old = counts.get_all(keys)
+    new = [old.get(k, 0) + n for k, n in zip(keys, grouped.column("key_count").to_pylist())]
+    counts.put_all(list(zip(keys, new)))
+    return pa.table({"key": keys, "count": pa.array(new, pa.int64())})
+
+
+def fail_once_after_publish(marker: str):
+    """A mapInArrow after the operator, in the same task: fails the first attempt of the
+    first task it sees (after the operator published its version), then never again."""
+
+    def fn(batches):
+        for batch in batches:
+            if batch.num_rows and not os.path.exists(marker):
+                with open(marker, "w") as f:
+                    f.write("failed once")
+                raise RuntimeError("injected task failure after the operator published")
+            yield batch
+
+    return fn
+
+
+class Query:
+    def __init__(self, spark, base: Path, provider: str = "rocksdb"):
+        from weir.spark import StateOperator
+
+        self.spark, self.base = spark, base
+        self.src, self.ckpt, self.out = base / "src", base / "ckpt", base / "out"
+        self.settings = ProviderSettings(provider=provider, snapshot_interval=2,
+                                         local_dir=str(base / "local"))
+        self.op = StateOperator("counts", checkpoint_location=str(self.ckpt), key="key",
+                                stores={"counts": {"key.serde": "string", "msg.serde": "int64"}},
+                                partitions=P, settings=self.settings)
+        self.fail_marker: str | None = None
+        self.progress: list[dict] = []
+
+    def add(self, *indexes):
+        for i in indexes:
+            write_parquet(self.src, i, FILES[i])
+
+    def run(self) -> list[int]:
+        out, op = self.out, self.op
+        fail = self.fail_marker
+
+        def sink(df, batch_id):
+            if fail is not None:
+                df = df.mapInArrow(fail_once_after_publish(fail), df.schema)
+            df.write.mode("overwrite").parquet(str(out / f"batch={batch_id}"))
+
+        stream = (self.spark.readStream.schema("key string, v long")
+                  .option("maxFilesPerTrigger", 1).parquet(str(self.src)))
+        counted = op.apply(stream, running_count, "key string, count long")
+        query = (counted.writeStream.foreachBatch(sink)
+                 .option("checkpointLocation", str(self.ckpt))
+                 .trigger(availableNow=True).start())
+        batches = await_query(query)
+        self.progress.extend(query.recentProgress)
+        return batches
+
+    def emitted_last(self) -> dict[str, int]:
+        frame = pd.read_parquet(self.out).sort_values("batch")
+        return frame.groupby("key")["count"].last().to_dict()
+
+    def emitted(self, batch: int) -> dict[str, int]:
+        frame = pd.read_parquet(self.out / f"batch={batch}")
+        return dict(zip(frame["key"], frame["count"]))
+
+    def state(self) -> dict[str, int]:
+        rows = (self.spark.read.format("weirstate").option("operator", "counts")
+                .load(str(self.ckpt)).collect())
+        return {r.key: r.value for r in rows}
+
+
+def expected(upto: int) -> dict[str, int]:
+    return pd.concat(FILES[:upto])["key"].value_counts().to_dict()
+
+
+def test_running_count_survives_restarts_lost_replicas_and_replays(spark, tmp_path):
+    q = Query(spark, tmp_path)
+    q.add(0, 1, 2)
+    assert q.run() == [0, 1, 2]
+    assert q.state() == expected(3)
+    assert q.emitted_last() == expected(3)
+    for batch in range(3):   # each batch emits the running totals of its keys
+        keys = set(FILES[batch]["key"])
+        assert q.emitted(batch) == {k: v for k, v in expected(batch + 1).items() if k in keys}
+
+    # stop, restart from the checkpoint with one more file
+    q.add(3)
+    assert q.run() == [3]
+    assert q.state() == expected(4)
+
+    # every local replica lost (all executors replaced), then a restart
+    release_replicas()
+    shutil.rmtree(q.base / "local")
+    q.add(4)
+    assert q.run() == [4]
+    assert q.state() == expected(5)
+    assert q.emitted_last() == expected(5)
+
+    # Spark replays batch 4: its commit marker is gone (a crash after our publish)
+    for name in ("4", ".4.crc"):
+        os.remove(q.ckpt / "commits" / name)
+    shutil.rmtree(q.out / "batch=4")
+    q.add(5)
+    assert q.run() == [4, 5]
+    assert q.state() == expected(6)                      # batch 4 not counted twice
+    assert q.emitted(4) == {k: v for k, v in expected(5).items() if k in set(FILES[4]["key"])}
+    assert q.emitted_last() == expected(6)
+    metrics = [p["observedMetrics"]["weir.counts"] for p in q.progress]
+    assert sum(m["replayed"] for m in metrics) == P      # the replayed batch adopted its versions
+    assert all(m["tasks"] == P for m in metrics)
+    assert metrics[-1]["state_rows"] == len(expected(6))
+
+
+def test_a_task_retried_after_publishing_emits_the_published_rows(spark, tmp_path):
+    q = Query(spark, tmp_path, provider="lmdb")
+    q.fail_marker = str(tmp_path / "failed-once")
+    q.add(0, 1)
+    assert q.run() == [0, 1]
+    assert os.path.exists(q.fail_marker)                 # a task really failed once
+    assert q.state() == expected(2)
+    assert q.emitted_last() == expected(2)
+    assert q.emitted(0) == {k: v for k, v in expected(1).items()}
+    metrics = [p["observedMetrics"]["weir.counts"] for p in q.progress]
+    assert sum(m["replayed"] for m in metrics) >= 1      # the retry found its version published
+
+
+def test_foreach_batch_runs_the_operator_with_the_callbacks_batch_id(spark, tmp_path):
+    from weir.spark import StateOperator
+
+    src, ckpt, out = tmp_path / "src", tmp_path / "ckpt", tmp_path / "out"
+    for i in range(3):
+        write_parquet(src, i, FILES[i])
+    op = StateOperator("counts", checkpoint_location=str(ckpt), key="key", stores=["counts"],
+                       partitions=P, settings=ProviderSettings(provider="memory",
+                                                               local_dir=str(tmp_path / "l")))
+
+    def bytes_count(state, table):
+        counts = state.store("counts")             # a bytes store: we encode ourselves
+        grouped = table.group_by("key").aggregate([("key", "count")])
+        keys = [k.encode() for k in grouped.column("key").to_pylist()]
+        old = counts.get_all(keys)
+        new = [int(old.get(k, b"0")) + n
+               for k, n in zip(keys, grouped.column("key_count").to_pylist())]
+        counts.put_all([(k, str(n).encode()) for k, n in zip(keys, new)])
+        return pa.table({"key": [k.decode() for k in keys], "count": new})
+
+    def sink(df, batch_id):
+        df.write.mode("overwrite").parquet(str(out / f"batch={batch_id}"))
+
+    query = (spark.readStream.schema("key string, v long").option("maxFilesPerTrigger", 1)
+             .parquet(str(src)).writeStream
+             .foreachBatch(op.foreach_batch(bytes_count, "key string, count long", sink))
+             .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start())
+    assert await_query(query) == [0, 1, 2]
+    last = pd.read_parquet(out).sort_values("batch").groupby("key")["count"].last().to_dict()
+    assert last == expected(3)
+    assert sorted(op.checkpoint.partition(0).listing().changelogs) == [0, 1, 2]
+
+
+def test_a_changed_partition_count_is_refused_until_weir_spark_repartition(spark, tmp_path):
+    from weir.engine.cli import main
+    from weir.spark import PartitionCountChangedError, StateOperator
+
+    q = Query(spark, tmp_path)
+    q.add(0, 1)
+    assert q.run() == [0, 1]
+    wider = StateOperator("counts", checkpoint_location=str(q.ckpt), key="key",
+                          stores={"counts": {"key.serde": "string", "msg.serde": "int64"}},
+                          partitions=3, settings=q.settings)
+    stream = spark.readStream.schema("key string, v long").parquet(str(q.src))
+    with pytest.raises(PartitionCountChangedError, match="weir spark repartition"):
+        wider.apply(stream, running_count, "key string, count long")
+    assert main(["spark", "repartition", str(q.ckpt), "--operator", "counts",
+                 "--partitions", "3"]) == 0               # key types come from the metadata
+    q.op = wider
+    q.add(2)
+    assert q.run() == [2]
+    assert q.state() == expected(3)
+    assert q.emitted_last() == expected(3)
