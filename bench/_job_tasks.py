@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from weir.engine.model import OutgoingMessageEnvelope, SystemStream
-from weir.engine.task import InitableTask, StreamTask
+import time
 
-__all__ = ["PassThrough", "Count"]
+from weir.engine.model import OutgoingMessageEnvelope, SystemStream
+from weir.engine.task import InitableTask, RequestScope, StreamTask
+
+__all__ = ["PassThrough", "Count", "StopAtFirst"]
 
 OUT = SystemStream("filelog", "bench-out")
 
@@ -27,3 +29,15 @@ class Count(StreamTask, InitableTask):
     def process(self, envelope, collector, coordinator):
         counts, key = self.counts, envelope.key
         counts.put(key, (counts.get(key) or 0) + 1)
+
+
+class StopAtFirst(StreamTask):
+    """Notes the time of the first message (``StopAtFirst.first_at``, ``time.perf_counter``)
+    and asks the container to stop: bench/peers_e2e.py's start-up probe."""
+
+    first_at: float | None = None
+
+    def process(self, envelope, collector, coordinator):
+        if StopAtFirst.first_at is None:
+            StopAtFirst.first_at = time.perf_counter()
+            coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
