@@ -44,6 +44,7 @@ Run::
     .venv/bin/python bench/peers_e2e.py --n 200000 --keys 10000 --rounds 1
     .venv/bin/python bench/peers_e2e.py --only weir-rocksdb-1,bytewax-b1000
     .venv/bin/python bench/peers_e2e.py --startup
+    .venv/bin/python bench/peers_e2e.py --compare main --only weir-rocksdb-1   # before/after
 """
 
 from __future__ import annotations
@@ -141,18 +142,40 @@ _PEER_MODULE = {"bytewax-b1000": "bytewax", "quix-txn1000": "quixstreams",
                 "quix-txn100k": "quixstreams", "rocksdict-hand": "rocksdict"}
 
 
-def _env() -> dict[str, str]:
+def _env(weir_path: Path | None = None) -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    parts = (str(weir_path) if weir_path else None, str(ROOT), env.get("PYTHONPATH"))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in parts if p)
     return env
 
 
-def _timed(cmd: list[str], log: Path) -> Run:
+def snapshot(rev: str, work: Path) -> Path:
+    """Weir as of git revision ``rev``, importable as ``weir``: its source (``git archive``)
+    with ``engine``, ``stores`` and ``recovery`` linked into its ``weir`` package. Put first
+    on ``PYTHONPATH`` it wins over the editable install, so one run can time two commits."""
+    commit = subprocess.run(["git", "rev-parse", "--short", rev], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout.strip()
+    pkg = work / f"snapshot-{commit}"
+    if not (pkg / "weir" / "engine").exists():
+        src = work / f"source-{commit}"
+        shutil.rmtree(src, ignore_errors=True)
+        src.mkdir(parents=True)
+        archive = subprocess.run(["git", "archive", commit], cwd=ROOT, check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+        shutil.rmtree(pkg, ignore_errors=True)
+        shutil.copytree(src / "weir", pkg / "weir")
+        for sub in ("engine", "stores", "recovery"):
+            (pkg / "weir" / sub).symlink_to(src / sub)
+    return pkg
+
+
+def _timed(cmd: list[str], log: Path, weir_path: Path | None = None) -> Run:
     """Wall time and max RSS of one whole process (``wait4`` on it)."""
     with open(log, "wb") as out:
         started = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=_env(),
-                                cwd=str(ROOT))
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                env=_env(weir_path), cwd=str(ROOT))
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -162,8 +185,12 @@ def _timed(cmd: list[str], log: Path) -> Run:
     return Run(wall, usage.ru_maxrss / 1024)
 
 
-def run_variant(name: str, work: Path, log_root: Path, n: int, keys: int) -> Run:
+def run_variant(name: str, work: Path, log_root: Path, n: int, keys: int,
+                snapshots: dict[str, Path] | None = None) -> Run:
+    """One whole-process run; ``name@rev`` runs Weir variant ``name`` as of ``rev``."""
     run = Path(tempfile.mkdtemp(prefix="run-", dir=work))
+    name, _, rev = name.partition("@")
+    weir_path = (snapshots or {}).get(rev) if rev else None
     try:
         if name in WEIR:
             engine, count = WEIR[name]
@@ -174,7 +201,7 @@ def run_variant(name: str, work: Path, log_root: Path, n: int, keys: int) -> Run
         else:
             cmd = [sys.executable, str(Path(__file__).resolve()), "--child", name, "--n", str(n),
                    "--keys", str(keys), "--workdir", str(run)]
-        return _timed(cmd, work / f"{name}.log")
+        return _timed(cmd, work / f"{name}{'@' + rev if rev else ''}.log", weir_path)
     finally:
         shutil.rmtree(run, ignore_errors=True)
         shutil.rmtree(log_root / f"{run.name}-changelog", ignore_errors=True)
@@ -262,7 +289,9 @@ def report(runs: dict[str, list[Run]], n: int, keys: int) -> list[str]:
         lines.append(f"| `{name}` | {statistics.median(rates):,.0f} | {rates[0]:,.0f}-"
                      f"{rates[-1]:,.0f} | {statistics.median(r.rss_mib for r in rs):.0f} | "
                      + (f"{ratio:.2f}x |" if ratio is not None else "- |"))
-    goals = [("weir-rocksdb-1", "bytewax-b1000", 1.0 if keys <= 10_000 else 1.5),
+    revs = sorted({name.partition("@")[2] for name in runs} - {""})
+    goals = [(f"{w}", f"{w}@{rev}", None) for rev in revs for w in WEIR]
+    goals += [("weir-rocksdb-1", "bytewax-b1000", 1.0 if keys <= 10_000 else 1.5),
              ("weir-rocksdb-1", "quix-txn1000", 2.5 if keys <= 10_000 else None),
              ("weir-lmdb-1", "bytewax-b1000", 1.3 if keys <= 10_000 else None),
              ("weir-rocksdb-auto", "weir-rocksdb-1", 1.8),
@@ -288,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma-separated variants (default all: {','.join(VARIANTS)})")
     parser.add_argument("--workdir", type=Path, help="keep inputs here (reused when present)")
     parser.add_argument("--startup", action="store_true", help="measure start-up instead")
+    parser.add_argument("--compare", action="append", default=[], metavar="REV",
+                        help="also run the Weir variants as of git revision REV (as "
+                             "variant@REV), interleaved with the others; repeatable")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -309,6 +341,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"skipped {name}: {_PEER_MODULE[name]} not importable ({reason}); "
                       f"install with .venv/bin/pip install -e '.[peers]'")
                 names.remove(name)
+        snapshots = {rev: snapshot(rev, work) for rev in args.compare}
+        names += [f"{n}@{rev}" for rev in args.compare for n in list(names) if n in WEIR]
         out: list[str] = []
         for keys in (int(k) for k in args.keys.split(",")):
             log_root = work / f"log-{keys}"
@@ -320,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
             load = os.getloadavg()[0]
             for r in range(args.rounds):
                 for name in (names if r % 2 == 0 else names[::-1]):
-                    res = run_variant(name, work, log_root, args.n, keys)
+                    res = run_variant(name, work, log_root, args.n, keys, snapshots)
                     runs[name].append(res)
                     print(f"keys {keys:>9,} round {r + 1} {name:<18} {args.n / res.wall:>10,.0f}"
                           f" ev/s  {res.wall:6.2f} s  {res.rss_mib:6.0f} MiB  load "
