@@ -175,7 +175,8 @@ def _timed(cmd: list[str], log: Path, weir_path: Path | None = None) -> Run:
     with open(log, "wb") as out:
         started = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                env=_env(weir_path), cwd=str(ROOT))
+                                env=_env(weir_path), cwd=str(log.parent))  # ROOT's weir/
+        # would come first on sys.path (the working directory) and hide a snapshot
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -314,7 +315,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated key counts (default 10000,1000000)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", default=",".join(VARIANTS),
-                        help=f"comma-separated variants (default all: {','.join(VARIANTS)})")
+                        help=f"comma-separated variants (default all: {','.join(VARIANTS)}); "
+                             f"a Weir variant as of a git revision is written name@REV")
     parser.add_argument("--workdir", type=Path, help="keep inputs here (reused when present)")
     parser.add_argument("--startup", action="store_true", help="measure start-up instead")
     parser.add_argument("--compare", action="append", default=[], metavar="REV",
@@ -341,8 +343,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"skipped {name}: {_PEER_MODULE[name]} not importable ({reason}); "
                       f"install with .venv/bin/pip install -e '.[peers]'")
                 names.remove(name)
-        snapshots = {rev: snapshot(rev, work) for rev in args.compare}
         names += [f"{n}@{rev}" for rev in args.compare for n in list(names) if n in WEIR]
+        snapshots = {rev: snapshot(rev, work)
+                     for rev in {n.partition("@")[2] for n in names} - {""}}
         out: list[str] = []
         for keys in (int(k) for k in args.keys.split(",")):
             log_root = work / f"log-{keys}"
