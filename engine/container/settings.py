@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from weir.stores.budget import MemoryBudget
 from weir.stores.config import Config
 from weir.stores.errors import ConfigError
 from weir.stores.serdes import serde_from_name
@@ -65,6 +66,9 @@ class JobSettings:
     """The offset policy (``samza.offset.default``, ``samza.reset.offset``) of every input."""
     systems: tuple[str, ...] = ()
     """The systems a container makes producers (and consumers) for."""
+    memory: MemoryBudget = field(default_factory=MemoryBudget)
+    """``job.container.memory.mb`` and the stores' explicit sizes: each container sizes its
+    stores from it (:meth:`MemoryBudget.size`) once it knows its task count."""
 
     @classmethod
     def from_config(cls, config: Config, registry: SystemRegistry, *,
@@ -94,8 +98,9 @@ class JobSettings:
         for ss in sorted(set(inputs) | set(_configured_streams(config, systems))):
             registry.serdes.for_stream(ss)
         offsets = FrozenMap({ss: offset_policy(config, ss) for ss in inputs})
+        memory = MemoryBudget.from_config(config, [spec.name for spec in specs])
         return cls(job, run_loop, ignored, metrics, consumers, specs, chooser, control, offsets,
-                   tuple(systems))
+                   tuple(systems), memory)
 
     def offset_policy(self, ss: SystemStream, config: Config) -> OffsetPolicy:
         """The policy of ``ss``: parsed already for inputs, else from ``config``."""
