@@ -272,9 +272,18 @@ def startup(work: Path, n: int, rounds: int) -> list[tuple[int, float]]:
 
 # -- report ---------------------------------------------------------------------------------
 
+def _resolve(runs: dict[str, list[Run]], name: str) -> str | None:
+    """``name``, or its only ``name@REV`` run (a run of a snapshot alone)."""
+    if name in runs:
+        return name
+    found = [n for n in runs if n.partition("@")[0] == name]
+    return found[0] if len(found) == 1 else None
+
+
 def _ratio(runs: dict[str, list[Run]], a: str, b: str) -> float | None:
     """Median over rounds of (events/s of ``a``) / (events/s of ``b``) in the same round."""
-    if a not in runs or b not in runs:
+    a, b = _resolve(runs, a), _resolve(runs, b)
+    if a is None or b is None:
         return None
     return statistics.median(rb.wall / ra.wall for ra, rb in zip(runs[a], runs[b]))
 
@@ -299,12 +308,15 @@ def report(runs: dict[str, list[Run]], n: int, keys: int) -> list[str]:
              ("weir-lmdb-auto", "weir-lmdb-1", None),
              ("weir-rocksdb-1", "rocksdict-hand", None)]
     lines += ["", "| ratio (median of per-round ratios) | measured | goal |", "|---|---:|---|"]
+    seen: set[tuple[str, str]] = set()
     for a, b, goal in goals:
         ratio = _ratio(runs, a, b)
-        if ratio is None:
+        if ratio is None or (a, b) in seen or _resolve(runs, a) == _resolve(runs, b):
             continue
+        seen.add((a, b))
         verdict = "-" if goal is None else f">= {goal}x: {'met' if ratio >= goal else 'MISSED'}"
-        lines.append(f"| `{a}` / `{b}` | {ratio:.2f}x | {verdict} |")
+        lines.append(f"| `{_resolve(runs, a)}` / `{_resolve(runs, b)}` | {ratio:.2f}x | "
+                     f"{verdict} |")
     return lines
 
 
