@@ -47,6 +47,7 @@ def job_config(tmp_path: Path, system: str, task: str = "CountWords", engine: st
         "stores.counts.changelog": f"{system}.counts-changelog",
         "stores.counts.object.cache.size": "8",
         "stores.counts.write.batch.size": "4",
+        "job.container.count": "1",  # these tests run container "0" alone
     }
     if system.startswith("mem"):
         values[f"systems.{system}.factory"] = "memory"
