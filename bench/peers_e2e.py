@@ -142,10 +142,17 @@ _PEER_MODULE = {"bytewax-b1000": "bytewax", "quix-txn1000": "quixstreams",
                 "quix-txn100k": "quixstreams", "rocksdict-hand": "rocksdict"}
 
 
-def _env(weir_path: Path | None = None) -> dict[str, str]:
+def _env(weir_path: Path | None = None, pycache: Path | None = None) -> dict[str, str]:
+    """The children's environment. Bytecode is cached as on any installation (the peers' was
+    compiled by pip): a ``PYTHONDONTWRITEBYTECODE`` in this environment is dropped and the
+    cache goes to ``pycache`` (outside the repository), so a run does not pay for compiling
+    Weir's ~160 modules at every start."""
     env = dict(os.environ)
     parts = (str(weir_path) if weir_path else None, str(ROOT), env.get("PYTHONPATH"))
     env["PYTHONPATH"] = os.pathsep.join(p for p in parts if p)
+    if pycache is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(pycache)
     return env
 
 
@@ -175,7 +182,8 @@ def _timed(cmd: list[str], log: Path, weir_path: Path | None = None) -> Run:
     with open(log, "wb") as out:
         started = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                env=_env(weir_path), cwd=str(log.parent))  # ROOT's weir/
+                                env=_env(weir_path, log.parent / "pycache"),
+                                cwd=str(log.parent))  # ROOT's weir/
         # would come first on sys.path (the working directory) and hide a snapshot
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
@@ -224,6 +232,15 @@ def child(name: str, n: int, keys: int, work: Path) -> None:
         rocksdict_job(work / "hand", 1000)(events)
     else:
         raise SystemExit(f"unknown peer {name!r}; one of {', '.join(PEERS)}")
+
+
+def warm_bytecode(work: Path, weir_path: Path | None) -> None:
+    """Import every Weir module once in the children's environment (fills the bytecode
+    cache, as an installation has it)."""
+    code = ("from weir.engine.config.job import load_all_declarations; load_all_declarations(); "
+            "import weir.engine.cli.run, weir.engine.container.process, bench._job_tasks")
+    subprocess.run([sys.executable, "-c", code], env=_env(weir_path, work / "pycache"),
+                   cwd=str(work), check=True, capture_output=True)
 
 
 def _importable(module: str) -> str | None:
@@ -358,6 +375,8 @@ def main(argv: list[str] | None = None) -> int:
         names += [f"{n}@{rev}" for rev in args.compare for n in list(names) if n in WEIR]
         snapshots = {rev: snapshot(rev, work)
                      for rev in {n.partition("@")[2] for n in names} - {""}}
+        for weir_path in (None, *snapshots.values()):
+            warm_bytecode(work, weir_path)
         out: list[str] = []
         for keys in (int(k) for k in args.keys.split(",")):
             log_root = work / f"log-{keys}"
