@@ -52,6 +52,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import shutil
 import statistics
@@ -290,11 +291,11 @@ def startup(work: Path, n: int, rounds: int) -> list[tuple[int, float]]:
 # -- report ---------------------------------------------------------------------------------
 
 def _resolve(runs: dict[str, list[Run]], name: str) -> str | None:
-    """``name``, or its only ``name@REV`` run (a run of a snapshot alone)."""
+    """``name``, or else its first ``name@REV`` run (in ``--only`` order: list the commit
+    being measured before the one it is compared with)."""
     if name in runs:
         return name
-    found = [n for n in runs if n.partition("@")[0] == name]
-    return found[0] if len(found) == 1 else None
+    return next((n for n in runs if n.partition("@")[0] == name), None)
 
 
 def _ratio(runs: dict[str, list[Run]], a: str, b: str) -> float | None:
@@ -337,6 +338,28 @@ def report(runs: dict[str, list[Run]], n: int, keys: int) -> list[str]:
     return lines
 
 
+_ROUND_LINE = re.compile(r"^keys\s+([\d,]+) round (\d+) (\S+)\s+[\d,]+ ev/s\s+([\d.]+) s\s+"
+                         r"(\d+) MiB")
+
+
+def from_log(path: Path) -> list[str]:
+    """The report of an earlier run, from the per-round lines it printed."""
+    n = 0
+    by_keys: dict[int, dict[str, list[Run]]] = {}
+    for line in path.read_text().splitlines():
+        if line.startswith("input: "):
+            n = int(line.split()[1].replace(",", ""))
+        m = _ROUND_LINE.match(line)
+        if m:
+            keys = int(m.group(1).replace(",", ""))
+            by_keys.setdefault(keys, {}).setdefault(m.group(3), []).append(
+                Run(float(m.group(4)), float(m.group(5))))
+    out: list[str] = []
+    for keys, runs in by_keys.items():
+        out += report(runs, n, keys) + [""]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1_000_000, help="events per run (default 1M)")
@@ -351,8 +374,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", action="append", default=[], metavar="REV",
                         help="also run the Weir variants as of git revision REV (as "
                              "variant@REV), interleaved with the others; repeatable")
+    parser.add_argument("--from-log", type=Path, metavar="FILE",
+                        help="print the tables of an earlier run from its output")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.from_log:
+        print("\n".join(from_log(args.from_log)))
+        return 0
     if args.child:
         child(args.child, args.n, int(args.keys), args.workdir)
         return 0
