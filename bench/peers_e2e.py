@@ -91,7 +91,7 @@ def generate(log_root: Path, n: int, keys: int) -> None:
     done = log_root / f".{STREAM}.done"
     if done.exists() and done.read_text() == f"{n} {keys}":
         return
-    sys.path.insert(0, str(ROOT))
+    sys.path.append(str(ROOT))  # after a snapshot on PYTHONPATH
     import random
 
     from _peer_jobs import key_name
@@ -255,7 +255,7 @@ def _importable(module: str) -> str | None:
 def startup(work: Path, n: int, rounds: int) -> list[tuple[int, float]]:
     """Median seconds from ``run_job`` to the first message at the task, over ``n // 10`` and
     ``n`` records (10,000 keys), one container, in this process."""
-    sys.path.insert(0, str(ROOT))
+    sys.path.append(str(ROOT))  # after a snapshot on PYTHONPATH
     import logging
 
     from bench import _job_tasks
