@@ -1,6 +1,6 @@
 """Restore benchmark: what reading the changelog through restore's failure wrapper costs.
 
-Restore reads every changelog record through ``_CheckedSource`` (recovery/storage.py), which
+Restore reads every changelog record through ``_CheckedSource`` (recovery/store_restore.py, `CheckedSource`), which
 turns any error of the changelog into ``ChangelogDamagedError`` with the offset it happened at,
 so that a damaged changelog is never mistaken for one that ends. This measures that layer side
 by side with reading the same ``FileChangelog`` directly (1,000,000 records of 111 B, page cache
@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import time
 
-from weir.recovery.storage import _CheckedSource
+from weir.recovery.store_restore import CheckedSource as _CheckedSource
 from weir.stores.filesink import FileChangelog
 
 RECORDS = int(os.environ.get("WEIR_BENCH_RESTORE_RECORDS", "1000000"))

@@ -24,6 +24,10 @@ from weir.recovery.job_lock import JobLock
 from weir.recovery.offset_file import OffsetFileCorruptError, StoreOffset, read_offset_file, write_offset_file
 from weir.recovery.restore import Action, Repair, RestorePlan, RestoreStats, plan_restore
 from weir.recovery.storage import ProgressMode, TaskStorageManager, task_directory_name
+from weir.recovery.store_restore import RestoreOptions, StoreRestore
+from weir.recovery.container_storage import ContainerStorageManager, RestoreSettings
+from weir.recovery.validity import (Found, LocalCheck, LocalState, StartFrom, StoreDecision,
+                                    check_local_store, decide)
 
 __all__ = [
     "CHECKPOINT_FORMAT", "Checkpoint", "CheckpointFile", "CheckpointManager",
@@ -35,4 +39,7 @@ __all__ = [
     "OffsetFileCorruptError", "StoreOffset", "read_offset_file", "write_offset_file",
     "Action", "Repair", "RestorePlan", "RestoreStats", "plan_restore",
     "ProgressMode", "TaskStorageManager", "task_directory_name",
+    "RestoreOptions", "StoreRestore", "ContainerStorageManager", "RestoreSettings",
+    "Found", "LocalCheck", "LocalState", "StartFrom", "StoreDecision", "check_local_store",
+    "decide",
 ]

@@ -75,6 +75,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CHECKPOINT_FORMAT",
     "Checkpoint",
+    "CheckpointEntry",
     "CheckpointFile",
     "CheckpointManager",
     "CorruptCheckpointPolicy",
@@ -130,6 +131,10 @@ class Checkpoint:
     extras: Mapping[str, Any] = field(default_factory=dict)
     input_identities: Mapping[SSPKey, str] = field(default_factory=dict)
     changelog_identities: Mapping[str, str] = field(default_factory=dict)
+    written_at_ms: int | None = field(default=None, compare=False)
+    """When the checkpoint was written (milliseconds since the epoch), as read back from its
+    file or stream; None for a checkpoint built in code (the writer stamps the time). Restore's
+    compaction-lag rule uses it. Not part of equality."""
 
     def __post_init__(self) -> None:
         inputs = {}
@@ -161,7 +166,7 @@ class Checkpoint:
     def __reduce__(self):  # MappingProxyType does not pickle; Spark and processes need this
         return (Checkpoint, (dict(self.input_offsets), dict(self.changelog_offsets),
                              dict(self.extras), dict(self.input_identities),
-                             dict(self.changelog_identities)))
+                             dict(self.changelog_identities), self.written_at_ms))
 
     def with_identities(self, inputs: Mapping[SSPKey, str] | None = None,
                         changelogs: Mapping[str, str] | None = None) -> "Checkpoint":
@@ -173,7 +178,7 @@ class Checkpoint:
                 changelog_ids == dict(self.changelog_identities):
             return self
         return Checkpoint(self.input_offsets, self.changelog_offsets, self.extras, input_ids,
-                          changelog_ids)
+                          changelog_ids, self.written_at_ms)
 
     def to_json_body(self, task_name: str, *, written_at_ms: int) -> dict[str, Any]:
         """The ``checkpoint`` object of the file format (see the module docstring)."""
@@ -201,8 +206,10 @@ class Checkpoint:
                   for e in body["input_offsets"]}
         identities = {(e["system"], e["stream"], e["partition"]): e["identity"]
                       for e in body["input_offsets"] if e.get("identity") is not None}
+        written = body.get("written_at_ms")
         return cls(inputs, dict(body["changelog_offsets"]), dict(body.get("extras") or {}),
-                   identities, dict(body.get("changelog_identities") or {}))
+                   identities, dict(body.get("changelog_identities") or {}),
+                   written if isinstance(written, int) and written > 0 else None)
 
 
 def _check_offset(offset: object, what: str, *, minimum: int) -> None:
@@ -225,6 +232,19 @@ class CheckpointFile:
     checkpoint: Checkpoint
     written_at_ms: int
     format: int
+
+
+@dataclass(frozen=True)
+class CheckpointEntry:
+    """One task's last and previous checkpoint as a manager holds them, or why they could not
+    be read (what ``weir checkpoint show`` prints); ``location`` says where they live."""
+
+    task: str
+    location: str
+    current: CheckpointFile | None
+    error: str | None
+    previous: CheckpointFile | None
+    previous_error: str | None
 
 
 def encode_checkpoint(task_name: str, checkpoint: Checkpoint, *,
@@ -533,6 +553,53 @@ class FileCheckpointManager:
             except CheckpointCorruptError:
                 _log.warning("skipping corrupt checkpoint file %s", path)
         return tasks
+
+    def location(self, task_name: str) -> str:
+        """Where ``task_name``'s checkpoint lives (its file)."""
+        return str(self.path_for(task_name))
+
+    def has_previous(self, task_name: str) -> bool:
+        return self.previous_path_for(task_name).exists()
+
+    def task_names(self) -> list[str]:
+        """Tasks with a checkpoint file or a previous one here (from the file names, so a
+        damaged file still counts)."""
+        from urllib.parse import unquote
+
+        names = set()
+        if self.directory.is_dir():
+            for entry in self.directory.iterdir():
+                name = entry.name
+                if name.endswith(".json"):
+                    names.add(unquote(name[:-len(".json")]))
+                elif name.endswith(".json.prev"):
+                    names.add(unquote(name[:-len(".json.prev")]))
+        return sorted(names)
+
+    def read_entry(self, task_name: str) -> CheckpointEntry:
+        """The task's checkpoint file and its previous one, as read (or why they could not
+        be)."""
+        path = self.path_for(task_name)
+        current, error = self._entry_part(path)
+        previous, previous_error = self._entry_part(self.previous_path_for(task_name))
+        return CheckpointEntry(str(task_name), str(path), current, error, previous,
+                               previous_error)
+
+    def _entry_part(self, path: Path) -> tuple[CheckpointFile | None, str | None]:
+        try:
+            return self.read_file(path), None
+        except RecoveryError as exc:
+            return None, str(exc).split(";")[0]
+
+    def set_last(self, task_name: str, checkpoint: Checkpoint) -> None:
+        """Write ``checkpoint`` as the last one without the never-backwards check (operator
+        commands that checked it themselves: ``weir checkpoint set``); the replaced file
+        becomes ``.prev``."""
+        task_name = str(task_name)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.path_for(task_name), encode_checkpoint(task_name, checkpoint),
+                     previous=self.previous_path_for(task_name))
+        self._bindings.last[task_name] = checkpoint
 
     # -- operator commands (``weir checkpoint``; the caller holds the job lock) -------------
     def use_previous(self, task_name: str, *, suffix: str | None = None) -> Path | None:

@@ -18,7 +18,8 @@ Content: one JSON object, written atomically (temp, fsync, rename, fsync dir)::
 
     {"format": 1, "store": "counts", "engine": "rocksdb",
      "changelog": "filelog.counts-changelog", "offset": 1234, "task": "Partition 0",
-     "written_at_ms": 1700000000000, "marker": "rocksdb-seq:5120", "crc32c": "0c1d2e3f"}
+     "written_at_ms": 1700000000000, "marker": "rocksdb-seq:5120",
+     "identity": "9b1c0d2e3f4a5b6c7d8e9f0a1b2c3d4e", "crc32c": "0c1d2e3f"}
 
 ``engine`` and ``changelog`` identify what wrote the files: a store whose config now names
 another engine or changelog is rebuilt. ``written_at_ms`` dates the file for the staleness rule
@@ -27,10 +28,14 @@ marker when the file was written (RocksDB's last sequence number; LMDB's last tr
 entry count): restore reuses the files only when the opened engine still shows it, so an
 ``OFFSET`` file that outlived or was copied next to other files (a deleted ``data.mdb``, an
 ``OFFSET`` put back from a backup) vouches for nothing. Files written before the marker existed
-have none and are checked without it. ``task`` names the task whose store the file vouches for:
+have none and are checked without it. ``identity`` is the changelog partition's identity
+(its incarnation) when the file was written, where the system reports one: a store written
+against a changelog that was later deleted and created again is rebuilt, never caught up from
+offsets that now name other records. ``task`` names the task whose store the file vouches for:
 a store directory moved or restored into another task's place (its ``OFFSET`` file still
-matches its files) proves nothing there. Files written before it existed are checked without
-it. A file that does not parse or fails its checksum is
+matches its files) proves nothing there. Files without either field are checked without it
+(both were added without a format change: older readers ignore them). A file that does not
+parse or fails its checksum is
 reported with :class:`OffsetFileCorruptError`; restore treats it like a missing file (rebuild).
 An offset of -1 (written by older versions for an empty changelog) proves nothing either.
 """
@@ -79,6 +84,8 @@ class StoreOffset:
     engine: str
     marker: str | None = None
     """The engine's commit marker when the file was written (None in files older than it)."""
+    identity: str | None = None
+    """The changelog partition's identity when the file was written (None: unknown)."""
     task: str | None = None
     """The task whose store wrote the file (None in files older than it)."""
 
@@ -92,7 +99,8 @@ def _body_checksum(body: dict) -> str:
 
 def write_offset_file(directory: Path, store: str, changelog: str, offset: int, *,
                       engine: str, now_ms: int | None = None,
-                      marker: str | None = None, task: str | None = None) -> StoreOffset:
+                      marker: str | None = None, identity: str | None = None,
+                      task: str | None = None) -> StoreOffset:
     """Record that the store in ``directory`` holds ``changelog``'s state at ``offset``
     (``marker``: the engine's commit marker now). ``offset`` must be a real changelog offset:
     ``NO_OFFSET`` vouches for nothing, remove the file instead (:func:`remove_offset_file`)."""
@@ -105,12 +113,14 @@ def write_offset_file(directory: Path, store: str, changelog: str, offset: int, 
             "offset": int(offset), "written_at_ms": int(now_ms)}
     if marker is not None:
         body["marker"] = str(marker)
+    if identity:
+        body["identity"] = str(identity)
     if task is not None:
         body["task"] = str(task)
     doc = dict(body, crc32c=_body_checksum(body))
     atomic_write(Path(directory) / OFFSET_FILE_NAME, orjson.dumps(doc) + b"\n")
     return StoreOffset(store, changelog, int(offset), int(now_ms), engine, body.get("marker"),
-                       body.get("task"))
+                       body.get("identity"), body.get("task"))
 
 
 def read_offset_file(directory: Path) -> StoreOffset | None:
@@ -131,10 +141,11 @@ def read_offset_file(directory: Path) -> StoreOffset | None:
                              f"{_body_checksum(doc)})")
         if doc["format"] > _FORMAT:
             raise ValueError(f"format {doc['format']} is newer than {_FORMAT}")
-        marker, task = doc.get("marker"), doc.get("task")
+        marker, identity, task = doc.get("marker"), doc.get("identity"), doc.get("task")
         result = StoreOffset(str(doc["store"]), str(doc["changelog"]), doc["offset"],
                              doc["written_at_ms"], str(doc["engine"]),
                              None if marker is None else str(marker),
+                             None if identity is None else str(identity),
                              None if task is None else str(task))
         if not isinstance(result.offset, int) or not isinstance(result.written_at_ms, int):
             raise ValueError("offset and written_at_ms must be integers")

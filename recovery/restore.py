@@ -73,9 +73,12 @@ from weir.stores.engines._base import BytesEngine
 
 from weir.recovery.errors import StoreRepairError
 from weir.recovery.offset_file import StoreOffset
+from weir.recovery.validity import (Found, LocalState, StartFrom, check_local_store, decide,
+                                    proof_problem)
 
 __all__ = [
     "Action",
+    "COMPACTION_LAG_FRACTION",
     "CheckpointedOffset",
     "LocalState",
     "PAD_KEY",
@@ -121,18 +124,6 @@ class CheckpointedOffset(Enum):
     """The checkpoint has no changelog offset for the store (no checkpoint, or a new store)."""
 
     ABSENT = "absent"
-
-
-class LocalState(Enum):
-    """A persistent store's local copy when its ``OFFSET`` file proves no offset."""
-
-    MISSING = "missing"
-    CORRUPT = "corrupt"
-    FOREIGN = "foreign"
-    """The ``OFFSET`` file is valid but does not describe the files next to it (the engine's
-    commit marker differs: files lost, replaced, or an ``OFFSET`` file put back)."""
-    UNREADABLE = "unreadable"
-    """The engine cannot open the files."""
 
 
 PAD_KEY = b"\x00"
@@ -235,21 +226,37 @@ def _human_bytes(n: int) -> str:
 def plan_restore(*, store: str, persistent: bool, logged: bool, changelog: str, engine: str,
                  checkpointed: int | CheckpointedOffset, oldest: int, newest: int,
                  local: StoreOffset | LocalState, staleness_ms: int, now_ms: int,
-                 repair: Repair = Repair.NONE, task: str | None = None) -> RestorePlan:
+                 repair: Repair = Repair.NONE, identity: str | None = None,
+                 files: bool = True, clean: bool = False,
+                 checkpoint_age_ms: int | None = None,
+                 min_compaction_lag_ms: int | None = None,
+                 task: str | None = None) -> RestorePlan:
     """Decide how to restore one store (see the module docstring for the table).
 
     ``changelog`` (``system.stream``) and ``engine`` are the store's configured changelog and
     engine, compared with those recorded in the ``OFFSET`` file (and ``task``, the task
-    restoring, with the task that wrote it); ``oldest``/``newest`` are the changelog's current
-    bounds; ``repair`` what an operator asked for.
+    restoring, with the task that wrote it); ``identity`` the changelog
+    partition's identity now (None: unknown); ``oldest``/``newest`` are the changelog's
+    current bounds; ``files`` whether the store directory holds any file; ``clean`` asks for a
+    fresh store (``stores.<s>.clean.on.container.start``, or a store without changelog when
+    existing state is not retained); ``checkpoint_age_ms`` and ``min_compaction_lag_ms`` drive
+    the compaction-lag rule; ``repair`` is what an operator asked for.
     """
     if not logged:
+        if persistent and clean:
+            return RestorePlan(store, Action.REBUILD, NO_OFFSET, NO_OFFSET, NO_OFFSET,
+                               "no changelog and a fresh store is asked for at every start "
+                               "(clean.on.container.start, or existing state not retained): "
+                               "starts empty")
         action = Action.KEEP if persistent else Action.EMPTY
         reason = ("no changelog: local files used as they are" if persistent
                   else "no changelog: starts empty")
         return RestorePlan(store, action, NO_OFFSET, NO_OFFSET, NO_OFFSET, reason)
+    if persistent and clean:
+        local = LocalState.CLEANED
     first = oldest if newest != NO_OFFSET else NO_OFFSET
-    problem = proof_problem(local, changelog, engine, task) if persistent else "it is in memory"
+    problem = (proof_problem(local, changelog, engine, identity, task) if persistent
+               else "it is in memory")
     proven = local.offset if problem is None and isinstance(local, StoreOffset) else None
     if isinstance(checkpointed, int) and checkpointed != NO_OFFSET:
         if newest == NO_OFFSET or checkpointed > newest:
@@ -265,68 +272,59 @@ def plan_restore(*, store: str, persistent: bool, logged: bool, changelog: str, 
     else:
         target = int(checkpointed)
     warning = _lost_tail_warning(store, proven, newest, target)
+    lag_target, lag_warning = _compaction_lag_rule(store, target, newest, checkpoint_age_ms,
+                                                   min_compaction_lag_ms)
     if not persistent:
-        return RestorePlan(store, Action.REPLAY, first, target, newest,
-                           "in-memory store: replayed from the changelog", warning)
-    rebuild = _rebuild_reason(local, problem, target, oldest, staleness_ms, now_ms)
-    if rebuild is not None:
-        return RestorePlan(store, Action.REBUILD, first, target, newest, rebuild, warning,
-                           proven=proven)
+        decision = decide(persistent=False, found=None, bootstrap=True)
+        assert decision.start is StartFrom.START
+        return RestorePlan(store, Action.REPLAY, first, lag_target, newest,
+                           "in-memory store: replayed from the changelog",
+                           _join(warning, lag_warning))
+    check = check_local_store(local, changelog=changelog, engine=engine, identity=identity,
+                              oldest=oldest, target=target, staleness_ms=staleness_ms,
+                              now_ms=now_ms, files=files, task=task)
+    decision = decide(persistent=True, found=check.found, bootstrap=True)
+    if decision.start is StartFrom.START:
+        reason = check.reason if check.found is Found.INVALID else f"{check.reason}: created"
+        return RestorePlan(store, Action.REBUILD, first, lag_target, newest, reason,
+                           _join(warning, lag_warning), proven=proven)
     assert isinstance(local, StoreOffset)
     if local.offset == target:
         return RestorePlan(store, Action.REUSE, local.offset + 1, target, newest,
                            f"local copy is at the target offset {target}", warning,
                            proven=proven)
-    return RestorePlan(store, Action.CATCH_UP, local.offset + 1, target, newest,
-                       f"local copy is at offset {local.offset}, behind {target}", warning,
-                       proven=proven)
+    return RestorePlan(store, Action.CATCH_UP, local.offset + 1, lag_target, newest,
+                       f"local copy is at offset {local.offset}, behind {target}",
+                       _join(warning, lag_warning), proven=proven)
 
 
-def proof_problem(local: StoreOffset | LocalState, changelog: str, engine: str,
-                  task: str | None = None) -> str | None:
-    """Why ``local`` proves no offset of a store of ``task`` logged to ``changelog`` on
-    ``engine``; None when its ``OFFSET`` file proves ``local.offset`` (the commit marker is
-    checked by the storage manager once the files are open)."""
-    if local is LocalState.MISSING:
-        return ("no OFFSET file (new store, or changed after its last flush, e.g. by a run "
-                "that crashed)")
-    if local is LocalState.CORRUPT:
-        return "OFFSET file is corrupt"
-    if local is LocalState.FOREIGN:
-        return ("the OFFSET file does not describe the files beside it (the engine's commit "
-                "marker differs: files lost or replaced, or an OFFSET file put back)")
-    if local is LocalState.UNREADABLE:
-        return "the engine cannot open the local files"
-    assert isinstance(local, StoreOffset)
-    if local.engine != engine:
-        return f"local files were written by the {local.engine} engine, the store now uses {engine}"
-    if local.changelog != changelog:
-        return f"local copy was logged to {local.changelog}, the store now logs to {changelog}"
-    if task is not None and local.task is not None and local.task != task:
-        return (f"its OFFSET file was written by task '{local.task}', not '{task}' (a store "
-                f"directory moved or restored into another task's place)")
-    if local.offset < 0:
-        return (f"its OFFSET file says {local.offset} (an empty changelog), which proves "
-                "nothing about the files")
-    return None
+COMPACTION_LAG_FRACTION = 0.9
+"""Samza's rule (SAMZA-2356): a checkpoint older than this fraction of the changelog's
+minimum compaction lag may name values compaction has already removed."""
 
 
-def _rebuild_reason(local: StoreOffset | LocalState, problem: str | None, target: int,
-                    oldest: int, staleness_ms: int, now_ms: int) -> str | None:
-    if problem is not None:
-        return problem
-    assert isinstance(local, StoreOffset)
-    age = local.age_ms(now_ms)
-    if age >= staleness_ms:
-        return (f"local copy is stale: OFFSET written {age / 1000:.0f} s ago, limit "
-                f"{staleness_ms / 1000:.0f} s (stores.<store>.changelog.staleness.ms)")
-    if local.offset > target:
-        return (f"local copy is at offset {local.offset}, past the committed offset {target} "
-                "(it holds uncommitted writes)")
-    if local.offset + 1 < oldest and local.offset + 1 <= target:
-        return (f"local copy is at offset {local.offset} but the changelog now starts at "
-                f"{oldest}: the records in between are gone")
-    return None
+def _compaction_lag_rule(store: str, target: int, newest: int, age_ms: int | None,
+                         lag_ms: int | None) -> tuple[int, str | None]:
+    """The target a replay from the changelog uses: ``newest`` instead of the checkpointed
+    ``target`` when the checkpoint is older than 0.9 x the changelog's minimum compaction
+    lag (compaction may have removed committed values superseded by later records)."""
+    if (age_ms is None or lag_ms is None or target == NO_OFFSET or target >= newest
+            or age_ms <= COMPACTION_LAG_FRACTION * lag_ms):
+        return target, None
+    return newest, (
+        f"store '{store}': the checkpoint is {age_ms / 1000:,.0f} s old, more than "
+        f"{COMPACTION_LAG_FRACTION} x the changelog's minimum compaction lag "
+        f"({lag_ms / 1000:,.0f} s): compaction may have removed committed values that "
+        f"records {target + 1}..{newest} superseded, so the store is restored to the "
+        f"changelog's newest offset {newest} instead of the checkpoint's {target} (Samza's "
+        f"rule). Those records' writes are kept and their input is processed again: for "
+        f"this store, at-least-once. Commit more often than the lag (task.commit.ms) to "
+        f"never need this")
+
+
+def _join(*warnings: str | None) -> str | None:
+    parts = [w for w in warnings if w]
+    return "; ".join(parts) if parts else None
 
 
 def _lost_tail_warning(store: str, proven: int | None, newest: int, target: int) -> str | None:

@@ -2,12 +2,15 @@
 
 From the outside in (what a task holds first)::
 
-    LockedLayer      one lock per store, held by every operation     only by shared_store(), when
+    LockedLayer        one lock per store, held by every operation   only by shared_store(), when
                                                                      calls of a task may overlap
-    CachedLayer      LRU cache of Python objects, dirty write-back   if object.cache.size > 0
-    SerializedLayer  typed <-> bytes with the key and msg serdes     always
-    LoggedLayer      every change appended to the ChangelogSink      if a changelog is given
-    engine           RocksDB / LMDB / memory, bytes only             always
+    PutSizeCheck       refuses a value over the limit at put()       if disallow.large.messages
+    CachedLayer        LRU cache of Python objects, dirty write-back if object.cache.size > 0
+    SerializedLayer    typed <-> bytes with the key and msg serdes   always
+    LargeMessageLayer  refuses (or drops) a value over               if logged, or if disallow /
+                       changelog.max.message.size.bytes             drop.large.messages
+    LoggedLayer        every change appended to the ChangelogSink    if a changelog is given
+    engine             RocksDB / LMDB / memory, bytes only           always
 
 The cache sits above serialization (as in Samza's default stack), so a hot key's read costs a
 dict lookup and its write a dict store: no serde work until dirty entries are written down, and
@@ -47,11 +50,12 @@ from weir.stores.engines.lmdb import LMDBEngine, LMDBOptions
 from weir.stores.engines.memory import MemoryEngine
 from weir.stores.engines.rocksdb import RocksDBEngine, RocksDBOptions
 from weir.stores.layers.cached import CachedLayer
+from weir.stores.layers.large import LargeMessageLayer, PutSizeCheck
 from weir.stores.layers.locked import LockedLayer
 from weir.stores.layers.logged import LoggedLayer
 from weir.stores.layers.serialized import SerializedLayer
 from weir.stores.serdes import serde_from_name
-from weir.stores.spec import STORE_KEY_SERDE, STORE_MSG_SERDE, EngineKind, StoreSpec
+from weir.stores.spec import STORE_KEY_SERDE, STORE_MSG_SERDE, EngineKind, LargeMessages, StoreSpec
 
 __all__ = ["build_store", "open_engine", "shared_store"]
 
@@ -88,10 +92,17 @@ def build_store(spec: StoreSpec, directory: Path, *, changelog: ChangelogSink | 
     engine = open_engine(spec, directory, logged=changelog is not None)
     try:
         store: BytesEngine = engine if changelog is None else LoggedLayer(engine, changelog)
+        large = spec.large_messages
+        if changelog is not None or large is not LargeMessages.FAIL_AT_WRITE:
+            store = LargeMessageLayer(store, max_bytes=spec.max_message_bytes,
+                                      drop=large is LargeMessages.DROP)
         typed: KeyValueStore = SerializedLayer(store, key_serde, value_serde)
         if spec.object_cache_size > 0:
             typed = CachedLayer(typed, capacity=spec.object_cache_size,
                                 write_batch_size=spec.write_batch_size)
+        if large is LargeMessages.FAIL_AT_PUT:
+            typed = PutSizeCheck(typed, serialize=value_serde.to_bytes,
+                                 max_bytes=spec.max_message_bytes)
     except BaseException:
         engine.close()  # release the directory lock: the caller never gets a store to close
         raise

@@ -33,6 +33,7 @@ from weir.stores.serdes import serde_from_name
 
 __all__ = [
     "EngineKind",
+    "LargeMessages",
     "StoreSpec",
     "stores_in",
     "check_store_keys",
@@ -43,9 +44,26 @@ __all__ = [
     "STORE_OBJECT_CACHE_SIZE",
     "STORE_WRITE_BATCH_SIZE",
     "STORE_CHANGELOG_STALENESS_MS",
+    "STORE_CLEAN_ON_CONTAINER_START",
+    "STORE_MIN_COMPACTION_LAG_MS",
+    "STORE_MAX_MESSAGE_BYTES",
+    "STORE_DISALLOW_LARGE_MESSAGES",
+    "STORE_DROP_LARGE_MESSAGES",
 ]
 
 _COMPONENT = "stores"
+
+
+class LargeMessages(Enum):
+    """What a store does with a value over ``changelog.max.message.size.bytes``."""
+
+    FAIL_AT_WRITE = "fail-at-write"
+    """RecordTooLargeError when it is written down to the engine and changelog (logged stores;
+    a store without changelog has no limit then)."""
+    FAIL_AT_PUT = "fail-at-put"
+    """RecordTooLargeError at ``put`` (``disallow.large.messages``)."""
+    DROP = "drop"
+    """Neither stored nor logged; counted and logged (``drop.large.messages``)."""
 
 
 class EngineKind(Enum):
@@ -90,9 +108,10 @@ STORE_CHANGELOG = declare(
     component=_COMPONENT)
 STORE_WRITE_BATCH_SIZE = declare(
     "stores.<store>.write.batch.size", int, 500,
-    "Dirty cache entries that trigger a write-down to the engine (and changelog) in one batch; "
-    "also the batch size of changelog restore. Unset in a job: object cache entries / 8 within "
-    "500..5000, from job.container.memory.mb (500 outside a job).",
+    "Dirty cache entries that trigger a write-down to the engine (and changelog) in one "
+    "batch. Unset in a job: object cache entries / 8 within 500..5000, from "
+    "job.container.memory.mb (500 outside a job). (Restore writes in larger runs: "
+    "job.container.restore.batch.bytes.)",
     component=_COMPONENT)
 STORE_OBJECT_CACHE_SIZE = declare(
     "stores.<store>.object.cache.size", int, None,
@@ -107,6 +126,44 @@ STORE_CHANGELOG_STALENESS_MS = declare(
     "rebuilt from the changelog at start (Samza: changelog.delete.retention.ms, accepted as an "
     "alias).",
     component=_COMPONENT, aliases=("stores.<store>.changelog.delete.retention.ms",))
+STORE_CLEAN_ON_CONTAINER_START = declare(
+    "stores.<store>.clean.on.container.start", bool, False,
+    "Wipe the store's local files at every start and begin from scratch: a logged store is "
+    "rebuilt from its changelog, a store without changelog starts empty. The old files are "
+    "set aside and removed only once the new store is open (Samza's key).",
+    component=_COMPONENT)
+STORE_MIN_COMPACTION_LAG_MS = declare(
+    "stores.<store>.changelog.min.compaction.lag.ms", int, None,
+    "Minimum compaction lag of the store's changelog: set on the changelog stream when Weir "
+    "creates it (the file log's compaction.min.lag.ms of that stream), and used by restore: a "
+    "checkpoint older than 0.9 x the lag restores the store to the changelog's newest offset "
+    "instead of the checkpointed one (compaction may have removed committed values). Unset: "
+    "stores.default.changelog.min.compaction.lag.ms, else the changelog system's own lag "
+    "(default 4 h). Samza's key.",
+    component=_COMPONENT)
+STORES_DEFAULT_MIN_COMPACTION_LAG_MS = declare(
+    "stores.default.changelog.min.compaction.lag.ms", int, None,
+    "Default of stores.<store>.changelog.min.compaction.lag.ms for every store (Samza's key).",
+    component=_COMPONENT)
+STORE_MAX_MESSAGE_BYTES = declare(
+    "stores.<store>.changelog.max.message.size.bytes", int, 1_048_576,
+    "Largest serialized value a logged store writes to its changelog (and any store with "
+    "disallow.large.messages or drop.large.messages). A larger value fails with "
+    "RecordTooLargeError naming the store and key when it is written down to the engine, "
+    "unless one of those two keys says otherwise (Samza's key and default).",
+    component=_COMPONENT)
+STORE_DISALLOW_LARGE_MESSAGES = declare(
+    "stores.<store>.disallow.large.messages", bool, False,
+    "Check the size of every value at put(), so a value over "
+    "changelog.max.message.size.bytes fails right there (RecordTooLargeError) instead of at "
+    "the next write-down; costs one extra serialization per put (Samza's key).",
+    component=_COMPONENT)
+STORE_DROP_LARGE_MESSAGES = declare(
+    "stores.<store>.drop.large.messages", bool, False,
+    "Drop a value over changelog.max.message.size.bytes instead of failing: it is neither "
+    "stored nor logged, counted (dropped_large_messages) and logged as a warning (Samza's "
+    "key).",
+    component=_COMPONENT)
 _STORE_PREFIX = "stores.<store>."
 _FACTORY_RE = re.compile(r"^stores\.([^.]+)\.factory$")
 
@@ -131,6 +188,12 @@ class StoreSpec:
     staleness_ms: int = 86_400_000
     rocksdb: RocksDBOptions | None = None
     lmdb: LMDBOptions | None = None
+    clean_on_start: bool = False
+    """``stores.<s>.clean.on.container.start``: a fresh store at every start."""
+    min_compaction_lag_ms: int | None = None
+    """The changelog's minimum compaction lag set in config (None: the system's own)."""
+    max_message_bytes: int = 1_048_576
+    large_messages: LargeMessages = LargeMessages.FAIL_AT_WRITE
 
     def __post_init__(self) -> None:
         # from_config reports these with the config key; this catches specs built in code.
@@ -188,6 +251,25 @@ class StoreSpec:
                 f"raise the cache size, lower the batch size, or set 0 to disable the cache",
                 key=cache_key, origin=config.origin(cache_key))
         staleness = _positive(config, name, STORE_CHANGELOG_STALENESS_MS)
+        lag = STORE_MIN_COMPACTION_LAG_MS.get(config, store=name)
+        lag_key = STORE_MIN_COMPACTION_LAG_MS.key(store=name)
+        if lag is None:
+            lag = STORES_DEFAULT_MIN_COMPACTION_LAG_MS.get(config)
+            lag_key = STORES_DEFAULT_MIN_COMPACTION_LAG_MS.name
+        if lag is not None and lag < 0:
+            raise ConfigError(f"must be >= 0, got {lag}", key=lag_key,
+                              origin=config.origin(lag_key))
+        max_bytes = _positive(config, name, STORE_MAX_MESSAGE_BYTES)
+        disallow = STORE_DISALLOW_LARGE_MESSAGES.get(config, store=name)
+        drop = STORE_DROP_LARGE_MESSAGES.get(config, store=name)
+        if disallow and drop:
+            key = STORE_DROP_LARGE_MESSAGES.key(store=name)
+            raise ConfigError(
+                f"cannot be true together with {STORE_DISALLOW_LARGE_MESSAGES.key(store=name)}: "
+                f"a value over the limit is either refused at put (disallow) or dropped (drop); "
+                f"set one of them", key=key, origin=config.origin(key))
+        large = (LargeMessages.DROP if drop else
+                 LargeMessages.FAIL_AT_PUT if disallow else LargeMessages.FAIL_AT_WRITE)
         rocksdb = lmdb = None
         if engine is EngineKind.ROCKSDB:
             rocksdb = RocksDBOptions.from_config(config, name)
@@ -195,7 +277,10 @@ class StoreSpec:
             lmdb = LMDBOptions.from_config(config, name)
         return cls(name=name, engine=engine, key_serde=key_serde, value_serde=value_serde,
                    changelog=_changelog(config, name, changelog_system), write_batch_size=batch,
-                   object_cache_size=cache, staleness_ms=staleness, rocksdb=rocksdb, lmdb=lmdb)
+                   object_cache_size=cache, staleness_ms=staleness, rocksdb=rocksdb, lmdb=lmdb,
+                   clean_on_start=STORE_CLEAN_ON_CONTAINER_START.get(config, store=name),
+                   min_compaction_lag_ms=lag, max_message_bytes=max_bytes,
+                   large_messages=large)
 
 
 def stores_in(config: Config) -> list[str]:

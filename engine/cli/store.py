@@ -1,4 +1,4 @@
-"""``weir store repair JOB --task T --store S --keep-local|--accept-loss``: the repairs restore offers.
+"""``weir state repair JOB`` (also ``weir store repair JOB --task T --store S --keep-local|--accept-loss``): the repairs restore offers.
 
 When a store's changelog cannot back the task's checkpoint (it ends before the checkpoint's
 changelog offset: cut, emptied, recreated, or damaged at its end), ``weir run`` stops with a
@@ -23,14 +23,22 @@ from __future__ import annotations
 import argparse
 import sys
 
-__all__ = ["register"]
+from weir.engine.cli._job import JobTools
+
+__all__ = ["register", "add_repair_parser"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "store", help="repair a store whose changelog cannot back its checkpoint",
-        description="Operator repairs of a task's store (run while the job is stopped).")
+        "store", help="repair a store (the old name of `weir state repair`)",
+        description="Operator repairs of a task's store (run while the job is stopped); "
+                    "`weir state repair` is the same command.")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    add_repair_parser(actions)
+
+
+def add_repair_parser(actions: argparse._SubParsersAction) -> None:
+    """Add the ``repair`` action (``weir state repair``, and ``weir store repair``)."""
     repair = actions.add_parser(
         "repair", help="keep the local copy, or accept losing the changelog's missing records",
         description="Carry out the repair a ChangelogMismatchError offered for one store of "
@@ -53,39 +61,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _repair(args: argparse.Namespace) -> int:
-    from weir.engine.cli.run import add_config_dir_to_path
-    from weir.engine.config.job import JobConfig, load_config
-    from weir.engine.config.streams import all_input_streams
-    from weir.engine.container.container import create_changelog_streams, store_specs
+    tools = JobTools.load(args)
+    try:
+        with tools.locked("weir state repair"):
+            return _repair_locked(tools, args)
+    finally:
+        tools.close()
+
+
+def _repair_locked(tools: JobTools, args: argparse.Namespace) -> int:
+    from weir.engine.container.container import create_changelog_streams
     from weir.engine.container.task_storage import TaskStorage, changelog_source_name
-    from weir.engine.jobmodel.model import build_job_model
-    from weir.engine.systems.registry import SystemRegistry
-    from weir.recovery.checkpoint import FileCheckpointManager
     from weir.recovery.restore import Repair
     from weir.recovery.storage import ProgressMode
     from weir.stores.errors import ConfigError
 
-    config = load_config(args.path, args.overrides)
-    add_config_dir_to_path(args.path)
-    job = JobConfig.from_config(config)
-    specs = {spec.name: spec for spec in store_specs(config, job)}
+    config, job, registry = tools.config, tools.job, tools.registry
+    specs = {spec.name: spec for spec in tools.specs()}
     spec = specs.get(args.store)
     if spec is None or not spec.logged:
         known = ", ".join(sorted(n for n, s in specs.items() if s.logged)) or "none"
         raise ConfigError(f"store '{args.store}' is not a logged store of this job (logged "
                           f"stores: {known}); only stores with a changelog are repaired",
                           key=f"stores.{args.store}.changelog")
-    registry = SystemRegistry(config)
-    model = build_job_model(config, registry.partition_counts(all_input_streams(config)))
-    tasks = model.tasks()
-    if args.task not in tasks:
-        raise ConfigError(f"the job has no task '{args.task}' (tasks: "
-                          f"{', '.join(tasks) or 'none'})")
-    task = tasks[args.task]
-    create_changelog_streams([spec], registry, model)  # as `weir run` does before it starts
-    checkpoints = FileCheckpointManager(job.checkpoint_dir)
-    checkpoints.register(task.task_name)
-    checkpoint = checkpoints.read_last(task.task_name)  # read only: no start(), no clean-up
+    task = tools.task(args.task)
+    create_changelog_streams([spec], registry, tools.model())  # as `weir run` does first
+    checkpoint = tools.checkpoints.read_last(task.task_name)  # read only
     system = spec.changelog[0]
     producer = registry.producer(system)
     producer.register(changelog_source_name(task.task_name, spec.name))

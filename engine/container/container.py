@@ -11,12 +11,14 @@ through Samza's start order (SAMZA-REFERENCE 4.4), runs the loop, and stops in o
 3. make one producer per system (configured systems, inputs, changelogs, the default
    system), register every task and every changelog source, start them;
 4. read each task's last checkpoint (:class:`~weir.recovery.checkpoint.FileCheckpointManager` in
-   ``task.checkpoint.path``) and check, before anything is restored, that it was written
+   ``task.checkpoint.path``, or :class:`~weir.recovery.checkpoint_stream.StreamCheckpointManager`
+   on ``task.checkpoint.system``: :mod:`weir.engine.container.checkpoints`) and check, before anything is restored, that it was written
    against the same incarnations of the input and changelog streams and that a task without
    a checkpoint has no state (:mod:`weir.engine.container.safety`);
-5. restore each task's stores from their changelogs to exactly that checkpoint
-   (:class:`~weir.recovery.storage.TaskStorageManager`; progress on the terminal, a summary line
-   per store);
+5. restore every store of every task from its changelog to exactly that checkpoint: all
+   are decided first, then restored in parallel restore threads (and worker processes for
+   large replays) by the :class:`~weir.recovery.container_storage.ContainerStorageManager`
+   (one combined progress bar on a terminal, log lines otherwise, a summary line per store);
 6. compute starting offsets (checkpoint + 1, or ``samza.offset.default``, or from the start
    with ``samza.reset.offset``), build the task instances and call ``init``; a task without
    a checkpoint commits once here, so a crash before its first periodic commit restores the
@@ -47,7 +49,8 @@ from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any
 
-from weir.recovery.checkpoint import Checkpoint, FileCheckpointManager
+from weir.recovery.checkpoint import Checkpoint
+from weir.recovery.container_storage import ContainerStorageManager
 from weir.recovery.storage import ProgressMode
 from weir.stores.config import Config
 from weir.stores.errors import ConfigError
@@ -56,6 +59,7 @@ from weir.stores.spec import StoreSpec, stores_in
 from weir.engine.container.progress import (ContainerProgress, ContainerResult, CountingProducer,
                                            SspPosition)
 from weir.engine.container.preflight import check_job
+from weir.engine.container.checkpoints import open_checkpoint_manager, task_partitions
 from weir.engine.container.settings import JobSettings, changelog_admin
 from weir.engine.container.safety import (check_identities, check_state_without_checkpoint,
                                           config_file_of, current_identities, reset_ssps)
@@ -125,6 +129,7 @@ class Container:
         self.instances: list[TaskInstance] = []
         self.loop: RunLoop | None = None
         self._disposal: StoreDisposal | None = None
+        self.storage_manager: ContainerStorageManager | None = None
         self.consumers: SystemConsumers | None = None
         self.positions: dict[TaskName, dict[SystemStreamPartition, SspPosition]] = {}
         self._producers: dict[str, CountingProducer] = {}
@@ -215,8 +220,10 @@ class Container:
                      settings.memory.describe(settings.stores, len(tasks)))
         self._create_changelogs(specs)
         self._start_producers(specs)
-        checkpoints = FileCheckpointManager(job.checkpoint_dir,
-                                            job_config=config_file_of(config))
+        checkpoints = open_checkpoint_manager(
+            settings.checkpoint_settings, job, self.registry, task_partitions(tasks.values()),
+            job_config=config_file_of(config), create=True,
+            stream_partitions=self.job_model.max_change_log_stream_partitions)
         for name in tasks:
             checkpoints.register(name)
         checkpoints.start()
@@ -317,16 +324,24 @@ class Container:
             self._closers.callback(producer.stop)
 
     def _restore(self, specs: list[StoreSpec], last: dict[TaskName, Checkpoint | None],
-                 checkpoints: FileCheckpointManager) -> dict[TaskName, TaskStorage]:
+                 checkpoints: Any) -> dict[TaskName, TaskStorage]:
         raw = {system: p.inner for system, p in self._producers.items()}
+        restore = self.settings.restore
         storages = {name: TaskStorage(name, specs, self.job, task.changelog_partition, raw,
-                                      self.registry, self.config, self.progress)
+                                      self.registry, self.config, self.progress,
+                                      restore=restore)
                      for name, task in self.model.tasks.items()}
         # Every task is checked before any store is restored: a mismatch changes nothing.
         self._check_before_restore(storages, last, checkpoints)
+        # Every store of every task: decided first, then restored in parallel restore threads.
+        managers = [m for storage in storages.values() for m in storage.managers]
+        csm = ContainerStorageManager(managers, restore, progress=self.progress,
+                                      title=f"container {self.container_id}")
+        csm.restore({name: last[name] for name in storages})
+        self.storage_manager = csm
         out: dict[TaskName, TaskStorage] = {}
         for name, storage in storages.items():
-            storage.open(last[name])
+            storage.adopted()
             out[name] = storage
             # Closed by the task instance once it exists; this covers a failed start.
             self._closers.callback(lambda storage=storage: self._close_storage(storage))
@@ -334,7 +349,7 @@ class Container:
 
     def _check_before_restore(self, storages: dict[TaskName, TaskStorage],
                               last: dict[TaskName, Checkpoint | None],
-                              checkpoints: FileCheckpointManager) -> None:
+                              checkpoints: Any) -> None:
         """Refuse to start when a checkpoint was written against other incarnations of the
         streams, or a task without a checkpoint has state (see ``safety``); then bind the
         streams' identities into every checkpoint this run writes."""
@@ -344,7 +359,7 @@ class Container:
         ssps.update(store.changelog for stores in logged.values() for store in stores)
         identities = current_identities(self.registry, sorted(ssps))
         for name, task in self.model.tasks.items():
-            path = str(checkpoints.path_for(name))
+            path = checkpoints.location(name)
             reset = reset_ssps(self.settings.offsets, task.ssps)
             inputs = {ssp: identities.get(ssp) for ssp in task.ssps}
             changelogs = {store.name: (store.changelog, identities.get(store.changelog))
@@ -354,7 +369,7 @@ class Container:
             if last[name] is None:
                 check_state_without_checkpoint(
                     name, logged[name], checkpoint_path=path, job_config=job_config,
-                    previous_exists=checkpoints.previous_path_for(name).exists())
+                    previous_exists=checkpoints.has_previous(name))
             else:
                 checkpoints.allow_rewind(name, [s for s in reset
                                                 if s in last[name].input_offsets])
@@ -473,7 +488,8 @@ def create_changelog_streams(specs: list[StoreSpec], registry: SystemRegistry,
         if spec.logged:
             system, stream = spec.changelog
             admin = changelog_admin(registry, spec)
-            if ensure_changelog_stream(admin, stream, partitions, store=spec.name):
+            if ensure_changelog_stream(admin, stream, partitions, store=spec.name,
+                                       min_compaction_lag_ms=spec.min_compaction_lag_ms):
                 log.info("created changelog stream %s.%s with %d partitions for store '%s'",
                          system, stream, partitions, spec.name)
                 created.append(SystemStream(system, stream))

@@ -7,7 +7,9 @@ consumers their :class:`~weir.engine.consumers.consumers.ConsumerSettings`, each
 instance the ``task.ignored.exceptions`` policy, the stores their
 :class:`~weir.stores.spec.StoreSpec`, the chooser its
 :class:`~weir.engine.chooser.spec.ChooserSpec`, the control plane its
-:class:`~weir.engine.control.settings.ControlSettings`, the consumers' start its offset policies. No
+:class:`~weir.engine.control.settings.ControlSettings`, the consumers' start its offset policies,
+the container's storage manager its :class:`~weir.recovery.container_storage.RestoreSettings`,
+its checkpoints their :class:`~weir.engine.container.checkpoints.CheckpointSettings`. No
 component re-reads the raw config for its own keys. Building it is also the proof that the
 whole job parses: :func:`~weir.engine.container.preflight.check_job` builds it (and checks the
 directories) before anything is created.
@@ -28,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from weir.recovery.container_storage import RestoreSettings
 from weir.stores.budget import MemoryBudget
 from weir.stores.config import Config
 from weir.stores.errors import ConfigError
@@ -35,6 +38,7 @@ from weir.stores.serdes import serde_from_name
 from weir.stores.spec import STORE_KEY_SERDE, STORE_MSG_SERDE, StoreSpec, stores_in
 
 from weir.engine.chooser.spec import ChooserSpec
+from weir.engine.container.checkpoints import CheckpointSettings
 from weir.engine.config.job import JobConfig
 from weir.engine.config.streams import JOB_DEFAULT_SYSTEM, all_input_streams
 from weir.engine.consumers.consumers import ConsumerSettings
@@ -66,6 +70,11 @@ class JobSettings:
     """The offset policy (``samza.offset.default``, ``samza.reset.offset``) of every input."""
     systems: tuple[str, ...] = ()
     """The systems a container makes producers (and consumers) for."""
+    restore: RestoreSettings = field(default_factory=RestoreSettings)
+    """How the container restores its stores (``job.container.restore.*``)."""
+    checkpoints: CheckpointSettings | None = None
+    """Which checkpoint manager the job uses (``task.checkpoint.factory`` / ``.system``);
+    None only for settings built in code (then: files in ``task.checkpoint.path``)."""
     memory: MemoryBudget = field(default_factory=MemoryBudget)
     """``job.container.memory.mb`` and the stores' explicit sizes: each container sizes its
     stores from it (:meth:`MemoryBudget.size`) once it knows its task count."""
@@ -98,9 +107,31 @@ class JobSettings:
         for ss in sorted(set(inputs) | set(_configured_streams(config, systems))):
             registry.serdes.for_stream(ss)
         offsets = FrozenMap({ss: offset_policy(config, ss) for ss in inputs})
+        restore = RestoreSettings.from_config(config)
+        checkpoints = CheckpointSettings.from_config(config, job)
+        if checkpoints.system is not None:
+            try:
+                registry.admin(checkpoints.system)
+            except ConfigError as exc:
+                raise ConfigError(
+                    f"the checkpoint stream's system '{checkpoints.system}' cannot be used "
+                    f"({exc}); configure systems.{checkpoints.system}.factory or name a "
+                    f"configured system", key="task.checkpoint.system",
+                    origin=config.origin("task.checkpoint.system")) from None
+            if checkpoints.system not in systems:
+                systems = sorted({*systems, checkpoints.system})
         memory = MemoryBudget.from_config(config, [spec.name for spec in specs])
         return cls(job, run_loop, ignored, metrics, consumers, specs, chooser, control, offsets,
-                   tuple(systems), memory)
+                   tuple(systems), restore, checkpoints, memory)
+
+    @property
+    def checkpoint_settings(self) -> CheckpointSettings:
+        """The checkpoint settings (files in ``task.checkpoint.path`` when none were parsed)."""
+        if self.checkpoints is not None:
+            return self.checkpoints
+        from weir.engine.container.checkpoints import CheckpointKind, checkpoint_stream_name
+        return CheckpointSettings(CheckpointKind.FILE, None,
+                                  checkpoint_stream_name(self.job.name, self.job.id))
 
     def offset_policy(self, ss: SystemStream, config: Config) -> OffsetPolicy:
         """The policy of ``ss``: parsed already for inputs, else from ``config``."""

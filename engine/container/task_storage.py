@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from weir.recovery.checkpoint import Checkpoint
+from weir.recovery.container_storage import ContainerStorageManager, RestoreSettings
 from weir.recovery.storage import ProgressMode, Repair, TaskStorageManager
 from weir.stores.config import Config
 from weir.stores.spec import StoreSpec
@@ -110,6 +111,22 @@ class TrackedChangelog:
     def read(self, start: int, end: int):
         return self.source.read(start, end)
 
+    def read_batches(self, start: int, end: int, *, into: dict | None = None):
+        """The source's bulk read (see SystemChangelogSource.read_batches)."""
+        return self.source.read_batches(start, end, into=into)
+
+    def bulk_reader(self):
+        return self.source.bulk_reader()
+
+    def split(self, start: int, end: int, parts: int) -> list[tuple[int, int]]:
+        return self.source.split(start, end, parts)
+
+    def identity(self) -> str | None:
+        return self.source.identity()
+
+    def min_compaction_lag_ms(self) -> int | None:
+        return self.source.min_compaction_lag_ms()
+
     @property
     def partition(self) -> int | None:
         """The changelog partition, when the source knows it (for restore's errors)."""
@@ -148,12 +165,15 @@ class TaskStorage:
     def __init__(self, task_name: TaskName, specs: Iterable[StoreSpec], job: JobConfig,
                  changelog_partition: int, producers: Mapping[str, SystemProducer],
                  registry: Any, config: Config, progress: ProgressMode, *,
-                 repairs: Mapping[str, Repair] | None = None):
+                 repairs: Mapping[str, Repair] | None = None,
+                 restore: RestoreSettings | None = None):
         by_base: dict[Any, list[StoreSpec]] = {}
         for spec in specs:
             base = StoreBase.LOGGED if spec.logged else StoreBase.NON_LOGGED
             by_base.setdefault(job.base_dir(base), []).append(spec)
         self.task_name = task_name
+        self.progress = progress
+        self.restore_settings = restore if restore is not None else RestoreSettings()
         self.managers: list[TaskStorageManager] = []
         self.changelog_ssps: dict[str, SystemStreamPartition] = {}
         for base_dir, group in sorted(by_base.items(), key=lambda kv: str(kv[0])):
@@ -176,7 +196,8 @@ class TaskStorage:
                              if repairs and s.name in repairs}
             self.managers.append(TaskStorageManager(task_name, group, base_dir, changelogs,
                                                     config, progress=progress,
-                                                    repairs=group_repairs))
+                                                    repairs=group_repairs,
+                                                    options=self.restore_settings.options))
         self._stores: dict[str, Any] = {}
 
     def logged_stores(self) -> list[LoggedStore]:
@@ -193,19 +214,18 @@ class TaskStorage:
         return out
 
     def open(self, checkpoint: Checkpoint | None) -> dict[str, Any]:
-        """Restore every store to ``checkpoint`` and open it."""
-        opened: list[TaskStorageManager] = []
-        try:
-            for manager in self.managers:
-                self._stores.update(manager.open(checkpoint))
-                opened.append(manager)
-        except BaseException:
-            for manager in opened:
-                try:
-                    manager.close()
-                except Exception:  # noqa: BLE001 - the restore error is the one to report
-                    pass
-            raise
+        """Restore every store to ``checkpoint`` (in parallel restore threads, see
+        :class:`~weir.recovery.container_storage.ContainerStorageManager`) and open it."""
+        ContainerStorageManager(self.managers, self.restore_settings, progress=self.progress,
+                                title=f"task '{self.task_name}'").restore(
+            {self.task_name: checkpoint})
+        return self.adopted()
+
+    def adopted(self) -> dict[str, Any]:
+        """The stores, once the managers were opened (by :meth:`open`, or by the container's
+        storage manager)."""
+        for manager in self.managers:
+            self._stores.update(manager.stores())
         return dict(self._stores)
 
     def stores(self) -> Mapping[str, Any]:

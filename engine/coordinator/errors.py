@@ -54,8 +54,9 @@ class ImmutableSettingError(ConfigError):
         super().__init__(
             f"changes from {old!r} (the job's state was built with it) to {new!r}; {why}. "
             f"Keep {old!r}, or start the job's state over: stop the job and run `weir run "
-            f"<config> --reset-state` (deletes the stores' local state, changelogs and "
-            f"checkpoints; inputs are read again from samza.offset.default)",
+            f"<config> --reset-state` (moves the stores' local state, changelogs and "
+            f"checkpoints aside, renamed .reset-<time>; inputs are read again from "
+            f"samza.offset.default)",
             key=key, origin=origin)
         self.old, self.new, self.why = old, new, why
 

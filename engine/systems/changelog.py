@@ -9,6 +9,9 @@ This module adapts one partition of a system stream (a *changelog partition*) to
 - :class:`SystemChangelogSource` reads the partition with the system's admin (oldest/newest)
   and a fresh consumer per :meth:`~SystemChangelogSource.read`; :meth:`~SystemChangelogSource.probe`
   tells restore whether a changelog that ends early is damaged at its end;
+  :meth:`~SystemChangelogSource.read_batches` is restore's bulk read (for the file log: its
+  segments read directly by :func:`weir.engine.systems.filelog.bulk.read_changelog`, which a
+  restore worker process can also call through :meth:`~SystemChangelogSource.bulk_reader`);
 - :func:`ensure_changelog_stream` creates the changelog as a compacted stream.
 
 Compacted changelogs have gaps (offsets of overwritten records are gone); ``read`` yields the
@@ -33,8 +36,9 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+import functools
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from weir.stores.changelog import NO_OFFSET, ChangelogRecord
 
@@ -50,6 +54,9 @@ __all__ = [
     "SystemChangelogSource",
     "ensure_changelog_stream",
 ]
+
+_BATCH_RECORDS = 65_536
+"""Records per batch of :meth:`SystemChangelogSource.read_batches` on other systems."""
 
 _POLL_TIMEOUT_S = 0.2
 """How long ``read`` waits for the next records before deciding the partition has no more
@@ -162,6 +169,65 @@ class SystemChangelogSource:
             return iter(())
         return self._read(first, last)
 
+    def identity(self) -> str | None:
+        """The partition's identity (changes when the stream is deleted and created again);
+        None when the system cannot tell."""
+        return self._metadata().identity
+
+    def min_compaction_lag_ms(self) -> int | None:
+        """How long after a record is written compaction may remove the values it
+        supersedes (the file log's ``compaction.min.lag.ms`` of the stream); None when the
+        system does not say."""
+        settings_of = getattr(self._admin, "stream_settings", None)
+        if not callable(settings_of):
+            return None
+        lag = getattr(settings_of(self.ssp.stream), "compaction_min_lag_ms", None)
+        return lag if isinstance(lag, int) else None
+
+    def bulk_reader(self) -> Callable[..., Iterator[Any]] | None:
+        """A picklable ``reader(start, end, into=None)`` yielding batches (see
+        :meth:`read_batches`) straight from the partition's files, for a restore worker process;
+        None when the system keeps its records elsewhere (then use :meth:`read_batches`)."""
+        location = self._location()
+        if location is None:
+            return None
+        from weir.engine.systems.filelog.bulk import read_changelog
+        return functools.partial(read_changelog, location)
+
+    def split(self, start: int, end: int, parts: int) -> list[tuple[int, int]]:
+        """``[start, end]`` cut into up to ``parts`` sub-ranges that several workers can read
+        independently (at file-log segment boundaries); ``[(start, end)]`` otherwise."""
+        location = self._location()
+        if location is None:
+            return [(start, end)]
+        from weir.engine.systems.filelog.bulk import changelog_parts
+        return changelog_parts(location, start, end, parts)
+
+    def read_batches(self, start: int, end: int, *, into: dict | None = None
+                     ) -> Iterator[Any]:
+        """The records of ``[start, end]`` that exist now, in offset order, in batches: the
+        bulk read of restore, below envelopes and serdes for the file log. A batch has
+        ``.pairs`` (the last value of each key it read, as a dict -- ``into`` when given and
+        the system can store into it -- or a ``(key, value)`` list), ``.last`` (offset of its
+        last record), ``.records`` and ``.nbytes``."""
+        md = self._metadata()
+        if md.is_empty:
+            return iter(())
+        first, last = max(start, md.oldest), min(end, md.newest)
+        if first > last:
+            return iter(())
+        reader = self.bulk_reader()
+        if reader is not None:
+            return reader(first, last, into=into)
+        return _batched(self._read(first, last))
+
+    def _location(self) -> Any:
+        from weir.engine.systems.filelog.admin import FileLogAdmin
+        if not isinstance(self._admin, FileLogAdmin):
+            return None
+        from weir.engine.systems.filelog.bulk import ChangelogLocation
+        return ChangelogLocation(self._admin.root, self.ssp.stream, self.ssp.partition)
+
     def probe(self, offset: int) -> None:
         """Read what the partition holds at ``offset`` (normally its upcoming offset) once,
         and raise the system's error if it is damaged there (the file log's
@@ -199,13 +265,35 @@ class SystemChangelogSource:
         return f"SystemChangelogSource({self.ssp})"
 
 
+class _Batch:
+    __slots__ = ("pairs", "last", "records", "nbytes")
+
+    def __init__(self, pairs: list, last: int, nbytes: int):
+        self.pairs, self.last, self.records, self.nbytes = pairs, last, len(pairs), nbytes
+
+
+def _batched(records: Iterator[ChangelogRecord]) -> Iterator[_Batch]:
+    pairs: list = []
+    nbytes = last = 0
+    for last, key, value in records:
+        pairs.append((key, value))
+        nbytes += len(key) + (len(value) if value is not None else 0)
+        if len(pairs) >= _BATCH_RECORDS:
+            yield _Batch(pairs, last, nbytes)
+            pairs, nbytes = [], 0
+    if pairs:
+        yield _Batch(pairs, last, nbytes)
+
+
 def ensure_changelog_stream(admin: SystemAdmin, stream: str, partitions: int, *,
-                            store: str | None = None) -> bool:
+                            store: str | None = None,
+                            min_compaction_lag_ms: int | None = None) -> bool:
     """Create ``stream`` as a compacted changelog with ``partitions`` partitions; False if it
     already exists with that count. A different existing count raises SystemError_: changelog
     partitions map to tasks, so the count cannot change while the job keeps its state. An
     existing stream that is not compacted raises :class:`ChangelogNotCompactedError` (when the
-    admin can tell its policy: ``cleanup_policy(stream)``)."""
+    admin can tell its policy: ``cleanup_policy(stream)``). ``min_compaction_lag_ms``
+    (``stores.<s>.changelog.min.compaction.lag.ms``) is set on a stream it creates."""
     if admin.stream_exists(stream):
         have = admin.partition_count(stream)
         if have != partitions:
@@ -216,7 +304,10 @@ def ensure_changelog_stream(admin: SystemAdmin, stream: str, partitions: int, *,
                 f"checkpoints, local stores and changelogs aside together)")
         _check_compacted(admin, stream, store)
         return False
-    return admin.create_stream(StreamSpec(stream, partitions, CleanupPolicy.COMPACT))
+    config = ({} if min_compaction_lag_ms is None
+              else {"compaction.min.lag.ms": str(min_compaction_lag_ms)})
+    return admin.create_stream(StreamSpec(stream, partitions, CleanupPolicy.COMPACT,
+                                          config=config))
 
 
 def _check_compacted(admin: SystemAdmin, stream: str, store: str | None) -> None:

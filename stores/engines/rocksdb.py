@@ -43,7 +43,7 @@ from weir.stores.engines._rocksdb_options import (
     RocksDBOptions,
 )
 
-__all__ = ["RocksDBEngine", "RocksDBOptions", "Compression", "CompactionStyle", "ROCKSDB_KEYS",
+__all__ = ["RocksDBEngine", "RocksDBOptions", "write_sst_file", "Compression", "CompactionStyle", "ROCKSDB_KEYS",
            "RocksIterator", "RocksSnapshot"]
 
 _DEFAULT_OPTIONS = RocksDBOptions()
@@ -51,6 +51,40 @@ _IS_NONE = functools.partial(operator.is_, None)
 _consume = functools.partial(collections.deque, maxlen=0)
 """Run an iterator to its end in C, keeping nothing."""
 _INGEST_FILE = ".weir-ingest.sst"
+
+
+def write_sst_file(path: Path | str, keys: Sequence[bytes], values: Sequence[bytes | None],
+                   options: RocksDBOptions = _DEFAULT_OPTIONS, *, deletes: bool = True) -> int:
+    """Write strictly ascending ``keys`` with their ``values`` (``None``: a delete entry;
+    ``deletes=False`` promises none) to a new SST file at ``path``, in the format of a store
+    with ``options``, for :meth:`RocksDBEngine.ingest_files`. Needs no open store, so a restore
+    worker process can build files for a store another process has open. Returns the count.
+    Raises :class:`StoreError` when the keys are not strictly ascending (the file is removed)."""
+    if len(keys) != len(values):
+        raise ValueError(f"write_sst_file got {len(keys)} keys and {len(values)} values")
+    writer = rocksdict.SstFileWriter(options.to_rocksdict_options())
+    key = None
+    try:
+        writer.open(str(path))
+        if not deletes or not any(map(_IS_NONE, values)):
+            _consume(map(writer.__setitem__, keys, values))
+        else:
+            for key, value in zip(keys, values):
+                if value is None:
+                    del writer[key]
+                else:
+                    writer[key] = value
+        writer.finish()
+    except Exception as exc:
+        del writer
+        Path(path).unlink(missing_ok=True)
+        if "ascending order" in str(exc):
+            near = f" (near {key!r})" if key is not None else ""
+            raise StoreError(f"SST file {path}: keys are not in strictly ascending "
+                             f"order{near}; sort and de-duplicate them first") from exc
+        raise StoreError(f"cannot write SST file {path}: {exc}") from exc
+    del writer
+    return len(keys)
 
 
 class RocksDBEngine(DerivedScans):
@@ -242,6 +276,42 @@ class RocksDBEngine(DerivedScans):
             del writer
             tmp.unlink(missing_ok=True)
         return count
+
+    def load_sorted(self, keys: Sequence[bytes], values: Sequence[bytes | None], *,
+                    deletes: bool = True) -> int:
+        """Bulk-load parallel lists of strictly ascending keys and their values (``None``
+        deletes; ``deletes=False`` promises none) through one SST file and
+        ``ingest_external_file``; the pairs override what the store held. Restore's bulk
+        path: the file is filled by a loop in C when there are no deletes. Returns the count.
+        Keys out of order raise :class:`StoreError`; nothing is ingested."""
+        if self._closed:
+            raise self._closed_error()
+        if not keys:
+            return 0
+        tmp = self.path / _INGEST_FILE
+        try:
+            try:
+                write_sst_file(tmp, keys, values, self.options, deletes=deletes)
+            except StoreError as exc:
+                raise StoreError(f"load_sorted: {exc}", store=self.name) from exc
+            self.ingest_files([tmp])
+        finally:
+            tmp.unlink(missing_ok=True)
+        return len(keys)
+
+    def ingest_files(self, paths: Sequence[Path | str]) -> None:
+        """Ingest SST files built by :func:`write_sst_file` (moved, not copied, when they are
+        on the store's file system), in order: a later file's pairs override an earlier
+        one's and everything the store held before."""
+        if self._closed:
+            raise self._closed_error()
+        opts = rocksdict.IngestExternalFileOptions()
+        opts.set_move_files(True)
+        try:
+            for path in paths:
+                self._db.ingest_external_file([str(path)], opts)
+        except Exception as exc:
+            raise self._error("ingest", exc) from exc
 
     # -- lifecycle -----------------------------------------------------------------------
     def flush(self) -> None:

@@ -173,6 +173,91 @@ def test_damaged_offset_file_is_reported_corrupt_naming_it(tmp_path, mangle):
         read_offset_file(tmp_path)
 
 
+# -- the compaction-lag rule (Samza's SAMZA-2356) --------------------------------------------
+
+HOUR = 3_600_000
+
+
+def lag_plan(age_ms, *, lag_ms=4 * HOUR, local_state=None, persistent=True, checkpointed=50):
+    return plan_restore(store="counts", persistent=persistent, logged=True, changelog=CHANGELOG,
+                        engine="rocksdb", checkpointed=checkpointed, oldest=0, newest=80,
+                        local=local_state if local_state is not None else LocalState.MISSING,
+                        staleness_ms=DAY, now_ms=NOW, checkpoint_age_ms=age_ms,
+                        min_compaction_lag_ms=lag_ms)
+
+
+def test_a_checkpoint_older_than_nine_tenths_of_the_lag_restores_to_the_newest_offset():
+    p = lag_plan(int(0.9 * 4 * HOUR) + 1)
+    assert (p.action, p.target, p.trims) == (Action.REBUILD, 80, False)
+    assert "0.9 x the changelog's minimum compaction lag" in p.warning
+    assert "at-least-once" in p.warning
+
+
+def test_a_younger_checkpoint_restores_to_the_checkpointed_offset():
+    p = lag_plan(int(0.9 * 4 * HOUR))
+    assert (p.target, p.trims, p.warning) == (50, True, None)
+
+
+def test_the_lag_rule_applies_to_in_memory_replays_and_catch_ups():
+    assert lag_plan(5 * HOUR, persistent=False).target == 80
+    p = lag_plan(5 * HOUR, local_state=local(20))
+    assert (p.action, p.start, p.target) == (Action.CATCH_UP, 21, 80)
+
+
+def test_a_local_copy_proven_at_the_checkpoint_needs_no_changelog_and_keeps_its_target():
+    p = lag_plan(5 * HOUR, local_state=local(50))
+    assert (p.action, p.target, p.trims, p.warning) == (Action.REUSE, 50, True, None)
+
+
+def test_without_a_write_time_or_a_lag_the_rule_does_not_apply():
+    assert lag_plan(None).target == 50
+    assert lag_plan(5 * HOUR, lag_ms=None).target == 50
+    assert lag_plan(5 * HOUR, checkpointed=NO_OFFSET).target == NO_OFFSET
+
+
+# -- clean.on.container.start, retain.existing.state, identities, no store --------------------
+
+def test_clean_on_start_rebuilds_a_valid_local_copy():
+    p = plan_restore(store="counts", persistent=True, logged=True, changelog=CHANGELOG,
+                     engine="rocksdb", checkpointed=50, oldest=0, newest=80, local=local(50),
+                     staleness_ms=DAY, now_ms=NOW, clean=True)
+    assert (p.action, p.start, p.target, p.wipes) == (Action.REBUILD, 0, 50, True)
+    assert "clean.on.container.start" in p.reason
+
+
+def test_clean_on_start_empties_a_store_without_changelog():
+    p = plan(logged=False, checkpointed=ABSENT)
+    assert p.action is Action.KEEP
+    p = plan_restore(store="counts", persistent=True, logged=False, changelog="",
+                     engine="rocksdb", checkpointed=ABSENT, oldest=NO_OFFSET, newest=NO_OFFSET,
+                     local=LocalState.MISSING, staleness_ms=DAY, now_ms=NOW, clean=True)
+    assert (p.action, p.wipes, p.replays) == (Action.REBUILD, True, False)
+
+
+def test_a_local_copy_of_another_changelog_incarnation_is_rebuilt():
+    p = plan_restore(store="counts", persistent=True, logged=True, changelog=CHANGELOG,
+                     engine="rocksdb", checkpointed=50, oldest=0, newest=80,
+                     local=StoreOffset("counts", CHANGELOG, 50, NOW - 1000, "rocksdb", None,
+                                       "a" * 32),
+                     staleness_ms=DAY, now_ms=NOW, identity="b" * 32)
+    assert p.action is Action.REBUILD and "another incarnation" in p.reason
+
+
+def test_no_local_store_is_created_and_says_so():
+    p = plan_restore(store="counts", persistent=True, logged=True, changelog=CHANGELOG,
+                     engine="rocksdb", checkpointed=50, oldest=0, newest=80,
+                     local=LocalState.MISSING, staleness_ms=DAY, now_ms=NOW, files=False)
+    assert p.action is Action.REBUILD and p.reason.startswith("no local store")
+
+
+def test_offset_files_record_the_changelog_identity(tmp_path):
+    written = write_offset_file(tmp_path, "counts", CHANGELOG, 7, engine="lmdb",
+                                identity="c" * 32)
+    assert read_offset_file(tmp_path) == written and written.identity == "c" * 32
+    write_offset_file(tmp_path, "counts", CHANGELOG, 8, engine="lmdb")
+    assert read_offset_file(tmp_path).identity is None
+
+
 def test_an_offset_file_written_by_another_task_proves_nothing(tmp_path):
     # Two tasks' store directories swapped (a backup put back in the wrong place): each
     # OFFSET file still matched its own files, so the copy of 'Partition 1' was reused or

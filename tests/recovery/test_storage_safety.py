@@ -166,8 +166,8 @@ def test_keep_local_repair_rewrites_the_missing_changelog_records_from_the_local
 
 def _raw(task) -> dict[bytes, bytes]:
     """The open store's contents as bytes, read from its engine."""
-    from weir.recovery.storage import _bottom_engine  # noqa: PLC0415 - test access
-    engine = _bottom_engine(task.tsm.stores()["counts"], "counts")
+    from weir.recovery.store_restore import bottom_engine  # noqa: PLC0415
+    engine = bottom_engine(task.tsm.stores()["counts"], "counts")
     with engine.all() as it:
         return dict(it)
 
@@ -308,18 +308,18 @@ def test_rebuild_sets_the_old_files_aside_and_removes_them_only_after_success(ma
     task, checkpoint = committed_task(make_task, engine)
     (task.store_dir() / "OFFSET").unlink()
     seen = []
-    from weir.recovery import storage
-    real = storage.replay
+    from weir.recovery import store_restore
+    real = store_restore.replay_runs
 
     def spy(*args, **kwargs):
         seen.append(siblings(task.store_dir()))
         return real(*args, **kwargs)
 
-    storage.replay = spy
+    store_restore.replay_runs = spy
     try:
         stores = task.open(checkpoint)
     finally:
-        storage.replay = real
+        store_restore.replay_runs = real
     assert seen == [["Partition_0", "Partition_0.restore-aside"]]
     assert siblings(task.store_dir()) == ["Partition_0"]
     assert contents(stores["counts"]) == {f"k{i:02d}": i for i in range(40)}

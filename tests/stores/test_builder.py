@@ -10,6 +10,7 @@ from weir.stores.engines.lmdb import LMDBEngine
 from weir.stores.engines.memory import MemoryEngine
 from weir.stores.filesink import FileChangelog
 from weir.stores.layers.cached import CachedLayer
+from weir.stores.layers.large import LargeMessageLayer, PutSizeCheck
 from weir.stores.layers.logged import LoggedLayer
 from weir.stores.layers.serialized import SerializedLayer
 from weir.stores.spec import EngineKind, StoreSpec
@@ -30,9 +31,9 @@ def _layers(store) -> list[type]:
 
 @pytest.mark.parametrize("cache, logged, expected", [
     ("0", False, [SerializedLayer, LMDBEngine]),
-    ("0", True, [SerializedLayer, LoggedLayer, LMDBEngine]),
+    ("0", True, [SerializedLayer, LargeMessageLayer, LoggedLayer, LMDBEngine]),
     ("8", False, [CachedLayer, SerializedLayer, LMDBEngine]),
-    ("8", True, [CachedLayer, SerializedLayer, LoggedLayer, LMDBEngine]),
+    ("8", True, [CachedLayer, SerializedLayer, LargeMessageLayer, LoggedLayer, LMDBEngine]),
 ])
 def test_the_cache_exists_only_with_a_size_and_the_log_only_with_a_changelog(
         tmp_path, cache, logged, expected):
@@ -46,6 +47,22 @@ def test_the_cache_exists_only_with_a_size_and_the_log_only_with_a_changelog(
         store.close()
         if log is not None:
             log.close()
+
+
+@pytest.mark.parametrize("key, expected", [
+    ("stores.s.disallow.large.messages",
+     [PutSizeCheck, CachedLayer, SerializedLayer, LargeMessageLayer, LMDBEngine]),
+    ("stores.s.drop.large.messages", [CachedLayer, SerializedLayer, LargeMessageLayer, LMDBEngine]),
+])
+def test_a_store_without_changelog_gets_the_large_message_guard_only_when_asked(
+        tmp_path, key, expected):
+    cfg = _config(**{key: "true"})
+    store = build_store(StoreSpec.from_config(cfg, "s"), tmp_path / "s", changelog=None,
+                        config=cfg)
+    try:
+        assert _layers(store) == expected
+    finally:
+        store.close()
 
 
 def test_a_failed_build_leaves_the_store_directory_unlocked(tmp_path):

@@ -2,7 +2,7 @@
 
 A cursor reads a plain segment with ``os.pread`` from the first record it has not delivered
 (so a tail that was cut off and rewritten is read afresh), or a compressed one frame by frame,
-and parses with ``_format.parse_records``. It reports why it stopped: it delivered what was
+and parses with its reader's ``parse`` (``_format.parse_records``). It reports why it stopped: it delivered what was
 asked (COUNT), its sealed segment has nothing more (END), or its active segment has nothing
 more yet (TAIL).
 """
@@ -19,7 +19,7 @@ import zstandard
 
 from weir.engine.errors import CorruptRecordError
 
-from weir.engine.systems.filelog._format import MAX_BODY, ParseStop, TailState, classify_tail, parse_records, skip_records
+from weir.engine.systems.filelog._format import MAX_BODY, ParseStop, TailState, classify_tail, skip_records
 from weir.engine.systems.filelog.segment import Segment
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ class Cursor:
             start = self.ordinal
             if start >= self.limit_ordinal:
                 return got, Step.END
-            pos, self.ordinal, why = parse_records(buf, self.bpos, self.offsets, start,
+            pos, self.ordinal, why = self.reader.parse(buf, self.bpos, self.offsets, start,
                                                    min(start + max_n - got, self.limit_ordinal),
                                                    make, ctx, out)
             got += self.ordinal - start
@@ -167,7 +167,7 @@ class Cursor:
             start = self.ordinal
             if start >= self.limit_ordinal:
                 return got, Step.END
-            pos, self.ordinal, why = parse_records(self.buf, self.bpos, self.offsets, start,
+            pos, self.ordinal, why = self.reader.parse(self.buf, self.bpos, self.offsets, start,
                                                    min(start + max_n - got, self.limit_ordinal),
                                                    make, ctx, out)
             got += self.ordinal - start

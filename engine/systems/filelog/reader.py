@@ -47,7 +47,8 @@ from typing import NamedTuple
 from weir.engine.errors import CorruptRecordError, StreamNotFoundError
 
 from weir.engine.systems.filelog._cursor import Cursor, Step, skip_in_file
-from weir.engine.systems.filelog._format import ParseStop, TailState, classify_tail, skip_records
+from weir.engine.systems.filelog._format import (ParseStop, TailState, classify_tail, parse_records,
+                                                 skip_records)
 from weir.engine.systems.filelog.errors import OffsetBeyondEndError, OffsetOutOfRangeError
 from weir.engine.systems.filelog.segment import Segment, SegmentDamage, build_index, index_for, list_segments
 from weir.engine.systems.filelog.settings import OffsetReset
@@ -81,8 +82,11 @@ class PartitionReader:
     def __init__(self, root: str, stream: str, partition: int, offset: int, *,
                  read_bytes: int = 1 << 20, reset: OffsetReset = OffsetReset.OLDEST,
                  reset_key: str = "systems.<system>.consumer.auto.offset.reset",
-                 system: str = "filelog"):
+                 system: str = "filelog", parse: Callable = parse_records):
         self.stream, self.partition, self.system = stream, partition, system
+        self.parse = parse
+        """The parse loop the cursors use (``_format.parse_records``, or restore's
+        ``bulk.parse_into_dict`` with the same signature and checks)."""
         self.read_bytes = read_bytes
         self._dir = partition_dir(root, stream, partition)
         self._next = offset

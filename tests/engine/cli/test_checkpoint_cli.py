@@ -117,3 +117,100 @@ def test_reset_moves_checkpoints_stores_and_changelogs_aside_together(job, capsy
                                                         "Partition%200.json.prev"]
     code, out, _ = weir(capsys, "checkpoint", "show", "job.properties")
     assert "no checkpoints" in out
+
+
+# -- set ----------------------------------------------------------------------------------
+
+def test_set_moves_an_input_offset_forward_and_keeps_the_replaced_checkpoint(job, capsys):
+    code, out, err = weir(capsys, "checkpoint", "set", "job.properties",
+                          "--offset", "filelog.words#0=501", "--json")
+    assert code == 0, err
+    assert json.loads(out)["set"] == [{"task": "Partition 0", "partition": "filelog.words#0",
+                                       "was": 501, "now": 501}]
+    job.produce(words(20, seed=5), stop=True)
+    code, out, err = weir(capsys, "checkpoint", "set", "job.properties",
+                          "--offset", "filelog.words#0=510")
+    assert code == 0, err
+    assert "next run reads from" in out and "511" in out
+    cp = job.checkpoint()
+    assert cp.input_offsets[("filelog", "words", 0)] == 510
+    assert cp.changelog_offsets["counts"] >= 0  # the state stays where it was
+    code, _, _ = weir(capsys, "checkpoint", "use-previous", "job.properties")
+    assert code == 0 and job.checkpoint().input_offsets[("filelog", "words", 0)] == 501
+
+
+def test_set_refuses_to_move_back_into_state_that_holds_the_messages(job, capsys):
+    before = job.files()
+    code, _, err = weir(capsys, "checkpoint", "set", "job.properties",
+                        "--offset", "filelog.words#0=100")
+    assert code == 2
+    assert "would apply messages 101..501 again to its stores (counts)" in err
+    assert "--allow-reprocess" in err and "weir checkpoint reset" in err
+    assert job.files() == before
+
+
+def test_set_with_allow_reprocess_moves_back(job, capsys):
+    code, _, err = weir(capsys, "checkpoint", "set", "job.properties",
+                        "--offset", "filelog.words#0=100", "--allow-reprocess")
+    assert code == 0, err
+    assert job.checkpoint().input_offsets[("filelog", "words", 0)] == 100
+
+
+@pytest.mark.parametrize("offset, needle", [
+    ("filelog.words#0=99999", "outside the partition"),
+    ("filelog.nope#0=1", "not an input partition"),
+    ("words=3", "is not SYSTEM.STREAM#PARTITION=OFFSET"),
+])
+def test_set_refuses_bad_offsets_and_changes_nothing(job, capsys, offset, needle):
+    before = job.files()
+    code, _, err = weir(capsys, "checkpoint", "set", "job.properties", "--offset", offset)
+    assert code == 2 and needle in err
+    assert job.files() == before
+
+
+def test_set_refuses_while_the_job_is_locked(job, capsys):
+    with JobLock.acquire(job.base / "checkpoints", job="reliability-count", role="weir run"):
+        code, _, err = weir(capsys, "checkpoint", "set", "job.properties",
+                            "--offset", "filelog.words#0=501")
+    assert code == 2 and "is locked by weir run" in err
+
+
+# -- the same commands on a checkpoint stream ------------------------------------------------
+
+@pytest.fixture
+def stream_job(tmp_path, monkeypatch):
+    """A job that keeps its checkpoints in a stream (task.checkpoint.system), run twice."""
+    monkeypatch.chdir(tmp_path)
+    job = InputJob(tmp_path, "lmdb", extra="task.checkpoint.system=filelog\n")
+    job.produce(words(300), stop=True)
+    job.produce(words(200, seed=2), stop=True)
+    for _ in range(2):
+        assert job.run().returncode == 0
+    return job
+
+
+def test_checkpoint_commands_work_on_a_checkpoint_stream(stream_job, capsys):
+    code, out, _ = weir(capsys, "checkpoint", "show", "job.properties", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["checkpoints"] == ("checkpoint stream filelog."
+                                  "__samza_checkpoint_ver_1_for_reliability-count_1")
+    (task,) = doc["tasks"]
+    assert task["checkpoint"]["input_offsets"][0]["offset"] == 501
+    assert task["previous"]["input_offsets"][0]["offset"] == 300
+
+    code, out, err = weir(capsys, "checkpoint", "use-previous", "job.properties")
+    assert code == 0, err
+    code, out, _ = weir(capsys, "checkpoint", "show", "job.properties", "--json")
+    assert json.loads(out)["tasks"][0]["checkpoint"]["input_offsets"][0]["offset"] == 300
+
+    code, out, err = weir(capsys, "checkpoint", "reset", "job.properties", "--yes", "--json")
+    assert code == 0, err
+    moved = {m["kind"] for m in json.loads(out)["moves"]}
+    assert moved == {"checkpoints", "changelog", "store"}
+    aside = list((stream_job.base / "log").glob("__samza_checkpoint_*.reset-*"))
+    assert len(aside) == 1
+    code, out, _ = weir(capsys, "checkpoint", "show", "job.properties")
+    assert "no checkpoints" in out
+    # the job starts over: every message counted exactly once
+    assert stream_job.run().returncode == 0

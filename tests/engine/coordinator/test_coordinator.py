@@ -184,7 +184,7 @@ def test_without_host_affinity_the_container_count_may_change_and_tasks_move_lit
     assert model.changelog_mapping() == {f"Partition {p}": p for p in range(6)}
 
 
-def test_reset_state_accepts_a_refused_change_by_deleting_the_jobs_state(tmp_path):
+def test_reset_state_accepts_a_refused_change_by_moving_the_jobs_state_aside(tmp_path):
     config = job_config(tmp_path)
     create_inputs(config, 2)
     started(config)
@@ -201,6 +201,12 @@ def test_reset_state_accepts_a_refused_change_by_deleting_the_jobs_state(tmp_pat
     assert not (tmp_path / "checkpoints" / "Partition%200.json").exists()
     assert not (tmp_path / "state" / "counts").exists()
     assert not (tmp_path / "log" / "counts-changelog").exists()
+    # moved aside, never deleted
+    (kept_checkpoints,) = tmp_path.glob("checkpoints.reset-*")
+    assert (kept_checkpoints / "Partition%200.json").read_text() == "{}"
+    (kept_store,) = (tmp_path / "state").glob("counts.reset-*")
+    assert (kept_store / "Partition_0" / "data").read_text() == "x"
+    assert len(list((tmp_path / "log").glob("counts-changelog.reset-*"))) == 1
     state, _ = stream_state(changed)
     assert state.config["stores.counts.changelog"] == "filelog.counts-log"
     assert state.changelog == {"Partition 0": 0, "Partition 1": 1}

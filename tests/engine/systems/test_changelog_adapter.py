@@ -295,3 +295,59 @@ def test_probing_a_file_log_damaged_at_its_end_raises_the_corrupt_record(tmp_pat
     with pytest.raises(CorruptRecordError) as info:
         source.probe(newest + 1)
     assert info.value.offset == newest + 1 and info.value.path == str(segment)
+
+
+# -- restore's bulk read, identity and compaction lag --------------------------------------------
+
+def test_read_batches_gives_the_last_value_per_key_on_any_system(registry):
+    sink, ssp = open_sink(registry)
+    for i in range(10):
+        sink.append(b"k%d" % (i % 3), None if i == 9 else b"%d" % i)
+    sink.flush()
+    source = SystemChangelogSource(registry, ssp)
+    state, records, lasts = {}, 0, []
+    for batch in source.read_batches(2, 100):
+        state.update(dict(batch.pairs))
+        records += batch.records
+        lasts.append(batch.last)
+    assert state == {b"k2": b"8", b"k1": b"7", b"k0": None} and records == 8
+    assert lasts[-1] == 9
+    assert list(source.read_batches(20, 30)) == []
+
+
+def test_a_file_log_changelog_offers_a_worker_reader_and_splits_at_segments(tmp_path):
+    reg = SystemRegistry(Config({"systems.filelog.root": str(tmp_path / "log"),
+                                 "systems.filelog.segment.bytes": "256"}))
+    reg.name = "filelog"
+    sink, ssp = open_sink(reg, partitions=1, partition=0)
+    for i in range(100):
+        sink.append(b"k%02d" % i, b"v%d" % i)
+    sink.flush()
+    source = SystemChangelogSource(reg, ssp)
+    reader = source.bulk_reader()
+    assert reader is not None
+    into: dict = {}
+    assert sum(b.records for b in reader(0, 99, into=into)) == 100 and len(into) == 100
+    parts = source.split(0, 99, 3)
+    assert len(parts) == 3 and parts[0][0] == 0 and parts[-1][1] == 99
+    assert source.identity() is not None
+    assert source.min_compaction_lag_ms() == 14_400_000
+
+
+def test_memory_changelogs_have_no_worker_reader():
+    name = f"memory-{uuid.uuid4().hex[:8]}"
+    reg = SystemRegistry(Config({f"systems.{name}.factory": "memory"}))
+    reg.name = name
+    _, ssp = open_sink(reg)
+    source = SystemChangelogSource(reg, ssp)
+    assert source.bulk_reader() is None and source.split(0, 9, 4) == [(0, 9)]
+    reset_memory_systems(name)
+
+
+def test_a_store_s_compaction_lag_is_set_on_the_changelog_it_creates(tmp_path):
+    reg = SystemRegistry(Config({"systems.filelog.root": str(tmp_path / "log")}))
+    admin = reg.admin("filelog")
+    assert ensure_changelog_stream(admin, "cl", 2, store="s", min_compaction_lag_ms=60_000)
+    assert admin.stream_settings("cl").compaction_min_lag_ms == 60_000
+    source = SystemChangelogSource(reg, SystemStreamPartition("filelog", "cl", 1))
+    assert source.min_compaction_lag_ms() == 60_000
