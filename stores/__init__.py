@@ -15,6 +15,7 @@ Example::
     >>> store.close()
 """
 
+from weir.stores.adjunct import SEAL_KEY, AdjunctSpec, RejectedKeys, adjunct_specs
 from weir.stores.api import KeyValueIterator, KeyValueSnapshot, KeyValueStore, ReadOnlyKeyValueStore
 from weir.stores.budget import MemoryBudget
 from weir.stores.builder import build_store, open_engine
@@ -38,6 +39,7 @@ from weir.stores.spec import EngineKind, StoreSpec, stores_in
 
 __all__ = [
     "MemoryBudget",
+    "SEAL_KEY", "AdjunctSpec", "RejectedKeys", "adjunct_specs",
     "KeyValueIterator", "KeyValueSnapshot", "KeyValueStore", "ReadOnlyKeyValueStore",
     "build_store", "open_engine",
     "NO_OFFSET", "ChangelogSink", "ChangelogSource",

@@ -92,6 +92,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--partition", type=_non_negative_int, metavar="N",
                    help="send every record to partition N (default: by key, keyless round-robin)")
     p.add_argument("--end", action="store_true", help="end the (bounded) stream afterwards")
+    p.add_argument("--seal", action="store_true",
+                   help="afterwards, write a seal marker (the end of one version of a bounded "
+                        "dataset, for versioned adjunct stores) to --partition or every "
+                        "partition; stdin is not read when it is a terminal")
     p.set_defaults(func=_produce)
 
     p = actions.add_parser("tail", parents=[target], help="print records")
@@ -231,6 +235,8 @@ def _produce(args: argparse.Namespace) -> int:
     source = args.file or "stdin"
     started = time.perf_counter()
     stream_in = open(args.file, encoding="utf-8") if args.file else sys.stdin
+    if args.seal and not args.file and sys.stdin.isatty():
+        stream_in = iter(())  # `weir log produce model --seal`: only the marker
     try:
         for lineno, line in enumerate(stream_in, 1):
             line = line.rstrip("\r\n")
@@ -256,6 +262,11 @@ def _produce(args: argparse.Namespace) -> int:
             if produced % _FLUSH_EVERY == 0:
                 producer.flush(_SOURCE)
         producer.flush(_SOURCE)
+        sealed = {}
+        if args.seal:
+            from weir.engine.adjunct.seal import seal_dataset
+            sealed = seal_dataset(reg, system, ss.stream,
+                                  None if args.partition is None else [args.partition])
         if args.end:
             _end_stream(producer, admin, ss)
     finally:
@@ -267,6 +278,7 @@ def _produce(args: argparse.Namespace) -> int:
     print(f"produced {produced} record(s) to {ss} in {seconds:.2f} s"
           f"{f' ({produced / seconds:,.0f} records/s)' if produced and seconds > 0 else ''}"
           f"{f'; {spread}' if spread else ''}{f'; {skipped} blank line(s) skipped' if skipped else ''}"
+          f"{'; sealed ' + ', '.join(f'p{p}@{o}' for p, o in sorted(sealed.items())) if sealed else ''}"
           f"{'; stream ended' if args.end else ''}")
     return 0
 

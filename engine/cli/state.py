@@ -156,7 +156,11 @@ class _StoreRef:
 def _refs(tools: JobTools, stores: list[str] | None, tasks: list[str] | None) -> list[_StoreRef]:
     from weir.engine.config.job import StoreBase
 
+    # Adjunct stores (docs/ADJUNCT.md) have no changelog and their own layout: listed and
+    # shown by _adjunct_rows / _adjunct_entries, never opened as a task's store here.
+    adjuncts = _adjunct_names(tools)
     specs = [tools.spec(s) for s in stores] if stores else tools.specs()
+    specs = [spec for spec in specs if spec.name not in adjuncts]
     chosen = {t: tools.task(t) for t in tasks} if tasks else tools.tasks()
     refs = []
     for name, task in chosen.items():
@@ -168,6 +172,62 @@ def _refs(tools: JobTools, stores: list[str] | None, tasks: list[str] | None) ->
                 directory = base / spec.name / task_directory_name(name)
             refs.append(_StoreRef(name, spec, directory, task.changelog_partition))
     return refs
+
+
+def _adjunct_names(tools: JobTools) -> set[str]:
+    from weir.stores.adjunct import adjunct_specs
+    return set(adjunct_specs(tools.config))
+
+
+def _adjunct_dirs(tools: JobTools, store: str | None = None) -> list[tuple[Path, Any]]:
+    """``(directory, what its ADJUNCT-OFFSETS records, or why not)`` of every adjunct store
+    (of ``store``) under the logged store base."""
+    from weir.engine.config.job import StoreBase
+    from weir.recovery.adjunct import list_adjunct_stores
+    names = _adjunct_names(tools)
+    return [(d, rec) for d, rec in list_adjunct_stores(tools.job.base_dir(StoreBase.LOGGED))
+            if d.parent.name in names and (store is None or d.parent.name == store)]
+
+
+def _adjunct_rows(tools: JobTools, stores: list[str] | None) -> list[dict[str, Any]]:
+    """One row per adjunct store: owner (a task's directory or ``broadcast-container-<id>``),
+    the version served and the one being built, the input offsets recorded beside it."""
+    rows = []
+    for directory, rec in _adjunct_dirs(tools):
+        if stores and directory.parent.name not in stores:
+            continue
+        if isinstance(rec, str):
+            rows.append({"store": directory.parent.name, "owner": directory.name,
+                         "directory": str(directory), "error": rec})
+            continue
+        rows.append({"store": rec.store, "owner": directory.name, "directory": str(directory),
+                     "engine": rec.engine, "input": rec.input, "serving_version": rec.serving,
+                     "building_version": rec.building, "offsets": dict(rec.offsets),
+                     "written_at_ms": rec.written_at_ms, "size_bytes": _size(directory)})
+    return rows
+
+
+def _adjunct_entries(tools: JobTools, args: argparse.Namespace, spec: StoreSpec, prefix: Any
+                     ) -> Iterator[tuple[str, Any, Any]]:
+    """Entries of the version each copy of adjunct store ``spec`` serves."""
+    from weir.stores.builder import open_engine
+    key_serde, value_serde = _serdes(tools, spec)
+    owners = {task_directory_name(t) for t in args.task} if args.task else None
+    for directory, rec in _adjunct_dirs(tools, spec.name):
+        if isinstance(rec, str) or rec.serving is None:
+            continue
+        if owners is not None and directory.name not in owners:
+            continue
+        engine = open_engine(spec, directory / f"v{rec.serving}", logged=False)
+        try:
+            with (engine.prefix(prefix) if prefix is not None else engine.all()) as entries:
+                for n, (key, value) in enumerate(entries):
+                    if args.limit is not None and n >= args.limit:
+                        break
+                    yield (f"{directory.name} v{rec.serving}", key_serde.from_bytes(key),
+                           value_serde.from_bytes(value))
+        finally:
+            engine.close()
 
 
 def _has_files(directory: Path | None) -> bool:
@@ -239,10 +299,12 @@ def _list(args: argparse.Namespace) -> int:
             checkpoints = _checkpoints(tools, {r.task for r in refs})
             for ref in refs:
                 rows.append(_describe(tools, ref, checkpoints[ref.task]))
+            adjunct = _adjunct_rows(tools, args.store)
     finally:
         tools.close()
     if args.json:
-        print(json.dumps({"job": tools.job.name, "stores": rows}, indent=2))
+        print(json.dumps({"job": tools.job.name, "stores": rows, "adjunct_stores": adjunct},
+                         indent=2))
         return 0
     table = Table(title=f"stores of job '{tools.job.name}'")
     for column in ("task", "store", "engine", "size", "keys", "OFFSET", "checkpoint",
@@ -256,6 +318,21 @@ def _list(args: argparse.Namespace) -> int:
     console = _console()
     console.print(table)
     console.print(f"{len(rows)} store(s) in {len({r['task'] for r in rows})} task(s)")
+    if adjunct:
+        versions = Table(title="adjunct stores (filled from their input streams)")
+        for column in ("store", "owner", "input", "serving", "building", "offsets", "size"):
+            versions.add_column(column, overflow="fold")
+        for r in adjunct:
+            if "error" in r:
+                versions.add_row(r["store"], r["owner"], "-", "-", "-", r["error"], "-")
+                continue
+            versions.add_row(
+                r["store"], r["owner"], r["input"],
+                "-" if r["serving_version"] is None else f"v{r['serving_version']}",
+                "-" if r["building_version"] is None else f"v{r['building_version']}",
+                ", ".join(f"#{p}={o}" for p, o in sorted(r["offsets"].items())),
+                _bytes(r["size_bytes"]))
+        console.print(versions)
     return 0
 
 
@@ -349,6 +426,9 @@ def _entries(tools: JobTools, args: argparse.Namespace) -> Iterator[tuple[str, A
     if args.prefix is not None:
         prefix = (key_serde.to_bytes(args.prefix) if spec.key_serde in ("string", "utf8")
                   else args.prefix.encode())
+    if spec.name in _adjunct_names(tools):
+        yield from _adjunct_entries(tools, args, spec, prefix)
+        return
     for ref in _refs(tools, [args.store], args.task):
         if not spec.persistent:
             raise RecoveryError(f"store '{spec.name}' is in memory: it has no files to show "

@@ -19,6 +19,8 @@ through Samza's start order (SAMZA-REFERENCE 4.4), runs the loop, and stops in o
    are decided first, then restored in parallel restore threads (and worker processes for
    large replays) by the :class:`~weir.recovery.container_storage.ContainerStorageManager`
    (one combined progress bar on a terminal, log lines otherwise, a summary line per store);
+   then open the adjunct stores (:mod:`weir.engine.adjunct`): decided by their recovery
+   table, bootstrap streams read to their heads, before any task is initialized;
 6. compute starting offsets (checkpoint + 1, or ``samza.offset.default``, or from the start
    with ``samza.reset.offset``), build the task instances and call ``init``; a task without
    a checkpoint commits once here, so a crash before its first periodic commit restores the
@@ -64,6 +66,7 @@ from weir.engine.container.settings import JobSettings, changelog_admin
 from weir.engine.container.safety import (check_identities, check_state_without_checkpoint,
                                           config_file_of, current_identities, reset_ssps)
 from weir.engine.container.task_storage import TaskStorage, changelog_source_name
+from weir.engine.adjunct.storage import AdjunctStorage, AdjunctTaskStorage
 from weir.engine.runloop.asyncio_thread import AsyncioThread
 from weir.engine.chooser import DefaultChooser
 from weir.engine.config.job import JobConfig
@@ -130,6 +133,8 @@ class Container:
         self.loop: RunLoop | None = None
         self._disposal: StoreDisposal | None = None
         self.storage_manager: ContainerStorageManager | None = None
+        self.adjunct: AdjunctStorage | None = None
+        self._sized_stores: dict[str, StoreSpec] = {}  # by name, sized by the budget
         self.consumers: SystemConsumers | None = None
         self.positions: dict[TaskName, dict[SystemStreamPartition, SspPosition]] = {}
         self._producers: dict[str, CountingProducer] = {}
@@ -214,10 +219,13 @@ class Container:
         settings = self.settings
         tasks = self.model.tasks
         # Sizes the user left unset come from the container's memory budget (per task count).
-        specs = settings.memory.size(settings.stores, len(tasks))
-        if specs:
+        sized = settings.memory.size(settings.stores, len(tasks))
+        if sized:
             log.info("container %s: %s", self.container_id,
                      settings.memory.describe(settings.stores, len(tasks)))
+        self._sized_stores = {s.name: s for s in sized}
+        # Adjunct stores are filled from their input streams, not restored from changelogs.
+        specs = [s for s in sized if s.name not in settings.adjuncts.names]
         self._create_changelogs(specs)
         self._start_producers(specs)
         checkpoints = open_checkpoint_manager(
@@ -230,7 +238,10 @@ class Container:
         closers.callback(checkpoints.stop)
         last = {name: checkpoints.read_last(name) for name in tasks}
         storages = self._restore(specs, last, checkpoints)
-        metadata = self.registry.metadata(self._ssps_without_position(last))
+        adjunct = self._open_adjuncts(last, checkpoints)
+        decided = set() if adjunct is None else {s for name in tasks for s in adjunct.starts(name)}
+        metadata = self.registry.metadata([s for s in self._ssps_without_position(last)
+                                           if s not in decided])
         runner = AsyncioThread(f"weir-asyncio-{self.container_id}")
         closers.callback(runner.stop)
         producers = dict(self._producers)
@@ -238,13 +249,18 @@ class Container:
         for name, task in tasks.items():
             cp = last[name]
             done = {s: o for s, o in (cp.input_offsets.items() if cp else ()) if s in task.ssps}
+            manager = adjunct.manager(name) if adjunct is not None else None
             starts = starting_offsets(config, task.ssps, done, metadata,
-                                      policies=settings.offsets)
+                                      policies=settings.offsets,
+                                      startpoints=adjunct.starts(name) if manager else None)
             self.positions[name] = {s: SspPosition(o, o) for s, o in starts.items()}
             task_object = make_task()
             inst = TaskInstance(
-                name, task_object, task.ssps, config, storage=storages[name],
-                checkpoints=checkpoints,
+                name, task_object, task.ssps, config,
+                storage=(AdjunctTaskStorage(storages[name], manager) if manager is not None
+                         else storages[name]),
+                checkpoints=checkpoints, adjunct=manager,
+                checkpoint_extras=manager.checkpoint_extras if manager is not None else None,
                 collector=ProducerCollector(name, producers, self.registry.serdes,
                                             self._partition_count),
                 last_processed={s: o - 1 for s, o in starts.items() if o > 0},
@@ -272,6 +288,37 @@ class Container:
         self.loop = RunLoop(self.instances, self.consumers, settings.run_loop,
                             name=f"container-{self.container_id}", metrics=settings.metrics,
                             extra_metrics={"stores": lambda: store_metrics(storages)})
+
+    def _open_adjuncts(self, last: dict[TaskName, Checkpoint | None],
+                       checkpoints: Any) -> AdjunctStorage | None:
+        """Decide, open and bootstrap the container's adjunct stores (before any task is
+        initialized); None when the job has none. An adjunct partition whose store restarts
+        below a task's checkpointed offset (a broadcast reader that skipped further than the
+        writer's store recorded, a store rebuilt from its stream) is rewound on purpose: the
+        store's position is the truth for its input."""
+        settings = self.settings
+        if not settings.adjuncts.bindings:
+            return None
+        run_loop = settings.run_loop
+        adjunct = AdjunctStorage(settings.adjuncts, self._sized_stores,
+                                 self.model.tasks, self.container_id, self.job, self.registry,
+                                 self.config, budget_bytes=settings.restore.options.budget_bytes,
+                                 concurrent=run_loop.thread_pool_size > 0
+                                 or run_loop.max_concurrency > 1)
+        self._closers.callback(adjunct.close)  # after the task instances (closed in reverse)
+        adjunct.open(last)
+        self.adjunct = adjunct
+        for name, cp in last.items():
+            if cp is None:
+                continue
+            back = [s for s, start in adjunct.starts(name).items()
+                    if s in cp.input_offsets and start <= cp.input_offsets[s]]
+            if back:
+                checkpoints.allow_rewind(name, back)
+                log.info("task '%s': adjunct input %s goes back to where its store is",
+                         name, ", ".join(f"{s} from {cp.input_offsets[s]} to "
+                                         f"{adjunct.starts(name)[s] - 1}" for s in sorted(back)))
+        return adjunct
 
     def _close_storage(self, storage: TaskStorage) -> None:
         if self._store_disposal() is StoreDisposal.CLOSE:

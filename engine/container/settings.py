@@ -9,7 +9,8 @@ instance the ``task.ignored.exceptions`` policy, the stores their
 :class:`~weir.engine.chooser.spec.ChooserSpec`, the control plane its
 :class:`~weir.engine.control.settings.ControlSettings`, the consumers' start its offset policies,
 the container's storage manager its :class:`~weir.recovery.container_storage.RestoreSettings`,
-its checkpoints their :class:`~weir.engine.container.checkpoints.CheckpointSettings`. No
+its checkpoints their :class:`~weir.engine.container.checkpoints.CheckpointSettings`, the
+adjunct stores their :class:`~weir.engine.adjunct.settings.AdjunctSettings`. No
 component re-reads the raw config for its own keys. Building it is also the proof that the
 whole job parses: :func:`~weir.engine.container.preflight.check_job` builds it (and checks the
 directories) before anything is created.
@@ -37,6 +38,7 @@ from weir.stores.errors import ConfigError
 from weir.stores.serdes import serde_from_name
 from weir.stores.spec import STORE_KEY_SERDE, STORE_MSG_SERDE, StoreSpec, stores_in
 
+from weir.engine.adjunct.settings import AdjunctSettings
 from weir.engine.chooser.spec import ChooserSpec
 from weir.engine.container.checkpoints import CheckpointSettings
 from weir.engine.config.job import JobConfig
@@ -75,6 +77,8 @@ class JobSettings:
     checkpoints: CheckpointSettings | None = None
     """Which checkpoint manager the job uses (``task.checkpoint.factory`` / ``.system``);
     None only for settings built in code (then: files in ``task.checkpoint.path``)."""
+    adjuncts: AdjunctSettings = field(default_factory=AdjunctSettings)
+    """The adjunct stores' bindings (``stores.<s>.adstore.*``, ``job.adstore.*``)."""
     memory: MemoryBudget = field(default_factory=MemoryBudget)
     """``job.container.memory.mb`` and the stores' explicit sizes: each container sizes its
     stores from it (:meth:`MemoryBudget.size`) once it knows its task count."""
@@ -108,6 +112,7 @@ class JobSettings:
             registry.serdes.for_stream(ss)
         offsets = FrozenMap({ss: offset_policy(config, ss) for ss in inputs})
         restore = RestoreSettings.from_config(config)
+        adjuncts = AdjunctSettings.from_config(config, specs)
         checkpoints = CheckpointSettings.from_config(config, job)
         if checkpoints.system is not None:
             try:
@@ -122,7 +127,7 @@ class JobSettings:
                 systems = sorted({*systems, checkpoints.system})
         memory = MemoryBudget.from_config(config, [spec.name for spec in specs])
         return cls(job, run_loop, ignored, metrics, consumers, specs, chooser, control, offsets,
-                   tuple(systems), restore, checkpoints, memory)
+                   tuple(systems), restore, checkpoints, adjuncts, memory)
 
     @property
     def checkpoint_settings(self) -> CheckpointSettings:

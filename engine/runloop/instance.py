@@ -300,6 +300,9 @@ class TaskInstance:
     settings come parsed: ``run_loop`` (:class:`RunLoopConfig`) and ``ignored``
     (``task.ignored.exceptions``), each parsed from ``config`` only when not given.
 
+    ``adjunct`` is the task's :class:`~weir.engine.adjunct.AdjunctDataStoreManager` (or None):
+    envelopes of its streams are applied to the adjunct stores instead of delivered.
+
     ``store_access`` says whether calls of this task may use its stores at the same time; by
     default it follows from ``run_loop`` (``task.max.concurrency`` and
     ``job.container.thread.pool.size``, see :func:`~weir.engine.runloop.settings.store_access`).
@@ -319,7 +322,8 @@ class TaskInstance:
                  store_access: StoreAccess | None = None,
                  run_loop: RunLoopConfig | None = None,
                  ignored: IgnoredExceptions | None = None,
-                 control: Any = None):
+                 control: Any = None,
+                 adjunct: Any = None):
         self.task_name = TaskName(task_name)
         self.task = task
         self.shape: TaskShape = describe_task(task)
@@ -352,6 +356,13 @@ class TaskInstance:
         self.observe = None   # records a source envelope's event time (watermark listeners)
         if control is not None:
             self._bind_control(control, checkpoint_extras)
+        # The adjunct data store manager is consulted before delivery (outermost: adjunct
+        # messages go into their stores and never reach the task, nor its control's event-time
+        # observer; weir.engine.adjunct).
+        self.adjunct = adjunct
+        if adjunct is not None and self.process_fn is not None:
+            self.process_fn = adjunct.wrap(self.process_fn,
+                                           coroutine=self.shape.kind is TaskKind.COROUTINE)
 
     def __repr__(self) -> str:
         return f"TaskInstance({self.task_name!r}, {self.shape.kind.value}, {len(self.ssps)} SSPs)"

@@ -238,6 +238,11 @@ def run_sync(inst: TaskInstance, env: IncomingMessageEnvelope, coord: Coordinato
 def run_callback(inst: TaskInstance, env: IncomingMessageEnvelope, coord: Coordinator,
                  cb: TaskCallback) -> None:
     try:
+        adjunct = inst.adjunct
+        if adjunct is not None and adjunct.consumes(env.ssp):
+            adjunct.apply(env)  # an adjunct store's message: never delivered to the task
+            cb.complete()
+            return
         inst.task.process_async(env, inst.collector, coord, cb)
     except BaseException as exc:  # noqa: BLE001
         cb.fail(exc)
