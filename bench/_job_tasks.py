@@ -7,7 +7,7 @@ import time
 from weir.engine.model import OutgoingMessageEnvelope, SystemStream
 from weir.engine.task import InitableTask, RequestScope, StreamTask
 
-__all__ = ["PassThrough", "Count", "StopAtFirst"]
+__all__ = ["PassThrough", "Count", "CountEmit", "StopAtFirst"]
 
 OUT = SystemStream("filelog", "bench-out")
 
@@ -29,6 +29,22 @@ class Count(StreamTask, InitableTask):
     def process(self, envelope, collector, coordinator):
         counts, key = self.counts, envelope.key
         counts.put(key, (counts.get(key) or 0) + 1)
+
+
+class CountEmit(StreamTask, InitableTask):
+    """The word count's shape: a running count per message key in store ``counts``, and
+    every new count sent to ``bench-out`` (key: the message key, value: the count as int64
+    bytes), same partition."""
+
+    def init(self, context):
+        self.counts = context.store("counts")
+
+    def process(self, envelope, collector, coordinator):
+        counts, key = self.counts, envelope.key
+        n = (counts.get(key) or 0) + 1
+        counts.put(key, n)
+        collector.send(OutgoingMessageEnvelope(OUT, n.to_bytes(8, "little"), key,
+                                               partition=envelope.ssp.partition))
 
 
 class StopAtFirst(StreamTask):

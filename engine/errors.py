@@ -22,6 +22,13 @@ __all__ = [
     "StreamIdentityMismatchError",
     "ChangelogNotCompactedError",
     "UnwritableDirectoryError",
+    "TransactionError",
+    "ProducerFencedError",
+    "TransactionalIdInUseError",
+    "OpenTransactionError",
+    "ProducerStateCorruptError",
+    "FencedCheckpointError",
+    "ProducerStateMissingError",
 ]
 
 
@@ -114,3 +121,101 @@ class UnwritableDirectoryError(ConfigError):
         super().__init__(message, key=key, origin=origin)
         self.path = path
 
+
+
+class TransactionError(SystemError_):
+    """Base of the errors of transactional producers (docs/EXACTLY-ONCE.md)."""
+
+
+class ProducerFencedError(TransactionError):
+    """A newer incarnation of this transactional id has started: this producer is a zombie
+    and may not write (Kafka's ``ProducerFencedException``). Nothing it sent after the newer
+    one started is visible to ``read_committed`` readers."""
+
+    def __init__(self, transactional_id: str, epoch: int, current: int, *, producer_id: int,
+                 where: str = ""):
+        super().__init__(
+            f"producer '{transactional_id}' (producer id {producer_id}, epoch {epoch}) is "
+            f"fenced: a newer incarnation started with epoch {current}{where}. This process "
+            f"was replaced (it was paused or cut off while another run of the task started); "
+            f"what it writes from now on is invisible to read_committed readers. Stop this "
+            f"process; nothing needs repairing")
+        self.transactional_id, self.epoch, self.current = transactional_id, epoch, current
+        self.producer_id = producer_id
+
+
+class TransactionalIdInUseError(TransactionError):
+    """``init_transactions`` found the transactional id owned by a live process."""
+
+    def __init__(self, transactional_id: str, holder: dict, lock_path: str, waited_s: float):
+        super().__init__(
+            f"producer '{transactional_id}' is in use by pid {holder.get('pid', '?')} on host "
+            f"{holder.get('host', '?')} (since {holder.get('since', '?')}, lock file "
+            f"{lock_path}); waited {waited_s:.1f} s. Stop that process (or wait for it to "
+            f"exit) and start again; the lock is released when its process exits")
+        self.transactional_id, self.holder, self.lock_path = transactional_id, holder, lock_path
+
+
+class OpenTransactionError(TransactionError):
+    """A read that must reach an offset is held back by a transaction still open there."""
+
+    def __init__(self, message: str, *, stream: str, partition: int, producer_id: int,
+                 first_offset: int, transactional_id: str | None = None):
+        super().__init__(message)
+        self.stream, self.partition, self.producer_id = stream, partition, producer_id
+        self.first_offset, self.transactional_id = first_offset, transactional_id
+
+
+class ProducerStateCorruptError(TransactionError):
+    """A producer state file of the file log does not parse or fails its checksum."""
+
+    def __init__(self, path: str, detail: str):
+        super().__init__(
+            f"producer state {path} is damaged ({detail}); put it back from a backup. Do not "
+            f"delete it while its producer has transactions open: they could then only be "
+            f"aborted")
+        self.path = path
+
+
+class FencedCheckpointError(EngineError):
+    """A task's checkpoint names a transaction that its producer state records as aborted:
+    a fenced process (a zombie) wrote it after its successor took over."""
+
+    def __init__(self, task: str, checkpoint_path: str, transactional_id: str, epoch: int,
+                 sequence: int, job_config: str | None = None):
+        job = job_config or "<job config>"
+        super().__init__(
+            f"the checkpoint of task '{task}' ({checkpoint_path}) names transaction {sequence} "
+            f"of producer '{transactional_id}' at epoch {epoch}, which was aborted when a "
+            f"newer incarnation started: a fenced (zombie) process wrote this checkpoint after "
+            f"it was replaced, so it does not match the committed state and outputs. Nothing "
+            f"was changed. Go back to the checkpoint before it with `weir checkpoint "
+            f"use-previous {job} --task '{task}'`")
+        self.task, self.checkpoint_path = task, checkpoint_path
+        self.transactional_id, self.epoch, self.sequence = transactional_id, epoch, sequence
+
+
+class ProducerStateMissingError(EngineError):
+    """A task's checkpoint names a transaction of a producer whose producer state file is
+    gone: which partitions the transaction wrote (where its commit markers belong) is
+    unknown, so Weir can neither finish it nor prove it finished."""
+
+    def __init__(self, task: str, checkpoint_path: str, transactional_id: str,
+                 producer_id: int, epoch: int, sequence: int, state_path: str,
+                 job_config: str | None = None):
+        job = job_config or "<job config>"
+        super().__init__(
+            f"the checkpoint of task '{task}' ({checkpoint_path}) names transaction {sequence} "
+            f"of producer {producer_id} ('{transactional_id}', epoch {epoch}) as committed, "
+            f"but that producer's state {state_path} is missing (the log's .transactions "
+            f"directory was deleted or replaced). It records the partitions the transaction "
+            f"wrote, where its commit markers belong; without it the transaction can neither "
+            f"be finished nor proved finished, and aborting it would drop records the "
+            f"checkpoint counts as done. Nothing was changed. Put the .transactions directory "
+            f"back from a backup and start again; do not run `weir log transactions --resolve` "
+            f"on the job's streams meanwhile (it would abort the transaction). If the state is "
+            f"lost for good, start the job's state over with `weir checkpoint reset {job} "
+            f"--yes` (moves checkpoints, stores and changelogs aside together)")
+        self.task, self.checkpoint_path = task, checkpoint_path
+        self.transactional_id, self.producer_id = transactional_id, producer_id
+        self.epoch, self.sequence, self.state_path = epoch, sequence, state_path

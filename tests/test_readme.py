@@ -1,8 +1,9 @@
 """The README's commands work as written: its job files are the ones in examples/word_count,
 its word count runs and resets as it says, and .ci/run runs exactly its test command.
 
-The README's kill -9 demo takes ~20 s; set WEIR_README_DEMO=1 to run it verbatim too (the
-behaviour it shows is covered by tests/e2e/test_job_sigkill.py with real SIGKILLs).
+The README's kill -9 demos take ~40 s; set WEIR_README_DEMO=1 to run them verbatim too (the
+behaviour they show is covered by tests/e2e/test_job_sigkill.py and
+tests/e2e/test_exactly_once.py with real SIGKILLs).
 """
 
 from __future__ import annotations
@@ -98,4 +99,23 @@ def test_the_readme_kill_demo_shows_what_it_says(checkout):
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "resumes from its checkpoint: filelog.words#0 at offset" in result.stderr
+    assert "nothing counted twice" in result.stdout
+
+
+@pytest.mark.skipif(not os.environ.get("WEIR_README_DEMO"),
+                    reason="the README's exactly-once demo takes ~20 s; set WEIR_README_DEMO=1")
+def test_the_readme_exactly_once_demo_shows_what_it_says(checkout):
+    run_it = _bash_in(_section("## A task"))[0]
+    (demo,) = _bash_in(_section("### Exactly-once: the same kill"))
+    here = checkout / "examples" / "word_count"
+    assert _run(run_it, checkout).returncode == 0
+
+    result = _run(demo.replace(
+        "timeout -s KILL 5 weir run job.properties --set task.processing.guarantee=exactly_once",
+        "timeout -s KILL 5 weir run job.properties --set task.processing.guarantee=exactly_once"
+        " || test $? = 137"), here)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "of its previous run" in result.stderr
+    assert "300,000 counts emitted (0 emitted again" in result.stdout
     assert "nothing counted twice" in result.stdout

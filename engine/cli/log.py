@@ -43,6 +43,8 @@ from weir.engine.cli.log_text import (
     encode_key,
     encode_message,
     format_record,
+    format_timestamp,
+    is_marker,
     parse_line,
 )
 
@@ -105,7 +107,24 @@ def register(subparsers: Any) -> None:
                    help="where to start in each partition (default oldest)")
     p.add_argument("--follow", action="store_true", help="keep waiting for new records")
     p.add_argument("--max", type=_positive_int, metavar="N", help="stop after N records")
+    p.add_argument("--read-uncommitted", action="store_true",
+                   help="also show records of transactions that did not commit (flagged "
+                        "aborted, fenced or open); by default only committed and plain "
+                        "records, and transaction markers")
     p.set_defaults(func=_tail)
+
+    p = actions.add_parser("transactions", parents=[target],
+                           help="show producers and the transactions open in a stream",
+                           description="Show the transactional producers of the file log and "
+                                       "the transactions open in each partition of STREAM "
+                                       "(what holds read_committed readers back). With "
+                                       "--resolve, complete the ones whose producer is gone: "
+                                       "roll forward those its checkpoint committed, abort "
+                                       "the rest.")
+    p.add_argument("stream")
+    p.add_argument("--resolve", action="store_true",
+                   help="complete transactions whose producer process is gone")
+    p.set_defaults(func=_transactions)
 
     p = actions.add_parser("describe", parents=[target], help="show partitions and offsets")
     p.add_argument("stream")
@@ -311,6 +330,10 @@ def _tail(args: argparse.Namespace) -> int:
     ended = {ssp for ssp in ssps if getattr(details.get(ssp.partition), "ended", None) is True}
     serdes = reg.serdes_for(ss)
     consumer = reg.consumer(system)
+    if callable(getattr(consumer, "annotate_transactions", None)):  # the file log
+        consumer.set_isolation_level("read_uncommitted" if args.read_uncommitted
+                                     else "read_committed")
+        consumer.annotate_transactions()
     # Without --follow, read what exists now: up to each partition's upcoming offset, and the
     # end-of-stream marker of a partition that has ended.
     stop_at: dict[SystemStreamPartition, int] = {}
@@ -338,8 +361,9 @@ def _tail(args: argparse.Namespace) -> int:
         consumer.stop()
     seconds = time.perf_counter() - started
     ends = f", {tail.ends} ended" if tail.ends else ""
-    print(f"read {tail.shown} record(s) from {ss} ({len(ssps)} partition(s){ends}) in "
-          f"{seconds:.2f} s", file=sys.stderr)
+    markers = f", {tail.markers} transaction marker(s)" if tail.markers else ""
+    print(f"read {tail.shown} record(s) from {ss} ({len(ssps)} partition(s){ends}{markers}) "
+          f"in {seconds:.2f} s", file=sys.stderr)
     return 0
 
 
@@ -355,6 +379,7 @@ class _TailPrinter:
         self.ended = ended
         self.shown = 0
         self.ends = 0
+        self.markers = 0
 
     @property
     def done(self) -> bool:
@@ -373,7 +398,10 @@ class _TailPrinter:
             if bounded and env.offset >= self.stop_at[ssp]:
                 return True
             print(format_record(env, self.serdes), flush=self.follow)
-            self.shown += 1
+            if is_marker(env):
+                self.markers += 1
+            else:
+                self.shown += 1
             if bounded and ssp not in self.ended and env.offset + 1 >= self.stop_at[ssp]:
                 return True
         return False
@@ -389,18 +417,69 @@ def _describe(args: argparse.Namespace) -> int:
     details = _partition_details(admin, args.stream, count)
     title = f"{system}.{args.stream}: {count} partition(s)" + _traits(admin, args.stream)
     table = Table(title=title + _where(reg, system))
-    for column in ("partition", "oldest", "newest", "upcoming", "segments", "bytes", "ended"):
+    stable = _stable_offsets(admin, args.stream)
+    columns = ["partition", "oldest", "newest", "upcoming"]
+    columns += ["stable"] if stable else []
+    for column in columns + ["segments", "bytes", "ended"]:
         table.add_column(column, justify="left" if column == "ended" else "right")
     total = 0
     for ssp in ssps:
         md, info = metadata[ssp], details.get(ssp.partition)
         total += md.upcoming - md.oldest
-        table.add_row(str(ssp.partition), str(md.oldest), str(md.newest), str(md.upcoming),
-                      _attr(info, "segments"), _attr(info, "bytes", "{:,}"),
+        row = [str(ssp.partition), str(md.oldest), str(md.newest), str(md.upcoming)]
+        if stable:
+            lso, open_txns = stable[ssp.partition]
+            row.append(f"{lso} ({len(open_txns)} open)" if open_txns else str(lso))
+        table.add_row(*row, _attr(info, "segments"), _attr(info, "bytes", "{:,}"),
                       {True: "yes", False: "no"}.get(getattr(info, "ended", None), "-"))
     console = _console()
     console.print(table)
-    console.print(f"{total:,} offset(s) across {count} partition(s)")
+    console.print(f"{total:,} offset(s) across {count} partition(s)"
+                  + ("; 'stable': the last stable offset, where read_committed readers stop "
+                     "while a transaction is open" if stable else ""))
+    return 0
+
+
+def _stable_offsets(admin: Any, stream: str) -> dict[int, Any]:
+    """The file log's last stable offsets, for a stream that has held transactions."""
+    meta = getattr(admin, "stream_meta", None)
+    if not callable(meta) or getattr(meta(stream), "format", 1) < 2:
+        return {}
+    return admin.open_transactions(stream)
+
+
+# -- transactions ---------------------------------------------------------------------------
+
+def _transactions(args: argparse.Namespace) -> int:
+    reg, ss, admin, count = _existing_stream(args)
+    if not callable(getattr(admin, "open_transactions", None)):
+        raise EngineError(f"system '{ss.system}' has no transactions (only the file log has)")
+    from weir.engine.systems.filelog.transactions import (complete_abandoned, producer_states)
+    states = {s.producer_id: s for s in producer_states(admin.root)}
+    console = _console()
+    table = Table(title=f"{ss}: open transactions" + _where(reg, ss.system))
+    for column in ("partition", "stable", "producer", "transactional id", "epoch",
+                   "transaction", "first offset", "open since"):
+        table.add_column(column, justify="left" if column == "transactional id" else "right")
+    found = admin.open_transactions(args.stream)
+    open_count = 0
+    done = []
+    for partition, (lso, open_txns) in sorted(found.items()):
+        for txn in open_txns:
+            open_count += 1
+            state = states.get(txn.producer_id)
+            table.add_row(str(partition), str(lso), str(txn.producer_id),
+                          state.transactional_id if state else "?", str(txn.epoch),
+                          str(txn.sequence), str(txn.first_offset),
+                          format_timestamp(txn.since_ms))
+            if args.resolve:
+                done.append(f"partition {partition}: " + complete_abandoned(
+                    admin.settings, args.stream, partition, txn.producer_id, txn.epoch,
+                    txn.sequence))
+    console.print(table)
+    console.print(f"{open_count} open transaction(s) in {count} partition(s) of {ss}")
+    for line in done:
+        console.print(line, highlight=False, soft_wrap=True)
     return 0
 
 

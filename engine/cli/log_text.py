@@ -14,7 +14,7 @@ from weir.engine.model import NO_TIMESTAMP, IncomingMessageEnvelope
 from weir.engine.config.serdes import StreamSerdes
 
 __all__ = ["InputFormat", "InputLineError", "parse_line", "encode_key", "encode_message",
-           "format_record", "format_timestamp"]
+           "format_record", "format_timestamp", "is_marker"]
 
 
 class InputFormat(Enum):
@@ -127,10 +127,23 @@ def _show(value: Any) -> str:
 
 def format_record(env: IncomingMessageEnvelope, serdes: StreamSerdes) -> str:
     """One readable line: partition, offset, timestamp, key and value (deserialized with the
-    stream's serdes when it has any; shown raw with a note when that fails)."""
+    stream's serdes when it has any; shown raw with a note when that fails). A transaction's
+    marker reads ``marker=commit producer=P epoch=E transaction=N``; a record of a
+    transaction that did not commit ends with ``(aborted)``, ``(fenced)`` or ``(open)``."""
+    from weir.engine.systems.filelog.consumer import TransactionMarker, UncommittedValue
     head = f"partition={env.ssp.partition} offset={env.offset}"
     if env.is_end_of_stream:
         return f"{head} end-of-stream"
+    message = env.message
+    if isinstance(message, TransactionMarker):
+        return (f"{head} timestamp={format_timestamp(env.timestamp)} "
+                f"marker={message.type.name.lower()} producer={message.producer_id} "
+                f"epoch={message.epoch} transaction={message.sequence}")
+    flag = ""
+    if isinstance(message, UncommittedValue):
+        flag = f"  ({message.outcome.value})"
+        env = IncomingMessageEnvelope(env.ssp, env.offset, env.key, message.value,
+                                      env.timestamp, env.size, env.kind)
     note = ""
     try:
         env = serdes.deserialize(env)
@@ -138,4 +151,10 @@ def format_record(env: IncomingMessageEnvelope, serdes: StreamSerdes) -> str:
         note = f"  (not deserializable: {exc.__cause__ or exc})"
     value = "<tombstone>" if env.message is None else _show(env.message)
     return (f"{head} timestamp={format_timestamp(env.timestamp)} key={_show(env.key)} "
-            f"value={value}{note}")
+            f"value={value}{note}{flag}")
+
+
+def is_marker(env: IncomingMessageEnvelope) -> bool:
+    """Whether ``env`` carries a transaction's marker (annotating file-log consumers)."""
+    from weir.engine.systems.filelog.consumer import TransactionMarker
+    return isinstance(env.message, TransactionMarker)

@@ -63,6 +63,8 @@ from weir.engine.container.progress import (ContainerProgress, ContainerResult, 
 from weir.engine.container.preflight import check_job
 from weir.engine.container.checkpoints import open_checkpoint_manager, task_partitions
 from weir.engine.container.settings import JobSettings, changelog_admin
+from weir.engine.container.exactly_once import (ProcessingGuarantee, TaskTransaction,
+                                                transactional_systems)
 from weir.engine.container.safety import (check_identities, check_state_without_checkpoint,
                                           config_file_of, current_identities, reset_ssps)
 from weir.engine.container.task_storage import TaskStorage, changelog_source_name
@@ -138,6 +140,8 @@ class Container:
         self.consumers: SystemConsumers | None = None
         self.positions: dict[TaskName, dict[SystemStreamPartition, SspPosition]] = {}
         self._producers: dict[str, CountingProducer] = {}
+        self._transactions: dict[TaskName, TaskTransaction] = {}
+        self._task_outputs: list[CountingProducer] = []
         self._closers = _Closers(self.container_id)
         self._stop_requested = threading.Event()
         self._started_at = 0.0
@@ -236,6 +240,8 @@ class Container:
             checkpoints.register(name)
         checkpoints.start()
         closers.callback(checkpoints.stop)
+        if settings.guarantee is ProcessingGuarantee.EXACTLY_ONCE:
+            self._make_transactions(checkpoints)
         last = {name: checkpoints.read_last(name) for name in tasks}
         storages = self._restore(specs, last, checkpoints)
         adjunct = self._open_adjuncts(last, checkpoints)
@@ -247,6 +253,7 @@ class Container:
         producers = dict(self._producers)
         control = ControlPlane(config, settings=settings.control)
         for name, task in tasks.items():
+            task_producers = self._task_producers(name, producers)
             cp = last[name]
             done = {s: o for s, o in (cp.input_offsets.items() if cp else ()) if s in task.ssps}
             manager = adjunct.manager(name) if adjunct is not None else None
@@ -261,11 +268,12 @@ class Container:
                          else storages[name]),
                 checkpoints=checkpoints, adjunct=manager,
                 checkpoint_extras=manager.checkpoint_extras if manager is not None else None,
-                collector=ProducerCollector(name, producers, self.registry.serdes,
+                collector=ProducerCollector(name, task_producers, self.registry.serdes,
                                             self._partition_count),
                 last_processed={s: o - 1 for s, o in starts.items() if o > 0},
                 starting_offsets=starts, async_runner=runner,
                 run_loop=settings.run_loop, ignored=settings.ignored,
+                transaction=self._transactions.get(name),
                 control=control.task_control(name, task.ssps, task=task_object,
                                              extras=cp.extras if cp else None))
             self.instances.append(inst)
@@ -374,12 +382,21 @@ class Container:
                  checkpoints: Any) -> dict[TaskName, TaskStorage]:
         raw = {system: p.inner for system, p in self._producers.items()}
         restore = self.settings.restore
-        storages = {name: TaskStorage(name, specs, self.job, task.changelog_partition, raw,
+        storages = {name: TaskStorage(name, specs, self.job, task.changelog_partition,
+                                      self._storage_producers(name, raw),
                                       self.registry, self.config, self.progress,
                                       restore=restore)
                      for name, task in self.model.tasks.items()}
         # Every task is checked before any store is restored: a mismatch changes nothing.
         self._check_before_restore(storages, last, checkpoints)
+        # Exactly-once: finish each task's previous transaction (restore reads committed data
+        # and must not be held back by it).
+        if self._transactions:
+            self._recover_transactions(last)
+            # Recovery may have waited for a live incarnation of the same tasks (another copy
+            # of the job, started beside this one with other checkpoints) to let go of its
+            # producers; what it committed meanwhile is state this run has no checkpoint for.
+            self._check_state_without_checkpoints(storages, last, checkpoints)
         # Every store of every task: decided first, then restored in parallel restore threads.
         managers = [m for storage in storages.values() for m in storage.managers]
         csm = ContainerStorageManager(managers, restore, progress=self.progress,
@@ -413,15 +430,24 @@ class Container:
                           for store in logged[name]}
             check_identities(name, last[name], inputs, changelogs, checkpoint_path=path,
                              job_config=job_config, reset=reset)
-            if last[name] is None:
-                check_state_without_checkpoint(
-                    name, logged[name], checkpoint_path=path, job_config=job_config,
-                    previous_exists=checkpoints.has_previous(name))
-            else:
+            if last[name] is not None:
                 checkpoints.allow_rewind(name, [s for s in reset
                                                 if s in last[name].input_offsets])
             checkpoints.bind(name, inputs={s: i for s, i in inputs.items() if i},
                              changelogs={store: i for store, (_, i) in changelogs.items() if i})
+        self._check_state_without_checkpoints(storages, last, checkpoints)
+
+    def _check_state_without_checkpoints(self, storages: dict[TaskName, TaskStorage],
+                                         last: dict[TaskName, Checkpoint | None],
+                                         checkpoints: Any) -> None:
+        """Refuse to start when a task without a checkpoint has state (``safety``)."""
+        job_config = config_file_of(self.config)
+        for name in self.model.tasks:
+            if last[name] is None:
+                check_state_without_checkpoint(
+                    name, storages[name].logged_stores(),
+                    checkpoint_path=checkpoints.location(name), job_config=job_config,
+                    previous_exists=checkpoints.has_previous(name))
 
     def _start_consumers(self) -> None:
         systems = sorted({ssp.system for t in self.model.tasks.values() for ssp in t.ssps})
@@ -437,6 +463,45 @@ class Container:
         self.consumers = sc
         self._closers.callback(sc.stop)
 
+    # -- exactly-once (docs/EXACTLY-ONCE.md) -------------------------------------------------
+    def _make_transactions(self, checkpoints: FileCheckpointManager) -> None:
+        """One transaction per task over the job's file-log systems; released after the
+        tasks and their stores are closed (an ongoing transaction is aborted then)."""
+        systems = transactional_systems(self.registry, self._producers)
+        untransacted = sorted(set(self._producers) - set(systems))
+        if untransacted:
+            log.warning("task.processing.guarantee=exactly_once: outputs to %s stay "
+                        "at-least-once (no transactions on %s)", ", ".join(untransacted),
+                        "that system" if len(untransacted) == 1 else "those systems")
+        for name in self.model.tasks:
+            txn = TaskTransaction.for_task(name, self.job, self.registry, systems,
+                                           str(checkpoints.path_for(name)))
+            self._transactions[name] = txn
+            self._closers.callback(txn.close)
+
+    def _recover_transactions(self, last: dict[TaskName, Checkpoint | None]) -> None:
+        job_config = config_file_of(self.config)
+        for name, txn in self._transactions.items():   # every task, before any changes
+            txn.check(last[name], job_config=job_config)
+        for name, txn in self._transactions.items():
+            txn.recover(last[name], job_config=job_config)
+
+    def _storage_producers(self, name: TaskName, raw: dict[str, Any]) -> dict[str, Any]:
+        """The producers a task's changelogs write through: its transactional ones with
+        exactly-once, else the container's."""
+        txn = self._transactions.get(name)
+        return {**raw, **txn.producers} if txn is not None else raw
+
+    def _task_producers(self, name: TaskName, shared: dict[str, CountingProducer]
+                        ) -> dict[str, CountingProducer]:
+        """The producers a task's collector sends through (counted for the results)."""
+        txn = self._transactions.get(name)
+        if txn is None:
+            return shared
+        own = {system: CountingProducer(producer) for system, producer in txn.producers.items()}
+        self._task_outputs.extend(own.values())
+        return {**shared, **own}
+
     def _partition_count(self, ss: SystemStream) -> int:
         return self.registry.partition_counts([ss])[ss]
 
@@ -451,7 +516,7 @@ class Container:
                     ss = ssp.system_stream
                     inputs[ss] = inputs.get(ss, 0) + n
         outputs: dict[SystemStream, int] = {}
-        for producer in self._producers.values():
+        for producer in [*self._producers.values(), *self._task_outputs]:
             for ss, n in producer.counts.items():
                 outputs[ss] = outputs.get(ss, 0) + n
         processed = summary.processed if summary is not None else {

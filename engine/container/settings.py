@@ -40,11 +40,12 @@ from weir.stores.spec import STORE_KEY_SERDE, STORE_MSG_SERDE, StoreSpec, stores
 
 from weir.engine.adjunct.settings import AdjunctSettings
 from weir.engine.chooser.spec import ChooserSpec
-from weir.engine.container.checkpoints import CheckpointSettings
+from weir.engine.container.checkpoints import CheckpointKind, CheckpointSettings
 from weir.engine.config.job import JobConfig
 from weir.engine.config.streams import JOB_DEFAULT_SYSTEM, all_input_streams
 from weir.engine.consumers.consumers import ConsumerSettings
 from weir.engine.consumers.offsets import OffsetPolicy, offset_policy
+from weir.engine.container.exactly_once import ProcessingGuarantee, processing_guarantee
 from weir.engine.control.settings import ControlSettings
 from weir.engine.jobmodel.frozen import FrozenMap
 from weir.engine.metrics import MetricsSettings
@@ -79,6 +80,8 @@ class JobSettings:
     None only for settings built in code (then: files in ``task.checkpoint.path``)."""
     adjuncts: AdjunctSettings = field(default_factory=AdjunctSettings)
     """The adjunct stores' bindings (``stores.<s>.adstore.*``, ``job.adstore.*``)."""
+    guarantee: ProcessingGuarantee = ProcessingGuarantee.AT_LEAST_ONCE
+    """``task.processing.guarantee`` (exactly-once: docs/EXACTLY-ONCE.md)."""
     memory: MemoryBudget = field(default_factory=MemoryBudget)
     """``job.container.memory.mb`` and the stores' explicit sizes: each container sizes its
     stores from it (:meth:`MemoryBudget.size`) once it knows its task count."""
@@ -126,8 +129,20 @@ class JobSettings:
             if checkpoints.system not in systems:
                 systems = sorted({*systems, checkpoints.system})
         memory = MemoryBudget.from_config(config, [spec.name for spec in specs])
+        guarantee = processing_guarantee(config, registry, specs)
+        if guarantee is ProcessingGuarantee.EXACTLY_ONCE \
+                and checkpoints.kind is not CheckpointKind.FILE:
+            # The checkpoint is the transaction's decision record, found by its file path by
+            # whoever completes an abandoned transaction (docs/EXACTLY-ONCE.md section 4).
+            raise ConfigError(
+                "task.processing.guarantee=exactly_once needs checkpoint files (the checkpoint "
+                "file is each transaction's decision record); checkpoints in a stream "
+                f"(task.checkpoint.factory={checkpoints.kind.value}) are not supported with it "
+                "yet: remove task.checkpoint.factory, or set "
+                "task.processing.guarantee=at_least_once", key="task.checkpoint.factory",
+                origin=config.origin("task.checkpoint.factory"))
         return cls(job, run_loop, ignored, metrics, consumers, specs, chooser, control, offsets,
-                   tuple(systems), restore, checkpoints, adjuncts, memory)
+                   tuple(systems), restore, checkpoints, adjuncts, guarantee, memory)
 
     @property
     def checkpoint_settings(self) -> CheckpointSettings:

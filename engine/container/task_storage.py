@@ -187,7 +187,11 @@ class TaskStorage:
                 sink = SystemChangelogSink(producers[system], ssp,
                                            changelog_source_name(task_name, spec.name))
                 source = SystemChangelogSource(registry, ssp)
-                if tracks_offsets(registry, system):
+                if getattr(producers[system], "transactional", False):  # exactly-once
+                    from weir.engine.container.exactly_once import TransactionalChangelog
+                    exact = TransactionalChangelog(sink, source, producers[system])
+                    changelogs[spec.name] = (exact, exact)
+                elif tracks_offsets(registry, system):
                     tracked = TrackedChangelog(sink, source)
                     changelogs[spec.name] = (tracked, tracked)
                 else:

@@ -64,6 +64,7 @@ __all__ = [
     "TASK_IGNORED_EXCEPTIONS",
     "StoreAccess",
     "TaskStorage",
+    "TaskTransactionLike",
     "ProducerCollector",
     "Coordinator",
     "IgnoredExceptions",
@@ -82,6 +83,14 @@ class TaskStorage(Protocol):
     def stores(self) -> Mapping[str, Any]: ...
     def flush(self) -> Mapping[str, int]: ...
     def close(self) -> None: ...
+
+
+class TaskTransactionLike(Protocol):
+    """What a task instance needs from its transaction (exactly-once; see
+    :class:`weir.engine.container.exactly_once.TaskTransaction`)."""
+
+    def prepare(self) -> Mapping[str, Any]: ...
+    def commit(self) -> None: ...
 
 
 # ----------------------------------------------------------------------------------------
@@ -322,6 +331,7 @@ class TaskInstance:
                  store_access: StoreAccess | None = None,
                  run_loop: RunLoopConfig | None = None,
                  ignored: IgnoredExceptions | None = None,
+                 transaction: TaskTransactionLike | None = None,
                  control: Any = None,
                  adjunct: Any = None):
         self.task_name = TaskName(task_name)
@@ -344,6 +354,7 @@ class TaskInstance:
         self._storage = storage
         self._checkpoints = checkpoints
         self._extras = checkpoint_extras
+        self._transaction = transaction
         self.last_checkpoint: Checkpoint | None = None
         if store_access is None:
             run_loop = run_loop if run_loop is not None else RunLoopConfig.from_config(self.config)
@@ -491,8 +502,10 @@ class TaskInstance:
     def commit(self) -> Checkpoint | None:
         """Flush producers, flush stores (changelog offsets), then write the checkpoint.
 
-        Returns the checkpoint written (None without a checkpoint manager). The caller
-        guarantees no message of this task is in flight."""
+        With exactly-once (a ``transaction``): then prepare the task's transaction, write the
+        checkpoint naming it (the decision), and write its commit markers
+        (docs/EXACTLY-ONCE.md). Returns the checkpoint written (None without a checkpoint
+        manager). The caller guarantees no message of this task is in flight."""
         started = time.perf_counter_ns()
         offsets = dict(self.last_processed)
         self.collector.flush()
@@ -501,11 +514,18 @@ class TaskInstance:
             with self._stores_held():
                 changelog = dict(self._storage.flush())
         checkpoint = None
+        transaction = self._transaction
         if self._checkpoints is not None:
             extras = dict(self._extras()) if self._extras is not None else {}
+            if transaction is not None:
+                extras.update(transaction.prepare())
             checkpoint = Checkpoint(offsets, changelog, extras)
             self._checkpoints.write(self.task_name, checkpoint)
             self.last_checkpoint = checkpoint
+        elif transaction is not None:
+            transaction.prepare()
+        if transaction is not None:
+            transaction.commit()
         self.metrics.commit_ns.update(time.perf_counter_ns() - started)
         self.metrics.commits.count += 1
         self.metrics.last_commit_ms = time.time_ns() // 1_000_000

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from weir.stores.changelog import NO_OFFSET, ChangelogRecord
 
-from weir.engine.errors import ChangelogNotCompactedError, SystemError_
+from weir.engine.errors import ChangelogNotCompactedError, OpenTransactionError, SystemError_
 from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
 from weir.engine.systems.api import CleanupPolicy, PartitionMetadata, StreamSpec, SystemAdmin, SystemFactory, SystemProducer
 
@@ -133,11 +133,20 @@ class SystemChangelogSource:
         self.ssp = ssp
         if hasattr(systems, "admin") and hasattr(systems, "consumer"):
             self._admin: SystemAdmin = systems.admin(ssp.system)
-            self._new_consumer = lambda: systems.consumer(ssp.system)
+            self._make_consumer = lambda: systems.consumer(ssp.system)
         else:
             cfg = config if config is not None else {}
             self._admin = systems.get_admin(ssp.system, cfg)
-            self._new_consumer = lambda: systems.get_consumer(ssp.system, cfg)
+            self._make_consumer = lambda: systems.get_consumer(ssp.system, cfg)
+
+    def _new_consumer(self) -> Any:
+        """A consumer that reads committed data only (where the system has transactions),
+        whatever ``consumer.isolation.level`` says: restore rebuilds committed state."""
+        consumer = self._make_consumer()
+        set_isolation = getattr(consumer, "set_isolation_level", None)
+        if callable(set_isolation):
+            set_isolation("read_committed")
+        return consumer
 
     @property
     def partition(self) -> int:
@@ -251,6 +260,7 @@ class SystemChangelogSource:
             while True:
                 batch = consumer.poll([ssp], _POLL_TIMEOUT_S).get(ssp)
                 if not batch:
+                    self._check_not_held_back(consumer, last)
                     return  # nothing more now: the tail of the range was compacted away
                 for env in batch:
                     if env.is_end_of_stream or env.offset > last:
@@ -260,6 +270,25 @@ class SystemChangelogSource:
                         return
         finally:
             consumer.stop()
+
+    def _check_not_held_back(self, consumer: Any, last: int) -> None:
+        """A read that stops before ``last`` because a transaction is still open there would
+        return too few records: raise instead (restore must never rebuild part of a state)."""
+        held_back_by = getattr(consumer, "held_back_by", None)
+        txn = held_back_by(self.ssp) if callable(held_back_by) else None
+        if txn is None or txn.first_offset > last:
+            return
+        raise OpenTransactionError(
+            f"changelog {self.ssp}: reading up to offset {last} is held back at offset "
+            f"{txn.first_offset} by an open transaction of producer {txn.producer_id} (epoch "
+            f"{txn.epoch}, transaction {txn.sequence}); the job that owns it completes it when "
+            f"it starts (or a reader does after its transaction timeout once its process is "
+            f"gone): start that job, or wait, then start again. When its process is gone and "
+            f"waiting does not help (nothing else reads the stream), `weir log transactions "
+            f"{self.ssp.stream} --resolve` completes it now from its producer state",
+            stream=self.ssp.stream,
+            partition=self.ssp.partition, producer_id=txn.producer_id,
+            first_offset=txn.first_offset)
 
     def __repr__(self) -> str:
         return f"SystemChangelogSource({self.ssp})"

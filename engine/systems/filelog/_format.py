@@ -19,6 +19,12 @@ and the key/value lengths must add up to ``length``.
 Records carry no offset: in a plain segment the n-th record (from 0) has offset ``base + n``;
 a compacted segment keeps the offsets of its records in its index (``_index.py``).
 
+``key_len`` values from :data:`TAG_MIN` up (other than ``0xFFFFFFFF``) cannot be a key's length
+(a key is shorter than its body); two of them tag the frames of transactions, which are not
+data records (:data:`TAG_BATCH`, :data:`TAG_CONTROL`; see ``_txn_format.py`` and
+docs/EXACTLY-ONCE.md). They take an offset like a record. :func:`parse_records` stops in front
+of such a frame (:attr:`ParseStop.EXT`) and leaves it to its caller.
+
 Example::
 
     >>> frame = encode_record(b"k", None, 7)
@@ -38,6 +44,11 @@ from crc32c import crc32c
 
 __all__ = [
     "NULL_LEN",
+    "TAG_MIN",
+    "TAG_BATCH",
+    "TAG_CONTROL",
+    "BATCH_BODY",
+    "CONTROL_BODY",
     "HEADER_SIZE",
     "MIN_RECORD",
     "MIN_BODY",
@@ -55,6 +66,23 @@ __all__ = [
 
 NULL_LEN = 0xFFFFFFFF
 """Key or value length meaning null."""
+
+TAG_MIN = 0x80000000
+"""``key_len`` values from here up (other than :data:`NULL_LEN`) tag frames that are not data
+records."""
+
+TAG_BATCH = 0xFFFFFFFE
+"""``key_len`` of a transactional batch header."""
+
+TAG_CONTROL = 0xFFFFFFFD
+"""``key_len`` of a control record (a transaction's commit or abort marker)."""
+
+BATCH_BODY = 32
+"""Body length of a batch header: timestamp, tag, producer id, epoch, flags, sequence, count,
+bytes."""
+
+CONTROL_BODY = 24
+"""Body length of a control record: timestamp, tag, producer id, epoch, type, sequence."""
 
 HEADER_SIZE = 20
 """length + crc + timestamp + key_len: the fixed prefix of every record."""
@@ -80,6 +108,7 @@ class ParseStop(Enum):
     COUNT = "count"        # parsed as many records as asked
     PARTIAL = "partial"    # the buffer ends inside a record (or exactly at its end)
     BAD = "bad"            # the record at the stop position failed its length or CRC check
+    EXT = "ext"            # the (intact) frame at the stop position is a batch header or marker
 
 
 def encode_parts(key: bytes | None, value: bytes | None, timestamp: int) -> tuple[bytes, bytes]:
@@ -113,11 +142,14 @@ def parse_records(buf: bytes, pos: int, offsets: Sequence[int], ordinal: int, st
     envelope size; the record takes ``size + 24`` bytes in the file). Returns
     ``(pos, ordinal, why)`` where ``pos``/``ordinal`` point at the first record not consumed
     and ``why`` is COUNT (reached ``stop``), PARTIAL (the buffer ends inside or right after a
-    record) or BAD (the record at ``pos`` failed its length or CRC check).
+    record), BAD (the record at ``pos`` failed its length or CRC check) or EXT (the frame at
+    ``pos`` passed its CRC check but is a batch header or a marker, not a data record: the
+    caller decides; an unknown tag is EXT too and the caller refuses it).
 
     This is the consumers' hot loop: one ``unpack_from``, one CRC and two slices per record.
     A value's length field is read only when it can be null (the body ends right after it):
-    otherwise the CRC-checked body length fixes where the value ends.
+    otherwise the CRC-checked body length fixes where the value ends. Telling frames apart
+    costs nothing: keyed records take the first branch of the same comparison as before.
     """
     unpack_hdr = _HDR.unpack_from
     mv = memoryview(buf)
@@ -138,11 +170,14 @@ def parse_records(buf: bytes, pos: int, offsets: Sequence[int], ordinal: int, st
                 why = ParseStop.BAD
                 break
             p = pos + 24
-            if klen == null:
-                key = None
-            else:
+            if klen < 0x80000000:
                 key = buf[p - 4:p - 4 + klen]
                 p += klen
+            elif klen == null:
+                key = None
+            else:
+                why = ParseStop.EXT
+                break
             if p < rend:
                 value = buf[p:rend]
             elif p == rend:
@@ -199,11 +234,18 @@ def skip_records(buf: bytes, pos: int, end: int, count: int, *, verify: bool = F
 
 
 def body_ok(buf: bytes, start: int, end: int, check: int) -> bool:
-    """CRC and inner lengths of the body ``buf[start:end]``."""
+    """CRC and inner lengths of the body ``buf[start:end]`` (a batch header or a marker has
+    its fixed length)."""
     with memoryview(buf) as mv:
         if crc32c(mv[start:end]) != check:
             return False
     klen = _U32.unpack_from(buf, start + 8)[0]
+    if klen == TAG_BATCH:
+        return end - start == BATCH_BODY
+    if klen == TAG_CONTROL:
+        return end - start == CONTROL_BODY
+    if TAG_MIN <= klen < NULL_LEN:
+        return False
     p = start + 12 + (0 if klen == NULL_LEN else klen)
     if p + 4 > end:
         return False
@@ -212,11 +254,17 @@ def body_ok(buf: bytes, start: int, end: int, check: int) -> bool:
 
 
 def decode_all(buf: bytes) -> list[tuple[bytes | None, bytes | None, int]]:
-    """Every record of a buffer holding whole records, as ``(key, value, timestamp)``.
-    Raises ValueError at the first bad or partial record (for tools and tests)."""
+    """Every data record of a buffer holding whole frames, as ``(key, value, timestamp)``;
+    batch headers and markers are stepped over. Raises ValueError at the first bad or partial
+    record (for tools and tests)."""
     out: list = []
-    pos, _, why = parse_records(buf, 0, range(len(buf)), 0, len(buf),
-                                lambda c, o, k, v, t, s: (k, v, t), None, out)
+    pos = 0
+    while True:
+        pos, _, why = parse_records(buf, pos, range(len(buf)), 0, len(buf),
+                                    lambda c, o, k, v, t, s: (k, v, t), None, out)
+        if why is not ParseStop.EXT:
+            break
+        pos += 8 + _U32.unpack_from(buf, pos)[0]
     if pos != len(buf):
         raise ValueError(f"bad or partial record at byte {pos} ({why.value})")
     return out
@@ -295,6 +343,10 @@ def _find_valid_record(buf: bytes, start: int) -> int:
         length, check = unpack_lc(buf, q)
         # the inner lengths first (cheap), the CRC only for framing that adds up
         klen = unpack_u32(buf, q + 16)[0]
+        if klen == TAG_BATCH or klen == TAG_CONTROL:  # a batch header or a marker is valid too
+            if body_ok(buf, q + 8, q + 8 + length, check):
+                return q
+            continue
         p = q + 20 + (0 if klen == NULL_LEN else klen)
         if p + 4 > q + 8 + length:
             continue

@@ -29,13 +29,16 @@ from weir.engine.systems.filelog import _shared
 from weir.engine.systems.filelog.deletion import DeletedStream, delete_stream
 from weir.engine.systems.filelog._files import MAINTENANCE_LOCK, WRITER_LOCK, FileLock, LockBusy, fsync_dir
 from weir.engine.systems.filelog._format import ParseStop, TailState, classify_tail
-from weir.engine.systems.filelog.reader import PartitionReader
+from weir.engine.systems.filelog._txn_view import OpenTransaction
+from weir.engine.systems.filelog.reader import Mode, PartitionReader
 from weir.engine.systems.filelog.retention import MaintenanceReport, Retention
 from weir.engine.systems.filelog.segment import Segment, build_index, index_for, list_segments, scan_plain
 from weir.engine.systems.filelog._tail import load_tail_hint
-from weir.engine.systems.filelog.settings import CONSUMER_RESET, FileLogSettings, StreamSettings
-from weir.engine.systems.filelog.stream import (StreamMeta, create_stream, list_streams, load_meta, partition_dir,
-                     stream_dir)
+from weir.engine.systems.filelog.settings import (CONSUMER_RESET, FileLogSettings, IsolationLevel,
+                                                  StreamSettings)
+from weir.engine.systems.filelog.stream import (TRANSACTIONAL_FORMAT, StreamMeta, create_stream,
+                                                list_streams, load_meta, partition_dir,
+                                                stream_dir)
 from weir.engine.systems.filelog.writer import PartitionWriter
 
 __all__ = ["FileLogAdmin"]
@@ -224,8 +227,12 @@ class FileLogAdmin:
                                buffer_bytes=self.settings.producer_buffer_bytes,
                                system=self.system)
 
-    def reader(self, stream: str, partition: int, offset: int) -> PartitionReader:
-        """A reader of one partition from ``offset`` (records as ``LogRecord``)."""
+    def reader(self, stream: str, partition: int, offset: int, *,
+               isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
+               annotate: bool = False) -> PartitionReader:
+        """A reader of one partition from ``offset`` (records as ``LogRecord``); it reads
+        committed unless told otherwise (``annotate``: markers and flagged records too, for
+        tools)."""
         meta = self.stream_meta(stream)
         if not 0 <= partition < meta.partitions:
             raise SystemError_(f"stream '{self.system}.{stream}' has partitions "
@@ -234,7 +241,38 @@ class FileLogAdmin:
                                read_bytes=self.settings.consumer_read_bytes,
                                reset=self.settings.auto_offset_reset,
                                reset_key=CONSUMER_RESET.key(system=self.system),
-                               system=self.system)
+                               isolation=isolation, annotate=annotate, system=self.system)
+
+    def open_transactions(self, stream: str, partition: int | None = None
+                          ) -> dict[int, tuple[int, list[OpenTransaction]]]:
+        """Per partition: its last stable offset and the transactions open in it (for tools:
+        it walks the partition's frames from its oldest offset, jumping over batches). A
+        stream that never held a transactional batch (format 1) has none: its last stable
+        offset is its upcoming offset."""
+        meta = self.stream_meta(stream)
+        parts = range(meta.partitions) if partition is None else [partition]
+        out: dict[int, tuple[int, list[OpenTransaction]]] = {}
+        for p in parts:
+            oldest, upcoming = self._bounds(stream, p)
+            if meta.format < TRANSACTIONAL_FORMAT:
+                out[p] = (upcoming, [])
+                continue
+            scout = PartitionReader(self.root, stream, p, oldest,
+                                    read_bytes=self.settings.consumer_read_bytes,
+                                    mode=Mode.SCOUT, system=self.system)
+            try:
+                while True:
+                    before = scout.position
+                    scout.read(1 << 20, None, None, [])
+                    if scout.position == before:
+                        break
+                view = scout.view
+                view.scanned = max(view.scanned, scout.position)
+                out[p] = (view.lso(), sorted(view.open.values(),
+                                             key=lambda t: t.first_offset))
+            finally:
+                scout.close()
+        return out
 
     # -- bounds ----------------------------------------------------------------------------
     def _bounds(self, stream: str, partition: int) -> tuple[int, int]:
@@ -285,7 +323,9 @@ class FileLogAdmin:
                             stream=stream, partition=int(os.path.basename(directory)),
                             offset=segment.base + scan.count, path=segment.path,
                             position=scan.end)
-                cached.position, cached.count = scan.end, scan.count
+                # an incomplete transactional batch at the end is not there yet: count up to
+                # its header and look at it again next time
+                cached.position, cached.count = scan.whole_end, scan.whole_count
             return cached.count
         finally:
             os.close(fd)

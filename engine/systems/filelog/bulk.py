@@ -39,8 +39,8 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
-from weir.engine.errors import SystemError_
-from weir.engine.systems.filelog._format import MAX_BODY, NULL_LEN, ParseStop
+from weir.engine.errors import OpenTransactionError, SystemError_
+from weir.engine.systems.filelog._format import MAX_BODY, NULL_LEN, TAG_MIN, ParseStop
 from weir.engine.systems.filelog.reader import PartitionReader, partition_bounds
 from weir.engine.systems.filelog.segment import list_segments
 from weir.engine.systems.filelog.settings import OffsetReset
@@ -107,7 +107,10 @@ def parse_into_dict(buf: bytes, pos: int, offsets: Sequence[int], ordinal: int, 
                 why = ParseStop.BAD
                 break
             p = pos + 24
-            if klen == null:
+            if klen >= TAG_MIN:
+                if klen != null:  # a batch header or marker: the cursor decides (isolation)
+                    why = ParseStop.EXT
+                    break
                 raise SystemError_(f"a changelog record at offset {offsets[ordinal + count]} has "
                                    f"no key; a changelog holds only keyed records")
             key = buf[p - 4:p - 4 + klen]
@@ -162,6 +165,18 @@ def read_changelog(location: ChangelogLocation, start: int, end: int, *,
             nbytes = [0]
             got = reader.read(want, None, nbytes, out)
             if not got:
+                held = reader.held_back_by()
+                if held is not None and held.first_offset <= end:
+                    # restore must never rebuild part of a state (docs/EXACTLY-ONCE.md)
+                    raise OpenTransactionError(
+                        f"changelog {location.stream} partition {location.partition}: reading "
+                        f"up to offset {end} is held back at offset {held.first_offset} by an "
+                        f"open transaction of producer {held.producer_id} (epoch {held.epoch}, "
+                        f"transaction {held.sequence}); the job that owns it completes it when "
+                        f"it starts: start that job, or, when its process is gone, complete it "
+                        f"now with `weir log transactions {location.stream} --resolve`",
+                        stream=location.stream, partition=location.partition,
+                        producer_id=held.producer_id, first_offset=held.first_offset)
                 return
             yield ChangelogBatch(out, reader.position - 1, got, nbytes[0])
             if reader.ended:

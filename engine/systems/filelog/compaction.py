@@ -19,6 +19,12 @@ Rules:
   ``compaction.tombstone.retention.ms`` ago, so readers that were behind still see the delete;
 * surviving records keep their offsets: a compacted segment has gaps, and its index lists the
   offset of every record;
+* transactions (docs/EXACTLY-ONCE.md): the cleanable range ends before the segment holding the
+  first batch of a transaction that is still open at its end (no marker yet, or its marker is
+  in a younger segment), so an open transaction is never compacted away. Inside the range the
+  records of committed transactions are treated as plain records; records of aborted and
+  fenced transactions are dropped (they never supersede anything), and so are batch headers
+  and markers: a compacted segment holds plain records only;
 * consecutive segments are merged while the result stays under ``segment.bytes``. The output of
   inputs ``[B0, B1, ...)`` is named ``B0.g<gen>.log`` with a generation above every input's, so
   it takes precedence over ``B0``'s old file; it covers offsets up to the base of the segment
@@ -38,8 +44,10 @@ from dataclasses import dataclass
 import zstandard
 
 from weir.engine.systems.filelog._files import fsync_dir
-from weir.engine.systems.filelog._format import parse_records
+from weir.engine.systems.filelog._format import TAG_BATCH, TAG_CONTROL, ParseStop, parse_records
 from weir.engine.systems.filelog._index import SegmentIndex
+from weir.engine.systems.filelog._txn_format import BatchHeader, decode_frame
+from weir.engine.systems.filelog._txn_view import Outcome, TxnView
 from weir.engine.systems.filelog.segment import Segment, remove_segment, write_segment
 
 __all__ = ["CompactionReport", "compact_sealed"]
@@ -56,20 +64,33 @@ class CompactionReport:
     records_before: int = 0
     records_after: int = 0
     tombstones_dropped: int = 0
+    aborted_dropped: int = 0
+    """Records of aborted or fenced transactions dropped."""
+    open_transactions: int = 0
+    """Transactions still open at the end of the cleanable range (it ended before them)."""
     bytes_before: int = 0
     bytes_after: int = 0
     seconds: float = 0.0
 
     def summary(self) -> str:
+        txn = (f", {self.aborted_dropped:,} records of aborted transactions dropped"
+               if self.aborted_dropped else "")
+        held = (f", stopped before {self.open_transactions} open transaction(s)"
+                if self.open_transactions else "")
         return (f"compacted {self.segments_before} -> {self.segments_after} segments, "
                 f"{self.records_before:,} -> {self.records_after:,} records "
-                f"({self.tombstones_dropped:,} tombstones dropped), {self.bytes_before:,} -> "
-                f"{self.bytes_after:,} bytes in {self.seconds:.2f} s")
+                f"({self.tombstones_dropped:,} tombstones dropped{txn}{held}), "
+                f"{self.bytes_before:,} -> {self.bytes_after:,} bytes in {self.seconds:.2f} s")
+
+
+_RECORD, _HEADER, _MARKER = 0, 1, 2
 
 
 def _records(segment: Segment, index: SegmentIndex) -> tuple[bytes, list[tuple]]:
-    """The segment's records as one uncompressed buffer plus
-    ``(offset, key, is_tombstone, timestamp, size)`` per record."""
+    """The segment's frames as one uncompressed buffer plus, per frame,
+    ``(offset, key, is_tombstone, timestamp, size, kind, txn)``: ``size`` is the frame's bytes,
+    ``kind`` a record, batch header or marker, and ``txn`` the header (or marker) object for
+    those, or for a record inside a batch the offset of its batch's header (else -1)."""
     with open(segment.path, "rb") as f:
         raw = f.read()
     if index.compressed:
@@ -81,13 +102,79 @@ def _records(segment: Segment, index: SegmentIndex) -> tuple[bytes, list[tuple]]
     else:
         data = raw
     out: list[tuple] = []
-    pos, ordinal, why = parse_records(data, 0, index.offsets, 0, index.record_count,
-                                      lambda c, o, k, v, t, s: (o, k, v is None, t, s + 24),
-                                      None, out)
-    if pos != len(data) or ordinal != index.record_count:
+    pos, ordinal = 0, 0
+    batch_header, remaining = -1, 0
+    offsets, count = index.offsets, index.record_count
+
+    def make(c, o, k, v, t, s):
+        return (o, k, v is None, t, s + 24, _RECORD, -1)
+
+    while ordinal < count:
+        before = len(out)
+        pos, ordinal, why = parse_records(data, pos, offsets, ordinal, count, make, None, out)
+        for i in range(before, len(out)):
+            if remaining:
+                out[i] = out[i][:6] + (batch_header,)
+                remaining -= 1
+        if why is not ParseStop.EXT:
+            break
+        try:
+            frame = decode_frame(data, pos, verify=False)
+        except ValueError as exc:
+            raise ValueError(f"{segment.path}: record {ordinal} at byte {pos}: {exc}; "
+                             f"compaction stopped before changing anything") from None
+        size = 8 + int.from_bytes(data[pos:pos + 4], "little")
+        offset = offsets[ordinal]
+        if isinstance(frame, BatchHeader):
+            out.append((offset, None, False, frame.timestamp, size, _HEADER, frame))
+            batch_header, remaining = offset, frame.count
+        else:
+            out.append((offset, None, False, frame.timestamp, size, _MARKER, frame))
+        pos += size
+        ordinal += 1
+    if pos != len(data) or ordinal != count:
         raise ValueError(f"{segment.path}: record {ordinal} at byte {pos} is damaged "
                          f"({why.value}); compaction stopped before changing anything")
     return data, out
+
+
+_TAGS = (TAG_BATCH.to_bytes(4, "little"), TAG_CONTROL.to_bytes(4, "little"))
+
+
+def _txn_frames(segment: Segment, index: SegmentIndex) -> list[tuple]:
+    """The batch headers and markers of a segment (as :func:`_records` gives them); a segment
+    whose bytes hold neither tag is not parsed."""
+    with open(segment.path, "rb") as f:
+        raw = f.read()
+    if not index.compressed and not any(tag in raw for tag in _TAGS):
+        return []
+    _, frames = _records(segment, index)
+    return [f for f in frames if f[5] != _RECORD]
+
+
+def _outcomes(frames: list[list[tuple]], start: int, end: int) -> tuple[dict[int, Outcome],
+                                                                         int | None, int]:
+    """Feed the batch headers and markers of ``frames`` (per segment, in offset order) to a
+    view; returns the outcome per batch header offset of every decided batch, the first offset
+    of the earliest transaction still open at the end (None when none is), and how many are
+    open."""
+    view = TxnView(start)
+    headers: list[tuple[int, BatchHeader]] = []
+    for entries in frames:
+        for offset, _, _, _, _, kind, txn in entries:
+            if kind == _HEADER:
+                view.on_batch(offset, txn)
+                headers.append((offset, txn))
+            elif kind == _MARKER:
+                view.on_marker(offset, txn)
+    view.scanned = end
+    first_open = min((t.first_offset for t in view.open.values()), default=None)
+    outcomes = {}
+    for offset, header in headers:
+        outcome = view.outcome(header.producer_id, header.epoch, offset)
+        if outcome is not Outcome.OPEN:
+            outcomes[offset] = outcome
+    return outcomes, first_open, len(view.open)
 
 
 def compact_sealed(sealed: list[tuple[Segment, SegmentIndex]], next_base: int, *,
@@ -104,12 +191,34 @@ def compact_sealed(sealed: list[tuple[Segment, SegmentIndex]], next_base: int, *
     if cleanable < len(sealed):
         next_base = sealed[cleanable][0].base
         sealed = sealed[:cleanable]
-    report = CompactionReport(segments_before=len(sealed))
+    open_txns = 0
+    outcomes: dict[int, Outcome] = {}
+    txn_frames = [_txn_frames(segment, index) for segment, index in sealed]
+    if any(txn_frames):
+        outcomes, first_open, open_txns = _outcomes(txn_frames,
+                                                    sealed[0][0].base if sealed else 0,
+                                                    next_base)
+        if first_open is not None:  # an open transaction is never compacted away
+            keep = 0
+            while keep < len(sealed) and (sealed[keep + 1][0].base if keep + 1 < len(sealed)
+                                          else next_base) <= first_open:
+                keep += 1
+            if keep < len(sealed):
+                next_base = sealed[keep][0].base
+                sealed = sealed[:keep]
+    report = CompactionReport(segments_before=len(sealed), open_transactions=open_txns)
+
+    def visible(kind: int, txn) -> bool:
+        """A plain record, or a record of a committed transaction."""
+        if kind != _RECORD:
+            return False
+        return txn == -1 or outcomes.get(txn) is Outcome.COMMITTED
+
     latest: dict[bytes, int] = {}
     for segment, index in sealed:
         _, records = _records(segment, index)
-        for offset, key, _, _, _ in records:
-            if key is not None:
+        for offset, key, _, _, _, kind, txn in records:
+            if key is not None and visible(kind, txn):
                 latest[key] = offset
     group: list[tuple[Segment, SegmentIndex]] = []
     kept_parts: list[bytes] = []
@@ -147,10 +256,13 @@ def compact_sealed(sealed: list[tuple[Segment, SegmentIndex]], next_base: int, *
         expired = index.sealed_ms + tombstone_retention_ms <= now_ms
         keep: list[tuple[int, int, int, int]] = []  # (offset, start, end, timestamp)
         pos = 0
-        for offset, key, tombstone, ts, size in records:
-            if key is None or (latest[key] == offset and not (tombstone and expired)):
+        for offset, key, tombstone, ts, size, kind, txn in records:
+            if not visible(kind, txn):
+                if kind == _RECORD:
+                    report.aborted_dropped += 1
+            elif key is None or (latest[key] == offset and not (tombstone and expired)):
                 keep.append((offset, pos, pos + size, ts))
-            elif key is not None and latest[key] == offset:
+            elif latest[key] == offset:
                 report.tombstones_dropped += 1
             pos += size
         seg_bytes = sum(end - start for _, start, end, _ in keep)

@@ -11,6 +11,16 @@ polled; any records start it over at 0.5 ms. A poll may therefore return empty b
 yields one end-of-stream envelope (offset = the partition's upcoming offset) after its last
 record, then nothing.
 
+Transactions (docs/EXACTLY-ONCE.md): ``systems.<system>.consumer.isolation.level`` (or
+:meth:`FileLogConsumer.set_isolation_level`) chooses ``read_committed`` (the default: plain
+records and committed transactions, up to the last stable offset) or ``read_uncommitted``. A
+``read_committed`` reader held back by a transaction whose producer is gone for longer than
+its ``transaction.timeout.ms`` completes that transaction
+(:class:`~weir.engine.systems.filelog.transactions.AbandonedTransactions`). Tools call
+:meth:`FileLogConsumer.annotate_transactions`: markers then arrive as envelopes whose message
+is a :class:`TransactionMarker`, and (read_uncommitted) records of transactions that did not
+commit carry an :class:`UncommittedValue`.
+
 Example::
 
     >>> # consumer = FileLogSystemFactory().get_consumer("filelog", config)
@@ -22,15 +32,38 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection
+from dataclasses import dataclass
 
 from weir.engine.errors import SystemError_
 from weir.engine.model import IncomingMessageEnvelope, SystemStreamPartition
 
+from weir.engine.systems.filelog._txn_format import Marker as TransactionMarker
+from weir.engine.systems.filelog._txn_view import OpenTransaction, Outcome
 from weir.engine.systems.filelog.reader import PartitionReader
-from weir.engine.systems.filelog.settings import CONSUMER_RESET, FileLogSettings
+from weir.engine.systems.filelog.settings import CONSUMER_RESET, FileLogSettings, IsolationLevel
 from weir.engine.systems.filelog.stream import load_meta
+from weir.engine.systems.filelog.transactions import AbandonedTransactions
 
-__all__ = ["FileLogConsumer"]
+__all__ = ["FileLogConsumer", "TransactionMarker", "UncommittedValue"]
+
+
+@dataclass(frozen=True, slots=True)
+class UncommittedValue:
+    """The message of an annotated record whose transaction did not commit: its value and
+    what became of the transaction (aborted, fenced, or still open)."""
+
+    value: bytes | None
+    outcome: Outcome
+
+
+def _marker_envelope(ssp: SystemStreamPartition, offset: int,
+                     marker: TransactionMarker) -> IncomingMessageEnvelope:
+    return IncomingMessageEnvelope(ssp, offset, None, marker, marker.timestamp, 0)
+
+
+def _flagged_envelope(ssp: SystemStreamPartition, offset: int, key, value, ts: int, size: int,
+                      outcome: Outcome) -> IncomingMessageEnvelope:
+    return IncomingMessageEnvelope(ssp, offset, key, UncommittedValue(value, outcome), ts, size)
 
 _FIRST_SLEEP_S = 0.0005
 
@@ -57,6 +90,34 @@ class FileLogConsumer:
         # records.
         self._sleep = _FIRST_SLEEP_S
         self._next_look = 0.0  # when a waiting poll looks first (0: at once)
+        self._isolation = settings.isolation_level
+        self._annotate = False
+
+    def set_isolation_level(self, level: IsolationLevel | str) -> None:
+        """Read committed or uncommitted (before ``start``); overrides
+        ``systems.<system>.consumer.isolation.level``. Restore always reads committed."""
+        if self._started:
+            raise SystemError_(f"set_isolation_level() after start() on the '{self.system}' "
+                               f"consumer; set it before start")
+        self._isolation = IsolationLevel(level)
+
+    @property
+    def isolation_level(self) -> IsolationLevel:
+        return self._isolation
+
+    def annotate_transactions(self, enabled: bool = True) -> None:
+        """Tools (``weir log tail``): deliver markers, and flag records of transactions that
+        did not commit (read_uncommitted). Before ``start``."""
+        if self._started:
+            raise SystemError_(f"annotate_transactions() after start() on the '{self.system}' "
+                               f"consumer")
+        self._annotate = enabled
+
+    def held_back_by(self, ssp: SystemStreamPartition) -> OpenTransaction | None:
+        """The open transaction that holds ``ssp``'s read_committed reader back, if one
+        does."""
+        state = self._inputs.get(ssp)
+        return state.reader.held_back_by() if state is not None else None
 
     def register(self, ssp: SystemStreamPartition, offset: int) -> None:
         """Read ``ssp`` from ``offset`` (the first record to deliver). Registering an SSP twice
@@ -86,11 +147,17 @@ class FileLogConsumer:
         old = self._inputs.pop(ssp, None)
         if old is not None:
             old.reader.close()
-        reader = PartitionReader(self.settings.root, ssp.stream, ssp.partition, offset,
-                                 read_bytes=self.settings.consumer_read_bytes,
-                                 reset=self.settings.auto_offset_reset,
-                                 reset_key=CONSUMER_RESET.key(system=self.system),
-                                 system=self.system)
+        committed = self._isolation is IsolationLevel.READ_COMMITTED
+        reader = PartitionReader(
+            self.settings.root, ssp.stream, ssp.partition, offset,
+            read_bytes=self.settings.consumer_read_bytes,
+            reset=self.settings.auto_offset_reset,
+            reset_key=CONSUMER_RESET.key(system=self.system), isolation=self._isolation,
+            annotate=self._annotate, make_marker=_marker_envelope,
+            make_flagged=_flagged_envelope,
+            on_held_back=(AbandonedTransactions(self.settings, ssp.stream, ssp.partition)
+                          if committed else None),
+            system=self.system)
         fetch_max = self.settings.for_stream(ssp.stream, meta.config).fetch_max_records
         self._inputs[ssp] = _Input(reader, fetch_max)
 

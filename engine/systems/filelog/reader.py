@@ -20,6 +20,16 @@ segment files with ``os.pread`` in large chunks and parses them with ``struct.un
   producer segment (generation 0, plain or zstd) has no gaps: when one ends before the next
   listed segment begins, the files between them are gone, and the reader raises
   ``CorruptRecordError`` at the first missing offset instead of jumping over them.
+* **Transactions** (docs/EXACTLY-ONCE.md): ``isolation`` chooses what a reader sees of them.
+  ``READ_COMMITTED`` (the default) delivers plain records and records of committed
+  transactions up to the last stable offset, skipping aborted and fenced batches whole; it
+  runs a *scout* (a second reader in :attr:`Mode.SCOUT` feeding a
+  :class:`~weir.engine.systems.filelog._txn_view.TxnView`) ahead of its position, started the
+  first time it meets a batch header or marker, so a log without transactions costs nothing
+  extra. ``READ_UNCOMMITTED`` delivers every data record of whole batches. Batch headers and
+  markers are never delivered, except to annotating tools (``annotate=True``: markers through
+  ``make_marker``, and with ``READ_UNCOMMITTED`` the records of batches that did not commit
+  through ``make_flagged``).
 * **Out of range**: an offset before the oldest retained one (deleted by retention) is handled
   per :class:`~weir.engine.systems.filelog.settings.OffsetReset`. An offset *beyond the end* is
   always an error (:class:`~weir.engine.systems.filelog.errors.OffsetBeyondEndError`): the log
@@ -46,34 +56,49 @@ from typing import NamedTuple
 
 from weir.engine.errors import CorruptRecordError, StreamNotFoundError
 
-from weir.engine.systems.filelog._cursor import Cursor, Step, skip_in_file
-from weir.engine.systems.filelog._format import (ParseStop, TailState, classify_tail, parse_records,
-                                                 skip_records)
+from weir.engine.systems.filelog._cursor import Cursor, Mode, Step, skip_in_file
+from weir.engine.systems.filelog._format import ParseStop, TailState, classify_tail, parse_records
+from weir.engine.systems.filelog._txn_format import BatchHeader, Marker
+from weir.engine.systems.filelog._txn_view import OpenTransaction, Outcome, TxnView
 from weir.engine.systems.filelog.errors import OffsetBeyondEndError, OffsetOutOfRangeError
 from weir.engine.systems.filelog.segment import Segment, SegmentDamage, build_index, index_for, list_segments
-from weir.engine.systems.filelog.settings import OffsetReset
+from weir.engine.systems.filelog.settings import IsolationLevel, OffsetReset
 from weir.engine.systems.filelog.stream import partition_dir, read_end_marker
 
-__all__ = ["LogRecord", "PartitionReader", "partition_bounds"]
+__all__ = ["LogRecord", "PartitionReader", "partition_bounds", "Mode"]
 
 _log = logging.getLogger(__name__)
 _NO_LIMIT = 1 << 62
 _RACY_NS = 100_000_000
+_SCOUT_STEP = 1 << 16
+"""Frames the scout walks per look ahead (a batch counts one)."""
 
 
 class LogRecord(NamedTuple):
     """One record read by tools: offset, key, value (None = tombstone), timestamp, and size
-    (key plus value bytes)."""
+    (key plus value bytes). ``txn`` is None for a record that is visible as such; annotating
+    readers set it to the :class:`Marker` of a marker (key and value None) or to the
+    :class:`Outcome` of a record whose transaction did not commit (read_uncommitted)."""
 
     offset: int
     key: bytes | None
     value: bytes | None
     timestamp: int
     size: int
+    txn: Marker | Outcome | None = None
 
 
 def _make_record(ctx: object, offset: int, key, value, ts: int, size: int) -> LogRecord:
     return LogRecord(offset, key, value, ts, size)
+
+
+def _make_marker_record(ctx: object, offset: int, marker: Marker) -> LogRecord:
+    return LogRecord(offset, None, None, marker.timestamp, 0, marker)
+
+
+def _make_flagged_record(ctx: object, offset: int, key, value, ts: int, size: int,
+                         status: Outcome) -> LogRecord:
+    return LogRecord(offset, key, value, ts, size, status)
 
 
 class PartitionReader:
@@ -82,11 +107,18 @@ class PartitionReader:
     def __init__(self, root: str, stream: str, partition: int, offset: int, *,
                  read_bytes: int = 1 << 20, reset: OffsetReset = OffsetReset.OLDEST,
                  reset_key: str = "systems.<system>.consumer.auto.offset.reset",
-                 system: str = "filelog", parse: Callable = parse_records):
+                 isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
+                 annotate: bool = False, make_marker: Callable | None = None,
+                 make_flagged: Callable | None = None,
+                 on_held_back: Callable[[OpenTransaction], None] | None = None,
+                 mode: Mode | None = None, system: str = "filelog",
+                 parse: Callable = parse_records):
         self.stream, self.partition, self.system = stream, partition, system
+        self.root = root
         self.parse = parse
         """The parse loop the cursors use (``_format.parse_records``, or restore's
-        ``bulk.parse_into_dict`` with the same signature and checks)."""
+        ``bulk.parse_into_dict`` with the same signature and checks; both stop in front of a
+        batch header or marker, which the cursor handles per the reader's isolation)."""
         self.read_bytes = read_bytes
         self._dir = partition_dir(root, stream, partition)
         self._next = offset
@@ -98,6 +130,19 @@ class PartitionReader:
         self._no_segments = False
         self._tail: str | None = None
         self.ended = False
+        self.isolation = isolation
+        self.annotate = annotate
+        self.make_marker = make_marker or _make_marker_record
+        self.make_flagged = make_flagged or _make_flagged_record
+        self._on_held_back = on_held_back
+        # A read_committed reader reads as read_uncommitted (the same on a log without
+        # transactions, at no cost) until it meets a batch header or a marker; then it starts
+        # its scout and reads committed from there.
+        self.mode = mode or Mode.UNCOMMITTED
+        self.view: TxnView | None = TxnView(offset) if self.mode is Mode.SCOUT else None
+        self._scout: PartitionReader | None = None
+        self._scout_error: BaseException | None = None
+        self._stale_checked: dict[tuple[int, int, int, int], float] = {}
 
     @property
     def position(self) -> int:
@@ -113,6 +158,108 @@ class PartitionReader:
         if self._cur is not None:
             self._cur.close()
             self._cur = None
+        if self._scout is not None:
+            self._scout.close()
+
+    # -- transactions ----------------------------------------------------------------------
+    @property
+    def last_stable_offset(self) -> int | None:
+        """What the scout knows of the last stable offset (None before any transaction was
+        met)."""
+        return self.view.lso() if self.view is not None else None
+
+    def held_back_by(self) -> OpenTransaction | None:
+        """The open transaction this reader waits for, if it waits for one."""
+        view = self.view
+        if view is None or self.mode is not Mode.COMMITTED:
+            return None
+        txn = view.blocking()
+        return txn if txn is not None and txn.first_offset <= self._next else None
+
+    def _start_scout(self, offset: int) -> TxnView:
+        """Start the scout at ``offset`` (a frame the delivery has not passed)."""
+        scout = PartitionReader(self.root, self.stream, self.partition, offset,
+                                read_bytes=self.read_bytes, reset=self._reset,
+                                reset_key=self._reset_key, mode=Mode.SCOUT,
+                                system=self.system)
+        self._scout = scout
+        self.view = scout.view
+        return scout.view
+
+    def upgrade(self, offset: int) -> bool:
+        """Met the first frame of a transaction at ``offset``: a read_committed reader starts
+        reading committed from here. True when the mode changed."""
+        if self.mode is Mode.UNCOMMITTED and self.isolation is IsolationLevel.READ_COMMITTED:
+            self._start_scout(offset)
+            self.mode = Mode.COMMITTED
+            return True
+        return False
+
+    def _look_ahead(self) -> None:
+        """Let the scout walk on (up to :data:`_SCOUT_STEP` frames). Damage it meets is kept
+        and raised when the delivery is held back at it."""
+        scout = self._scout
+        if scout is None or self._scout_error is not None:
+            return
+        try:
+            scout.read(_SCOUT_STEP, None, None, [])
+        except Exception as exc:  # noqa: BLE001 - raised where the delivery reaches it
+            self._scout_error = exc
+        view = scout.view
+        if scout.position > view.scanned:
+            view.scanned = scout.position
+
+    def stable_ordinal(self, cur: Cursor) -> int:
+        """The ordinal in ``cur``'s segment of the last stable offset, looking further ahead
+        when the delivery has reached it."""
+        view = self.view
+        if view is None:
+            view = self._start_scout(cur.offsets[cur.ordinal] if cur.ordinal < len(cur.offsets)
+                                     else self._next)
+        stable = cur.ordinal_of(view.lso())
+        if stable <= cur.ordinal:
+            self._look_ahead()
+            stable = cur.ordinal_of(view.lso())
+            if stable <= cur.ordinal and self._scout_error is not None:
+                # Held back at the damage, or by a transaction whose marker can only lie
+                # beyond it: nothing past the damage can ever be read, so waiting would block
+                # for good (a flipped byte in a marker must not look like an open transaction).
+                raise self._scout_error
+        return stable
+
+    def peek_outcome(self, header: BatchHeader, offset: int) -> Outcome:
+        """Annotating read_uncommitted readers: what became of the batch at ``offset`` as far
+        as the log tells now (OPEN while undecided)."""
+        view = self.view
+        if view is None:
+            view = self._start_scout(offset)
+        if view.scanned <= offset or view.blocking() is not None:
+            self._look_ahead()
+        return view.outcome(header.producer_id, header.epoch, offset)
+
+    def _fence_stale(self) -> bool:
+        """The delivery is held back by an open transaction: if its producer state proves it
+        resolved (a newer epoch was claimed and the state no longer has that transaction
+        open), the batches are a zombie's, written after the markers that resolved it: fence
+        them. Looks at most every 50 ms per transaction."""
+        txn = self.held_back_by()
+        if txn is None:
+            return False
+        key = (txn.producer_id, txn.epoch, txn.sequence, txn.first_offset)
+        now = time.monotonic()
+        if self._stale_checked.get(key, 0.0) > now:
+            return False
+        self._stale_checked[key] = now + 0.05
+        from weir.engine.systems.filelog.transactions import is_resolved_elsewhere
+        if not is_resolved_elsewhere(self.root, txn.producer_id, txn.epoch, txn.sequence):
+            return False
+        self.view.fence(txn.producer_id)
+        return True
+
+    def _held_back(self) -> None:
+        txn = self.held_back_by()
+        if txn is not None and self._on_held_back is not None:
+            self._on_held_back(txn)
 
     def read_records(self, max_records: int) -> list[LogRecord]:
         out: list[LogRecord] = []
@@ -154,8 +301,9 @@ class PartitionReader:
                     break
             n, step = cur.read(max_records - got, make, ctx, out)
             got += n
-            if n:
-                self._next = cur.next_offset
+            nxt = cur.next_offset
+            if nxt > self._next:
+                self._next = nxt
             if step is Step.COUNT:
                 break
             if step is Step.END:
@@ -165,6 +313,12 @@ class PartitionReader:
                 cur.close()
                 self._cur = None
                 continue
+            if step is Step.BLOCKED:
+                if self.mode is Mode.COMMITTED:
+                    if self._fence_stale():
+                        continue
+                    self._held_back()
+                break
             # TAIL: nothing more in the active segment right now
             if self._directory_changed():
                 if self._sealed_since(cur):
@@ -327,9 +481,7 @@ class PartitionReader:
                 cur.ordinal, cur.fpos = target, 0
                 return cur
             cur.load_frame(max(k, 0))
-            first = cur.ordinal
-            new_pos, skipped, _ = skip_records(cur.buf, 0, len(cur.buf), target - first)
-            cur.bpos, cur.ordinal = new_pos, first + skipped
+            cur.seek_in_frame(target)
             return cur
         cur.seek_plain(target, sparse[k] if k >= 0 else (0, 0))
         return cur
@@ -359,7 +511,7 @@ def _active_upcoming(segment: Segment, stream: str = "?", partition: int = -1) -
     valid records after it raises ``CorruptRecordError``: it is not the end of the log."""
     fd = os.open(segment.path, os.O_RDONLY)
     try:
-        count, position, why = skip_in_file(fd, _NO_LIMIT, (0, 0), True)
+        count, position, why, _ = skip_in_file(fd, _NO_LIMIT, (0, 0), True)
         if why is ParseStop.BAD:
             size = os.fstat(fd).st_size
             if classify_tail(os.pread(fd, size - position, position), 0) is TailState.CORRUPT:

@@ -19,7 +19,8 @@ import zstandard
 from crc32c import crc32c
 
 from weir.engine.systems.filelog._files import SegmentName, fsync_dir, parse_segment_name
-from weir.engine.systems.filelog._format import MAX_BODY, MIN_BODY, ParseStop, body_ok, skip_records
+from weir.engine.systems.filelog._format import (MAX_BODY, MIN_BODY, TAG_BATCH, TAG_MIN, NULL_LEN,
+                                                 ParseStop, body_ok, skip_records)
 from weir.engine.systems.filelog._index import FLAG_DENSE, FLAG_ZSTD, INDEX_INTERVAL, SegmentIndex, index_path, load_index
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "compress_segment",
     "write_segment",
     "record_ends",
+    "inside_batches",
     "remove_segment",
     "FRAME_BYTES",
     "SegmentDamage",
@@ -42,6 +44,8 @@ FRAME_BYTES = 1 << 20
 
 _SCAN_CHUNK = 4 << 20
 _LEN_CRC_TS = struct.Struct("<IIq")
+_LEN_CRC_TS_TAG = struct.Struct("<IIqI")
+_BATCH_COUNT_BYTES = struct.Struct("<II")  # count, bytes: the last 8 bytes of a batch header
 
 
 class SegmentDamage(ValueError):
@@ -103,13 +107,28 @@ def list_segments(partition_dir: str) -> list[Segment]:
 @dataclass(slots=True)
 class ScanResult:
     """Result of scanning a plain segment: where the valid records end, how many there are,
-    sparse index entries, the largest timestamp, and why the scan stopped."""
+    sparse index entries, the largest timestamp, and why the scan stopped.
+
+    ``open_batch`` is ``(ordinal, position)`` of the header of a transactional batch that the
+    valid records end inside of (its header says more records than follow): a batch being
+    written, or torn by a crash. Readers do not read it; a writer cuts it off there."""
 
     end: int
     count: int
     sparse: list[tuple[int, int]]
     max_timestamp: int
     stop: ParseStop
+    open_batch: tuple[int, int] | None = None
+
+    @property
+    def whole_end(self) -> int:
+        """Where the whole frames end: before an incomplete final batch."""
+        return self.open_batch[1] if self.open_batch is not None else self.end
+
+    @property
+    def whole_count(self) -> int:
+        """How many whole frames there are: without an incomplete final batch."""
+        return self.open_batch[0] if self.open_batch is not None else self.count
 
 
 def scan_plain(fd: int, size: int, *, start: int = 0, ordinal: int = 0,
@@ -117,13 +136,23 @@ def scan_plain(fd: int, size: int, *, start: int = 0, ordinal: int = 0,
                ) -> ScanResult:
     """Walk the records of a plain segment from byte ``start`` (record ``ordinal``) to
     ``size``, checking framing and CRC, collecting one sparse entry per
-    :data:`INDEX_INTERVAL` bytes. Stops at the first bad or partial record
-    (``stop`` is BAD or PARTIAL) or at ``size`` (``stop`` is COUNT). The inner key/value
-    lengths are not checked here (readers check them)."""
+    :data:`INDEX_INTERVAL` bytes -- never inside a transactional batch, so a reader that
+    seeks from an entry always meets the header of the batch it lands in. ``start`` must not
+    be inside a batch. Stops at the first bad or partial record (``stop`` is BAD or PARTIAL)
+    or at ``size`` (``stop`` is COUNT); ``open_batch`` says when the records end inside a
+    batch. The inner key/value lengths are not checked here (readers check them)."""
     sparse = [] if sparse is None else sparse
     next_indexed = (sparse[-1][1] + INDEX_INTERVAL) if sparse else 0
-    unpack = _LEN_CRC_TS.unpack_from
+    unpack = _LEN_CRC_TS_TAG.unpack_from
+    counts = _BATCH_COUNT_BYTES.unpack_from
+    batch_end = -1           # ordinal after the last record of the batch being walked
+    batch_at = (0, 0)        # (ordinal, position) of its header
     pos = start
+
+    def result(end: int, n: int, why: ParseStop) -> ScanResult:
+        open_batch = batch_at if n < batch_end else None
+        return ScanResult(end, n, sparse, max_timestamp, why, open_batch)
+
     while pos < size:
         chunk = os.pread(fd, min(_SCAN_CHUNK, size - pos), pos)
         end = len(chunk)
@@ -131,17 +160,21 @@ def scan_plain(fd: int, size: int, *, start: int = 0, ordinal: int = 0,
         stop = None
         with memoryview(chunk) as mv:
             while at + 24 <= end:
-                length, check, ts = unpack(chunk, at)
+                length, check, ts, tag = unpack(chunk, at)
                 rend = at + 8 + length
                 if rend > end:
                     break
                 if length < MIN_BODY or crc32c(mv[at + 8:rend]) != check:
                     stop = ParseStop.BAD
                     break
-                if pos + at >= next_indexed:
-                    sparse.append((ordinal, pos + at))
-                    next_indexed = pos + at + INDEX_INTERVAL
-                if ts > max_timestamp:
+                if ordinal >= batch_end:  # not inside a batch: a place readers may seek to
+                    if pos + at >= next_indexed:
+                        sparse.append((ordinal, pos + at))
+                        next_indexed = pos + at + INDEX_INTERVAL
+                    if tag == TAG_BATCH:
+                        count, _ = counts(chunk, rend - 8)
+                        batch_end, batch_at = ordinal + 1 + count, (ordinal, pos + at)
+                if ts > max_timestamp and (tag < TAG_MIN or tag == NULL_LEN):
                     max_timestamp = ts
                 ordinal += 1
                 at = rend
@@ -152,10 +185,10 @@ def scan_plain(fd: int, size: int, *, start: int = 0, ordinal: int = 0,
             elif pos + at + 8 + length <= size and at == 0:
                 record = os.pread(fd, 8 + length, pos)
                 if len(record) < 8 + length:
-                    return ScanResult(pos, ordinal, sparse, max_timestamp, ParseStop.PARTIAL)
+                    return result(pos, ordinal, ParseStop.PARTIAL)
                 if not body_ok(record, 8, 8 + length, unpack(record, 0)[1]):
-                    return ScanResult(pos, ordinal, sparse, max_timestamp, ParseStop.BAD)
-                if pos >= next_indexed:
+                    return result(pos, ordinal, ParseStop.BAD)
+                if ordinal >= batch_end and pos >= next_indexed:
                     sparse.append((ordinal, pos))
                     next_indexed = pos + INDEX_INTERVAL
                 max_timestamp = max(max_timestamp, unpack(record, 0)[2])
@@ -163,10 +196,10 @@ def scan_plain(fd: int, size: int, *, start: int = 0, ordinal: int = 0,
                 at = len(record)
         pos += at
         if stop is not None:
-            return ScanResult(pos, ordinal, sparse, max_timestamp, stop)
+            return result(pos, ordinal, stop)
         if at == 0:  # not even one whole record before the end of the file
-            return ScanResult(pos, ordinal, sparse, max_timestamp, ParseStop.PARTIAL)
-    return ScanResult(pos, ordinal, sparse, max_timestamp, ParseStop.COUNT)
+            return result(pos, ordinal, ParseStop.PARTIAL)
+    return result(pos, ordinal, ParseStop.COUNT)
 
 
 def index_for(segment: Segment, size: int) -> SegmentIndex | None:
@@ -188,6 +221,10 @@ def build_index(segment: Segment, fd: int, size: int, *, sealed_ms: int | None =
             raise SegmentDamage(f"record {scan.count} at byte {scan.end} is "
                                 f"{'cut short' if scan.stop is ParseStop.PARTIAL else 'damaged'}",
                                 ordinal=scan.count, position=scan.end)
+        if scan.open_batch is not None:
+            ordinal, position = scan.open_batch
+            raise SegmentDamage(f"the transactional batch at record {ordinal} (byte {position}) "
+                                f"is cut short", ordinal=ordinal, position=position)
         return SegmentIndex(segment.base, 0, scan.count, segment.base + scan.count, sealed_ms,
                             scan.max_timestamp, size, range(segment.base, segment.base + scan.count),
                             scan.sparse)
@@ -213,6 +250,27 @@ def build_index(segment: Segment, fd: int, size: int, *, sealed_ms: int | None =
                         size, range(segment.base, segment.base + count), sparse)
 
 
+def inside_batches(data: bytes, ends: Sequence[int]) -> list[bool] | None:
+    """For each frame of ``data`` (frame ``i`` ends at ``ends[i]``): whether it is a record
+    inside a transactional batch (not a place a reader may start from). None when ``data``
+    holds no batch (the common case, checked without a loop per frame)."""
+    if _TAG_BATCH_BYTES not in data:
+        return None
+    out = [False] * len(ends)
+    start, remaining = 0, 0
+    for i, end in enumerate(ends):
+        if remaining:
+            out[i] = True
+            remaining -= 1
+        elif _LEN_CRC_TS_TAG.unpack_from(data, start)[3] == TAG_BATCH:
+            remaining = _BATCH_COUNT_BYTES.unpack_from(data, end - 8)[0]
+        start = end
+    return out
+
+
+_TAG_BATCH_BYTES = struct.pack("<I", TAG_BATCH)
+
+
 def record_ends(data: bytes, path: str) -> list[int]:
     """End position of each record of a buffer of whole records (ValueError if damaged)."""
     ends: list[int] = []
@@ -227,18 +285,20 @@ def record_ends(data: bytes, path: str) -> list[int]:
 
 def write_segment(target: Segment, data: bytes, ends: list[int], offsets: Sequence[int], *,
                   dense: bool, next_offset: int, sealed_ms: int, max_timestamp: int,
-                  level: int | None) -> Segment:
+                  level: int | None, inside: Sequence[bool] | None = None) -> Segment:
     """Write a sealed segment holding the records ``data`` (record ``i`` ends at ``ends[i]``
     and has offset ``offsets[i]``): its index first, then the data file (temp, fsync,
     rename, fsync dir), so the data file is never visible without its index. With ``level``
-    the records are zstd-compressed in frames of about :data:`FRAME_BYTES`."""
+    the records are zstd-compressed in frames of about :data:`FRAME_BYTES`. ``inside[i]``
+    (see :func:`inside_batches`) marks records inside a transactional batch: no sparse entry
+    and no zstd frame starts at one."""
     sparse: list[tuple[int, int]] = []
     start = 0
     if level is None:
         chunks = [data]
         last = -INDEX_INTERVAL
         for ordinal, end in enumerate(ends):
-            if start - last >= INDEX_INTERVAL:
+            if start - last >= INDEX_INTERVAL and not (inside and inside[ordinal]):
                 sparse.append((ordinal, start))
                 last = start
             start = end
@@ -247,7 +307,8 @@ def write_segment(target: Segment, data: bytes, ends: list[int], offsets: Sequen
         compressor = zstandard.ZstdCompressor(level=level, write_content_size=True)
         chunks, size, first = [], 0, 0
         for ordinal, end in enumerate(ends):
-            if end - start >= FRAME_BYTES or ordinal == len(ends) - 1:
+            last = ordinal == len(ends) - 1
+            if last or (end - start >= FRAME_BYTES and not (inside and inside[ordinal + 1])):
                 frame = compressor.compress(data[start:end])
                 sparse.append((first, size))
                 chunks.append(frame)
@@ -284,7 +345,7 @@ def compress_segment(segment: Segment, index: SegmentIndex, level: int) -> Segme
     target = write_segment(segment.sibling(segment.generation, True), data, ends, index.offsets,
                            dense=index.dense, next_offset=index.next_offset,
                            sealed_ms=index.sealed_ms, max_timestamp=index.max_timestamp,
-                           level=level)
+                           level=level, inside=inside_batches(data, ends))
     remove_segment(segment)
     return target
 

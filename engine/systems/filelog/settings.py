@@ -30,6 +30,7 @@ from weir.stores.config import Config, ConfigError, ConfigKey, declare
 __all__ = [
     "Compression",
     "OffsetReset",
+    "IsolationLevel",
     "StreamSettings",
     "FileLogSettings",
     "STREAM_KEYS",
@@ -49,6 +50,16 @@ class OffsetReset(Enum):
     OLDEST = "oldest"
     UPCOMING = "upcoming"
     ERROR = "error"
+
+
+class IsolationLevel(Enum):
+    """Which records of transactions a consumer sees (Kafka's ``isolation.level``)."""
+
+    READ_COMMITTED = "read_committed"
+    """Plain records and records of committed transactions, up to the last stable offset (the
+    first offset of the earliest open transaction). Aborted and fenced records are skipped."""
+    READ_UNCOMMITTED = "read_uncommitted"
+    """Every data record of a complete batch, aborted ones included."""
 
 
 _RESET_ALIASES = {"oldest": OffsetReset.OLDEST, "smallest": OffsetReset.OLDEST,
@@ -74,6 +85,32 @@ CONSUMER_RESET = declare(
     "retention, or beyond the end): oldest, upcoming or error (Samza's smallest/largest and "
     "Kafka's earliest/latest/none are accepted).", component=_C,
     choices=tuple(_RESET_ALIASES))
+CONSUMER_ISOLATION = declare(
+    "systems.<system>.consumer.isolation.level", str, "read_committed",
+    "Which records of transactions a consumer sees (Kafka's isolation.level; Samza has no "
+    "such key): read_committed (plain records and records of committed transactions, up to "
+    "the first offset of the earliest open transaction; aborted ones are skipped) or "
+    "read_uncommitted (every record, aborted ones included). On a log without transactions "
+    "both read the same, at the same speed. Kafka's default is read_uncommitted; Weir's is "
+    "read_committed, so a downstream job never sees output its upstream job aborted. Restore "
+    "always reads committed.", component=_C,
+    choices=tuple(level.value for level in IsolationLevel))
+PRODUCER_TRANSACTION_TIMEOUT_MS = declare(
+    "systems.<system>.producer.transaction.timeout.ms", int, 60_000,
+    "How long a transaction of a producer that is gone (its process died and no new "
+    "incarnation started) may hold read_committed readers back before a reader completes it "
+    "(rolls it forward when its checkpoint committed it, else aborts it); Kafka's "
+    "transaction.timeout.ms. Recorded in the producer state, so readers use the producer's "
+    "value. A live producer is never overruled.", component=_C)
+PRODUCER_BATCH_SIZE = declare(
+    "systems.<system>.producer.batch.size", int, 64 * 1024,
+    "Bytes of records a transactional producer collects per partition before it hands them to "
+    "the partition's writer as one batch (Kafka's batch.size); each batch costs a 40-byte "
+    "header and one check per reader.", component=_C)
+PRODUCER_INIT_TIMEOUT_MS = declare(
+    "systems.<system>.producer.init.timeout.ms", int, 10_000,
+    "How long init_transactions waits for the previous incarnation of a transactional id to "
+    "release its owner lock before it fails with TransactionalIdInUseError.", component=_C)
 CONSUMER_POLL_SLEEP_MS = declare(
     "systems.<system>.consumer.poll.max.sleep.ms", int, 10,
     "Longest sleep between two looks at the files while poll() waits for records "
@@ -166,6 +203,10 @@ class FileLogSettings:
     auto_offset_reset: OffsetReset = OffsetReset.OLDEST
     poll_max_sleep_ms: int = 10
     config: Config = field(default_factory=Config, repr=False)
+    isolation_level: IsolationLevel = IsolationLevel.READ_COMMITTED
+    transaction_timeout_ms: int = 60_000
+    batch_size: int = 64 * 1024
+    init_timeout_ms: int = 10_000
 
     @classmethod
     def from_config(cls, system: str, config: Mapping[str, str]) -> "FileLogSettings":
@@ -174,7 +215,12 @@ class FileLogSettings:
         settings = cls(system, os.path.abspath(ROOT.get(cfg, system=system)),
                        _positive(cfg, PRODUCER_BUFFER_BYTES, system),
                        _positive(cfg, CONSUMER_READ_BYTES, system), reset,
-                       max(0, CONSUMER_POLL_SLEEP_MS.get(cfg, system=system)), cfg)
+                       max(0, CONSUMER_POLL_SLEEP_MS.get(cfg, system=system)), cfg,
+                       isolation_level=IsolationLevel(CONSUMER_ISOLATION.get(cfg, system=system)),
+                       transaction_timeout_ms=_positive(cfg, PRODUCER_TRANSACTION_TIMEOUT_MS,
+                                                        system),
+                       batch_size=_positive(cfg, PRODUCER_BATCH_SIZE, system),
+                       init_timeout_ms=max(0, PRODUCER_INIT_TIMEOUT_MS.get(cfg, system=system)))
         settings.for_stream("")  # validate the system-level storage keys now
         return settings
 

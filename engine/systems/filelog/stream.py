@@ -16,6 +16,10 @@ identities existed have none (``""``: unknown); readers of format 1 ignore the f
 ``config`` is the ``StreamSpec.config`` given at creation (per-stream storage settings, see
 ``settings.py``); ``compression`` is the compression in force when the stream was created
 (informational: readers recognise compressed segments by their file names).
+
+``format`` is 1 for a stream created by this Weir; it becomes 2 (:func:`mark_transactional`)
+before the first transactional batch is written to it, so a Weir that reads only format 1
+refuses the stream ("upgrade Weir") instead of meeting frames it does not know.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import json
 import os
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from weir.engine.errors import StreamNotFoundError, SystemError_
 
@@ -42,9 +46,17 @@ __all__ = [
     "create_stream",
     "list_streams",
     "read_end_marker",
+    "mark_transactional",
+    "PLAIN_FORMAT",
+    "TRANSACTIONAL_FORMAT",
 ]
 
-FORMAT_VERSION = 1
+PLAIN_FORMAT = 1
+"""The format of a stream that holds plain records only (what a new stream is created with)."""
+TRANSACTIONAL_FORMAT = 2
+"""The format of a stream that may hold transactional batches and markers."""
+FORMAT_VERSION = TRANSACTIONAL_FORMAT
+"""The newest stream format this Weir reads."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +68,7 @@ class StreamMeta:
     compression: str = "none"
     config: dict[str, str] = field(default_factory=dict)
     created_ms: int = 0
-    format: int = FORMAT_VERSION
+    format: int = PLAIN_FORMAT
     incarnation: str = ""
     """Random id of this creation of the stream (its partitions' identity); "" = unknown."""
 
@@ -183,6 +195,18 @@ def list_streams(root: str) -> list[str]:
     except FileNotFoundError:
         return []
     return sorted(n for n in names if os.path.isfile(os.path.join(root, n, STREAM_META)))
+
+
+def mark_transactional(root: str, stream: str, system: str) -> StreamMeta:
+    """Make sure ``stream.json`` says format 2 before a transactional batch is written to the
+    stream (rewritten atomically; idempotent, and two processes doing it at once write the same
+    bytes). Returns the stream's description."""
+    meta = load_meta(root, stream, system)
+    if meta.format >= TRANSACTIONAL_FORMAT:
+        return meta
+    updated = replace(meta, format=TRANSACTIONAL_FORMAT)
+    write_atomic(os.path.join(stream_dir(root, stream), STREAM_META), updated.to_json())
+    return updated
 
 
 def read_end_marker(partition_directory: str) -> int | None:

@@ -44,6 +44,8 @@ from weir.engine.errors import CorruptRecordError, PartitionLockedError, SystemE
 from weir.engine.systems.filelog._files import (END_MARKER, STREAM_META, WRITER_LOCK, FileLock, LockBusy, SegmentName, fsync_dir,
                      write_atomic)
 from weir.engine.systems.filelog._format import NULL_LEN, ParseStop, TailState, classify_tail
+from weir.engine.systems.filelog._txn_format import (HEADER_FRAME, ControlType,
+                                                     encode_batch_header, encode_marker)
 from weir.engine.systems.filelog._index import INDEX_INTERVAL, SegmentIndex, load_index
 from weir.engine.systems.filelog.errors import PartitionMissingError, StreamEndedError
 from weir.engine.systems.filelog.retention import maintain
@@ -151,17 +153,20 @@ class PartitionWriter:
                     "the writer will not cut it off", stream=self.stream,
                     partition=self.partition, offset=segment.base + scan.count,
                     path=segment.path, position=scan.end)
-            _log.warning("stream '%s' partition %d: cutting off a torn final record at offset "
-                         "%d (%d bytes at byte %d of %s) left by a crashed writer",
-                         self.stream, self.partition, segment.base + scan.count,
-                         size - scan.end, scan.end, segment.path)
-            os.ftruncate(self._fd, scan.end)
+        end, count = scan.whole_end, scan.whole_count
+        if end < size:
+            what = ("an incomplete transactional batch" if scan.open_batch is not None
+                    else "a torn final record")
+            _log.warning("stream '%s' partition %d: cutting off %s at offset %d (%d bytes at "
+                         "byte %d of %s) left by a crashed writer", self.stream, self.partition,
+                         what, segment.base + count, size - end, end, segment.path)
+            os.ftruncate(self._fd, end)
             os.fsync(self._fd)
-        self._set_position(segment.base, scan.count, scan.end)
-        self._sparse = scan.sparse
-        self._next_index_at = (scan.sparse[-1][1] + INDEX_INTERVAL) if scan.sparse else 0
+        self._set_position(segment.base, count, end)
+        self._sparse = [entry for entry in scan.sparse if entry[1] < end]
+        self._next_index_at = (self._sparse[-1][1] + INDEX_INTERVAL) if self._sparse else 0
         self._max_ts = scan.max_timestamp
-        self._hint_at = scan.end if hint is not None and scan.end == hint.position else -1
+        self._hint_at = end if hint is not None and end == hint.position else -1
 
     def _create_active(self, base: int) -> None:
         name = SegmentName(base, 0, False)
@@ -291,11 +296,68 @@ class PartitionWriter:
                 self._pos, self._next, self._next_index_at = pos, nxt, next_index_at
         return nxt - first
 
-    def flush(self) -> None:
-        """Write every buffered record to the file, then fsync per the fsync policy.
-        Records appended before this call are acknowledged when it returns."""
+    def append_batch(self, producer_id: int, epoch: int, sequence: int, records: list[bytes],
+                     count: int, nbytes: int, max_timestamp: int = -1,
+                     now_ms: int | None = None) -> int:
+        """Buffer a transactional batch: a header, then ``count`` framed records (``records``
+        joined, ``nbytes`` bytes; see ``_txn_format.py``). Returns the header's offset; the
+        records get the offsets after it. The batch is never split: when it does not fit in
+        the active segment (and the segment is not empty) the segment rolls first, and the
+        only sparse index entry it can get is its header's."""
+        if self._ended is not None:
+            self._raise_ended()
+        header = encode_batch_header(producer_id, epoch, sequence, count, nbytes,
+                                     time.time_ns() // 1_000_000 if now_ms is None else now_ms)
+        pos = self._pos
+        end = pos + HEADER_FRAME + nbytes
+        if end > self._segment_bytes and pos:
+            self._roll()
+            pos = 0
+            end = HEADER_FRAME + nbytes
+        if pos >= self._next_index_at:
+            self._sparse.append((self._next - self._base, pos))
+            self._next_index_at = pos + INDEX_INTERVAL
+        if max_timestamp > self._max_ts:
+            self._max_ts = max_timestamp
+        self._push(header)
+        self._pending.extend(records)
+        self._pos = end
+        offset = self._next
+        self._next = offset + 1 + count
+        if end >= self._flush_at:
+            self._write_pending()
+        return offset
+
+    def append_marker(self, producer_id: int, epoch: int, type_: ControlType, sequence: int,
+                      now_ms: int | None = None) -> int:
+        """Buffer a marker closing ``producer_id``'s open transaction in this partition;
+        returns its offset."""
+        if self._ended is not None:
+            self._raise_ended()
+        frame = encode_marker(producer_id, epoch, type_, sequence,
+                              time.time_ns() // 1_000_000 if now_ms is None else now_ms)
+        pos = self._pos
+        end = pos + len(frame)
+        if end > self._segment_bytes and pos:
+            self._roll()
+            pos = 0
+            end = len(frame)
+        if pos >= self._next_index_at:
+            self._sparse.append((self._next - self._base, pos))
+            self._next_index_at = pos + INDEX_INTERVAL
+        self._push(frame)
+        self._pos = end
+        offset = self._next
+        self._next = offset + 1
+        if end >= self._flush_at:
+            self._write_pending()
+        return offset
+
+    def flush(self, *, sync: bool = False) -> None:
+        """Write every buffered record to the file, then fsync per the fsync policy (always
+        with ``sync``). Records appended before this call are acknowledged when it returns."""
         self._write_pending()
-        if self._unsynced and self._fsync_due():
+        if self._unsynced and (sync or self._fsync_due()):
             self._sync()
 
     def write_buffered(self) -> None:

@@ -351,3 +351,64 @@ def test_tail_follow_prints_records_produced_while_it_waits(capsys, root):
     assert codes == [0]
     assert [line.split("value=")[1] for line in records(out)] == ["first", "second"]
     assert "read 2 record(s)" in err
+
+
+# -- transactions ---------------------------------------------------------------------------
+
+def _transactional_stream(root: str) -> int:
+    """A stream with a committed, an aborted and an open transaction; returns the producer id."""
+    from weir.engine.model import OutgoingMessageEnvelope, SystemStream
+    from weir.engine.systems.filelog import FileLogSettings
+    from weir.engine.systems.filelog.admin import FileLogAdmin
+    from weir.engine.systems.api import StreamSpec
+    from weir.engine.systems.filelog.transactions import TransactionalProducer
+    settings = FileLogSettings("filelog", root)
+    FileLogAdmin(settings).create_stream(StreamSpec("out", 1))
+    producer = TransactionalProducer(settings, "job-1/Partition 0")
+    producer.init_transactions()
+    out = SystemStream("filelog", "out")
+    for value, end in ((b"kept", "commit"), (b"dropped", "abort"), (b"pending", None)):
+        producer.send("t", OutgoingMessageEnvelope(out, value, b"k", partition=0))
+        producer.flush()
+        if end == "commit":
+            producer.prepare()
+            producer.commit()
+        elif end == "abort":
+            producer.abort()
+    pid = producer.producer_id
+    from weir.engine.systems.filelog import _shared
+    producer._owner.release()  # its process is gone, the transaction stays open
+    for writer in producer._writers.values():
+        _shared.release(writer)
+    return pid
+
+
+@needs_filelog
+def test_tail_shows_markers_flagged_and_hides_aborted_records_unless_asked(capsys, root):
+    pid = _transactional_stream(root)
+    code, out, err = run(capsys, "tail", "out", "--root", root)
+    lines = records(out)
+    assert code == 0 and len(lines) == 3
+    assert lines[0].endswith("key=k value=kept")
+    assert "marker=commit" in lines[1] and f"producer={pid} epoch=0 transaction=1" in lines[1]
+    assert "marker=abort" in lines[2] and "transaction=2" in lines[2]
+    assert "dropped" not in out and "pending" not in out   # aborted hidden, open held back
+    assert "1 record(s)" in err and "2 transaction marker(s)" in err
+    lines = records(run(capsys, "tail", "out", "--read-uncommitted", "--root", root)[1])
+    assert [line.split("value=")[1] for line in lines if "value=" in line] == \
+        ["kept", "dropped  (aborted)", "pending  (open)"]
+
+
+@needs_filelog
+def test_transactions_lists_open_ones_and_resolve_aborts_those_of_gone_producers(capsys, root):
+    pid = _transactional_stream(root)
+    code, out, _ = run(capsys, "transactions", "out", "--root", root)
+    assert code == 0 and str(pid) in out and "job-1/Partition 0" in out
+    assert "1 open transaction(s)" in out
+    assert "(1 open)" in run(capsys, "describe", "out", "--root", root)[1]
+    out = run(capsys, "transactions", "out", "--resolve", "--root", root)[1]
+    assert "aborted transaction 3 of 'job-1/Partition 0'" in out
+    assert "0 open transaction(s)" in run(capsys, "transactions", "out", "--root", root)[1]
+    lines = records(run(capsys, "tail", "out", "--root", root)[1])
+    assert [line for line in lines if "value=" in line][0].endswith("value=kept")
+    assert sum("marker=abort" in line for line in lines) == 2

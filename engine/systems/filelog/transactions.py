@@ -1,0 +1,1050 @@
+"""Transactions on the file log: producer ids and epochs, the transactional producer, and the
+completion of transactions whose producer is gone.
+
+See docs/EXACTLY-ONCE.md for the design; in short:
+
+* A **transactional id** (Kafka's ``transactional.id``; a task's is ``<job>-<id>/<task>``)
+  maps to a **producer id** and an **epoch**, kept under the log's root::
+
+      <root>/.transactions/ids/<quoted transactional id>   the producer id
+      <root>/.transactions/<pid>.json                       the producer state (CRC-checked)
+      <root>/.transactions/<pid>.lock                       held by the live producer
+      <root>/.transactions/<pid>.epoch-<n>                  epoch n was claimed (O_EXCL)
+
+  The newest claimed epoch is the producer's epoch: claiming one (``init_transactions``)
+  **fences** every older incarnation. A fence check is one ``stat`` of the next epoch's claim.
+* A :class:`TransactionalProducer` collects each partition's records into **batches**, hands
+  them to the partition writers (registering the partition in the producer state first),
+  **prepares** (fsync, state ``prepared`` naming the decision), and **commits** or **aborts**
+  with a marker per partition. The decision itself -- the checkpoint rename -- is its user's.
+* ``init_transactions`` finishes the previous incarnation's transaction from what is durable:
+  roll forward when the decision (the checkpoint) names it, abort otherwise.
+* :func:`complete_abandoned` does the same for a reader held back longer than the producer's
+  ``transaction.timeout.ms`` by a transaction whose owner is gone (its lock is free).
+
+Example::
+
+    >>> import tempfile
+    >>> from weir.engine.systems.api import StreamSpec
+    >>> from weir.engine.systems.filelog.admin import FileLogAdmin
+    >>> from weir.engine.systems.filelog.settings import FileLogSettings
+    >>> settings = FileLogSettings("filelog", tempfile.mkdtemp())
+    >>> FileLogAdmin(settings).create_stream(StreamSpec("out", 1))
+    True
+    >>> producer = TransactionalProducer(settings, "job-1/Partition 0")
+    >>> producer.init_transactions().resolved is None
+    True
+    >>> producer.send("t", OutgoingMessageEnvelope(SystemStream("filelog", "out"), b"v", b"k",
+    ...                                            partition=0))
+    >>> txn = producer.prepare()      # flushed, fsynced, state 'prepared'
+    >>> producer.commit()             # the commit marker: visible to read_committed readers
+    >>> (txn.epoch, txn.sequence)
+    (0, 1)
+    >>> producer.stop()
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+from urllib.parse import quote
+
+import crc32c
+import orjson
+from crc32c import crc32c as _crc
+
+from weir.engine.errors import (PartitionLockedError, ProducerFencedError,
+                                ProducerStateCorruptError, StreamNotFoundError, SystemError_,
+                                TransactionalIdInUseError)
+from weir.engine.model import NO_TIMESTAMP, OutgoingMessageEnvelope, SystemStream, partition_for
+
+from weir.engine.systems.filelog import _shared
+from weir.engine.systems.filelog._files import FileLock, LockBusy, fsync_dir, write_atomic
+from weir.engine.systems.filelog._format import NULL_LEN
+from weir.engine.systems.filelog._txn_format import MAX_EPOCH, MAX_PRODUCER_ID, ControlType
+from weir.engine.systems.filelog.settings import FileLogSettings
+from weir.engine.systems.filelog.stream import StreamMeta, load_meta, mark_transactional
+from weir.engine.systems.filelog.writer import PartitionWriter
+
+__all__ = [
+    "TRANSACTIONS_DIR",
+    "CHECKPOINT_EXTRAS_KEY",
+    "TxnState",
+    "TxnRecord",
+    "TxnId",
+    "ProducerState",
+    "InitResult",
+    "TransactionalProducer",
+    "load_producer_state",
+    "producer_state_path",
+    "producer_states",
+    "decided_by_checkpoint",
+    "is_resolved_elsewhere",
+    "complete_abandoned",
+    "AbandonedTransactions",
+]
+
+_log = logging.getLogger(__name__)
+
+TRANSACTIONS_DIR = ".transactions"
+CHECKPOINT_EXTRAS_KEY = "transactions"
+"""The key of a checkpoint's ``extras`` listing the transactions the checkpoint commits."""
+
+_STATE_FORMAT = 1
+_RECENT_ABORTS = 16
+_LOCK_POLL_S = 0.05
+
+# record framing, as writer.append does it (a batch's records are plain records)
+_TS_KLEN = struct.Struct("<qI").pack
+_U32 = struct.Struct("<I").pack
+_LEN_CRC = struct.Struct("<II").pack
+_NULL = _U32(NULL_LEN)
+
+
+class TxnState(Enum):
+    """Where a producer's transaction stands in its producer state."""
+
+    ONGOING = "ongoing"
+    PREPARED = "prepared"
+    COMMITTING = "committing"
+    """Decided committed by the producer itself (no external decision record): markers may be
+    missing; whoever finishes it rolls it forward."""
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+
+
+@dataclass
+class TxnRecord:
+    """A transaction in a producer state: its number, epoch and state, the partitions it
+    wrote (``(stream, partition)``), when it started, and once prepared what decides it."""
+
+    sequence: int
+    epoch: int
+    state: TxnState
+    partitions: list[tuple[str, int]] = field(default_factory=list)
+    started_ms: int = 0
+    decision: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sequence": self.sequence, "epoch": self.epoch, "state": self.state.value,
+                "partitions": [[s, p] for s, p in self.partitions],
+                "started_ms": self.started_ms, "decision": self.decision}
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> "TxnRecord":
+        return cls(int(raw["sequence"]), int(raw["epoch"]), TxnState(raw["state"]),
+                   [(str(s), int(p)) for s, p in raw.get("partitions") or []],
+                   int(raw.get("started_ms", 0)), raw.get("decision"))
+
+    @property
+    def open(self) -> bool:
+        """Not finished: ongoing, or prepared (and maybe decided, its markers maybe missing).
+        ``committed`` and ``aborted`` are recorded once every marker is written."""
+        return self.state in (TxnState.ONGOING, TxnState.PREPARED, TxnState.COMMITTING)
+
+
+@dataclass(frozen=True)
+class TxnId:
+    """A transaction as a checkpoint names it."""
+
+    system: str
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    sequence: int
+
+    def to_extras(self) -> dict[str, Any]:
+        return {"system": self.system, "transactional_id": self.transactional_id,
+                "producer_id": self.producer_id, "epoch": self.epoch,
+                "sequence": self.sequence}
+
+    def matches(self, entry: Mapping[str, Any]) -> bool:
+        return (entry.get("transactional_id") == self.transactional_id
+                and entry.get("producer_id") == self.producer_id
+                and entry.get("epoch") == self.epoch
+                and entry.get("sequence") == self.sequence)
+
+
+@dataclass
+class ProducerState:
+    """The producer state of one transactional id (see the module docstring)."""
+
+    transactional_id: str
+    producer_id: int
+    epoch: int = -1
+    owner: dict[str, Any] = field(default_factory=dict)
+    timeout_ms: int = 60_000
+    transaction: TxnRecord | None = None
+    last_committed: tuple[int, int] | None = None
+    aborted: list[tuple[int, int]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"transactional_id": self.transactional_id, "producer_id": self.producer_id,
+                "epoch": self.epoch, "owner": self.owner, "timeout_ms": self.timeout_ms,
+                "transaction": self.transaction.to_json() if self.transaction else None,
+                "last_committed": list(self.last_committed) if self.last_committed else None,
+                "aborted": [list(a) for a in self.aborted]}
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> "ProducerState":
+        txn = raw.get("transaction")
+        last = raw.get("last_committed")
+        return cls(str(raw["transactional_id"]), int(raw["producer_id"]), int(raw["epoch"]),
+                   dict(raw.get("owner") or {}), int(raw.get("timeout_ms", 60_000)),
+                   TxnRecord.from_json(txn) if txn else None,
+                   (int(last[0]), int(last[1])) if last else None,
+                   [(int(e), int(s)) for e, s in raw.get("aborted") or []])
+
+    def record_outcome(self, txn: TxnRecord, committed: bool) -> None:
+        txn.state = TxnState.COMMITTED if committed else TxnState.ABORTED
+        if committed:
+            self.last_committed = (txn.epoch, txn.sequence)
+        elif (txn.epoch, txn.sequence) not in self.aborted:
+            self.aborted = (self.aborted + [(txn.epoch, txn.sequence)])[-_RECENT_ABORTS:]
+
+    def was_aborted(self, epoch: int, sequence: int) -> bool:
+        """Whether the transaction ``(epoch, sequence)`` is known to have been aborted."""
+        if (epoch, sequence) in self.aborted:
+            return True
+        txn = self.transaction
+        return (txn is not None and txn.state is TxnState.ABORTED and txn.epoch == epoch
+                and txn.sequence == sequence)
+
+
+# -- the files --------------------------------------------------------------------------------
+
+def _dir(root: str) -> str:
+    return os.path.join(root, TRANSACTIONS_DIR)
+
+
+def _state_path(root: str, producer_id: int) -> str:
+    return os.path.join(_dir(root), f"{producer_id}.json")
+
+
+def producer_state_path(root: str, producer_id: int) -> str:
+    """Where the producer state of ``producer_id`` lives under the log's ``root``."""
+    return _state_path(root, producer_id)
+
+
+def _lock_path(root: str, producer_id: int) -> str:
+    return os.path.join(_dir(root), f"{producer_id}.lock")
+
+
+def _epoch_path(root: str, producer_id: int, epoch: int) -> str:
+    return os.path.join(_dir(root), f"{producer_id}.epoch-{epoch}")
+
+
+def _id_path(root: str, transactional_id: str) -> str:
+    return os.path.join(_dir(root), "ids", quote(transactional_id, safe=""))
+
+
+def _encode_state(state: ProducerState) -> bytes:
+    body = state.to_json()
+    covered = orjson.dumps({"format": _STATE_FORMAT, "state": body},
+                           option=orjson.OPT_SORT_KEYS)
+    return orjson.dumps({"format": _STATE_FORMAT, "crc32c": f"{crc32c.crc32c(covered):08x}",
+                         "state": body}, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def load_producer_state(root: str, producer_id: int) -> ProducerState | None:
+    """The producer state of ``producer_id`` under ``root`` (None when there is none)."""
+    path = _state_path(root, producer_id)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    try:
+        doc = orjson.loads(data)
+        covered = orjson.dumps({"format": doc["format"], "state": doc["state"]},
+                               option=orjson.OPT_SORT_KEYS)
+        if f"{crc32c.crc32c(covered):08x}" != doc["crc32c"]:
+            raise ValueError("checksum mismatch")
+        if doc["format"] > _STATE_FORMAT:
+            raise ValueError(f"format {doc['format']} is newer than this Weir reads")
+        return ProducerState.from_json(doc["state"])
+    except (ValueError, KeyError, TypeError, orjson.JSONDecodeError) as exc:
+        raise ProducerStateCorruptError(path, str(exc)) from None
+
+
+def producer_states(root: str) -> list[ProducerState]:
+    """Every producer state under ``root`` (for tools)."""
+    try:
+        names = os.listdir(_dir(root))
+    except FileNotFoundError:
+        return []
+    out = []
+    for name in sorted(names):
+        stem, dot, ext = name.partition(".")
+        if ext == "json" and stem.isdigit():
+            state = load_producer_state(root, int(stem))
+            if state is not None:
+                out.append(state)
+    return out
+
+
+def _save_state(root: str, state: ProducerState, *, sync: bool = True) -> None:
+    path = _state_path(root, state.producer_id)
+    if sync:
+        write_atomic(path, _encode_state(state))
+        return
+    tmp = f"{path}.{os.getpid()}.{time.monotonic_ns()}.tmp"
+    with open(tmp, "wb") as f:  # survives the process being killed; not a power loss
+        f.write(_encode_state(state))
+    os.replace(tmp, path)
+
+
+def _current_epoch(root: str, producer_id: int) -> int:
+    """The newest claimed epoch of ``producer_id`` (-1 before the first claim)."""
+    prefix = f"{producer_id}.epoch-"
+    best = -1
+    try:
+        names = os.listdir(_dir(root))
+    except FileNotFoundError:
+        return -1
+    for name in names:
+        if name.startswith(prefix) and name[len(prefix):].isdigit():
+            best = max(best, int(name[len(prefix):]))
+    return best
+
+
+def _superseded(root: str, producer_id: int, epoch: int) -> bool:
+    """Whether a newer epoch than ``epoch`` was claimed: two ``stat`` calls. The claim of the
+    next epoch exists, or ``epoch``'s own claim is gone (claims are pruned only from two
+    epochs behind the newest)."""
+    return (os.path.exists(_epoch_path(root, producer_id, epoch + 1))
+            or not os.path.exists(_epoch_path(root, producer_id, epoch)))
+
+
+def _claim_epoch(root: str, producer_id: int) -> int:
+    """Claim the epoch after the newest one (O_EXCL: two claimers never get the same), and
+    remove claims older than the previous one. Returns the claimed epoch, or -1 when the
+    producer id has used up its epochs."""
+    while True:
+        epoch = _current_epoch(root, producer_id) + 1
+        if epoch > MAX_EPOCH:
+            return -1
+        try:
+            fd = os.open(_epoch_path(root, producer_id, epoch),
+                         os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            continue
+        os.close(fd)
+        fsync_dir(_dir(root))
+        for old in range(max(0, epoch - 8), epoch - 1):
+            try:
+                os.unlink(_epoch_path(root, producer_id, old))
+            except FileNotFoundError:
+                pass
+        return epoch
+
+
+def _producer_id(root: str, transactional_id: str, *, renew: bool = False) -> int:
+    """The producer id of ``transactional_id`` under ``root``, allocated on first use (a
+    random u32 claimed with O_EXCL: no counter to lock). ``renew`` allocates a new one (the
+    old one used up its epochs)."""
+    os.makedirs(os.path.join(_dir(root), "ids"), exist_ok=True)
+    id_path = _id_path(root, transactional_id)
+    if not renew:
+        try:
+            with open(id_path, "rb") as f:
+                return int(f.read().strip())
+        except FileNotFoundError:
+            pass
+        except ValueError:
+            raise ProducerStateCorruptError(id_path, "not a producer id") from None
+    rng = random.SystemRandom()
+    while True:
+        pid = rng.randint(1, MAX_PRODUCER_ID)
+        state = ProducerState(transactional_id, pid)
+        if not write_atomic(_state_path(root, pid), _encode_state(state), exclusive=True):
+            continue  # taken
+        if renew:
+            write_atomic(id_path, str(pid).encode())
+            return pid
+        if write_atomic(id_path, str(pid).encode(), exclusive=True):
+            return pid
+        os.unlink(_state_path(root, pid))  # another process mapped the id first: use its
+        with open(id_path, "rb") as f:
+            return int(f.read().strip())
+
+
+def is_resolved_elsewhere(root: str, producer_id: int, epoch: int, sequence: int) -> bool:
+    """Whether transaction ``sequence`` of ``producer_id`` written at ``epoch`` is known
+    resolved: a newer epoch was claimed, and the producer state does not have that transaction
+    open any more (its markers were written before the state said so). Batches of it that a
+    reader finds open are then a zombie's."""
+    if not _superseded(root, producer_id, epoch):
+        return False
+    try:
+        state = load_producer_state(root, producer_id)
+    except ProducerStateCorruptError:
+        return False
+    if state is None:
+        return False
+    txn = state.transaction
+    return not (txn is not None and txn.open and txn.epoch == epoch
+                and txn.sequence == sequence)
+
+
+# -- decisions ------------------------------------------------------------------------------
+
+def decided_by_checkpoint(decision: Mapping[str, Any] | None, txn: TxnId) -> bool:
+    """Whether the decision record named in a prepared transaction's state commits it: the
+    checkpoint file ``decision["path"]`` lists ``txn`` in its ``extras["transactions"]``. A
+    missing file, or one naming another transaction, means not committed."""
+    if not decision or decision.get("kind") != "weir-checkpoint":
+        return False
+    from weir.recovery.checkpoint import decode_checkpoint_file
+    from weir.recovery.errors import RecoveryError
+    path = str(decision.get("path", ""))
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return False
+    try:
+        checkpoint = decode_checkpoint_file(data, source=path).checkpoint
+    except RecoveryError as exc:
+        raise SystemError_(f"cannot decide transaction {txn.sequence} of producer "
+                           f"'{txn.transactional_id}': its decision record {path} is "
+                           f"unreadable ({exc})") from exc
+    entries = checkpoint.extras.get(CHECKPOINT_EXTRAS_KEY) or []
+    return any(txn.matches(entry) for entry in entries if isinstance(entry, Mapping))
+
+
+@dataclass(frozen=True)
+class InitResult:
+    """What ``init_transactions`` found and did: the previous incarnation's transaction (if
+    it was unfinished) and whether it was rolled forward (``"committed"``) or aborted."""
+
+    producer_id: int
+    epoch: int
+    previous: TxnRecord | None = None
+    resolved: str | None = None
+
+
+# -- the producer ---------------------------------------------------------------------------
+
+class _Output:
+    __slots__ = ("meta", "count", "next_rr")
+
+    def __init__(self, meta: StreamMeta):
+        self.meta, self.count, self.next_rr = meta, meta.partitions, 0
+
+
+class _Batch:
+    __slots__ = ("parts", "count", "nbytes", "max_ts")
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.count = 0
+        self.nbytes = 0
+        self.max_ts = -1
+
+
+class TransactionalProducer:
+    """A ``SystemProducer`` of a file log system whose every record belongs to a transaction
+    of ``transactional_id`` (see the module docstring). ``send``/``send_batch`` from several
+    threads are safe; the transaction calls (``prepare``, ``commit``, ``abort``) are made by
+    one caller while no send is in flight (the task's commit)."""
+
+    transactional = True
+
+    def __init__(self, settings: FileLogSettings, transactional_id: str):
+        if not transactional_id:
+            raise SystemError_("a transactional producer needs a transactional id")
+        self.settings = settings
+        self.system = settings.system
+        self.root = settings.root
+        self.transactional_id = transactional_id
+        self._guard = threading.RLock()
+        self._outputs: dict[SystemStream, _Output] = {}
+        self._batches: dict[tuple[str, int], _Batch] = {}
+        self._writers: dict[tuple[str, int], PartitionWriter] = {}
+        self._marked: set[str] = set()
+        self._state: ProducerState | None = None
+        self._owner: FileLock | None = None
+        self._fenced: ProducerFencedError | None = None
+        self._txn: TxnRecord | None = None
+        self._sequence = 0
+        self._batch_size = settings.batch_size
+
+    # -- identity ------------------------------------------------------------------------
+    @property
+    def producer_id(self) -> int:
+        self._require_init()
+        return self._state.producer_id
+
+    @property
+    def epoch(self) -> int:
+        self._require_init()
+        return self._state.epoch
+
+    def state(self) -> ProducerState | None:
+        """The producer state as it is on disk now (None when the id was never used)."""
+        try:
+            with open(_id_path(self.root, self.transactional_id), "rb") as f:
+                pid = int(f.read().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        return load_producer_state(self.root, pid)
+
+    def _require_init(self) -> None:
+        if self._state is None:
+            raise SystemError_(f"producer '{self.transactional_id}': call init_transactions() "
+                               f"before using it")
+
+    def _check_fence(self, where: str) -> None:
+        """Raise ProducerFencedError when a newer incarnation claimed an epoch."""
+        if self._fenced is not None:
+            raise self._fenced
+        state = self._state
+        if _superseded(self.root, state.producer_id, state.epoch):
+            current = _current_epoch(self.root, state.producer_id)
+            self._fenced = ProducerFencedError(self.transactional_id, state.epoch, current,
+                                               producer_id=state.producer_id, where=where)
+            raise self._fenced
+
+    # -- init ----------------------------------------------------------------------------
+    def init_transactions(self, decide: Callable[[TxnId], bool] | None = None) -> InitResult:
+        """Become the one live incarnation of the transactional id: take its owner lock
+        (waiting up to ``producer.init.timeout.ms``), claim the next epoch (fencing every
+        older incarnation), and finish the previous incarnation's unfinished transaction --
+        rolled forward when it was committed, or prepared and ``decide`` (default: the
+        decision record named in the state) says so; aborted otherwise."""
+        if self._state is not None:
+            raise SystemError_(f"producer '{self.transactional_id}' is initialised already")
+        os.makedirs(_dir(self.root), exist_ok=True)
+        pid = _producer_id(self.root, self.transactional_id)
+        self._owner = self._take_owner_lock(pid)
+        try:
+            return self._init(pid, decide)
+        except BaseException:
+            self._owner.release()
+            self._owner = None
+            self._state = None
+            raise
+
+    def _take_owner_lock(self, pid: int) -> FileLock:
+        lock = FileLock(_lock_path(self.root, pid))
+        started = time.monotonic()
+        deadline = started + self.settings.init_timeout_ms / 1000.0
+        while True:
+            try:
+                lock.acquire(f"transactional producer {self.transactional_id}")
+                return lock
+            except LockBusy as busy:
+                if time.monotonic() >= deadline:
+                    raise TransactionalIdInUseError(self.transactional_id, busy.holder,
+                                                    busy.path,
+                                                    time.monotonic() - started) from None
+                time.sleep(_LOCK_POLL_S)
+
+    def _init(self, pid: int, decide: Callable[[TxnId], bool] | None) -> InitResult:
+        state = load_producer_state(self.root, pid) or ProducerState(self.transactional_id, pid)
+        epoch = _claim_epoch(self.root, pid)
+        previous = state.transaction
+        resolved = None
+        if previous is not None and previous.open:
+            committed = self._decide(pid, previous, decide)
+            resolved = "committed" if committed else "aborted"
+            state.epoch = max(epoch, state.epoch)
+            self._state = state
+            self._finish(previous, committed, epoch if epoch >= 0 else MAX_EPOCH)
+            state.record_outcome(previous, committed)
+            _log.info("producer '%s': %s transaction %d (epoch %d) of the previous "
+                      "incarnation in %d partition(s)", self.transactional_id,
+                      "rolled forward" if committed else "aborted", previous.sequence,
+                      previous.epoch, len(previous.partitions))
+        elif previous is not None and previous.state is TxnState.COMMITTED and epoch >= 0:
+            # Its commit markers were written and fsynced; write them again (harmless, rule 3
+            # of docs/EXACTLY-ONCE.md): a marker lost from the end of a segment (cut off as a
+            # torn record, a truncated file) would otherwise leave the committed transaction
+            # open, and this incarnation's first batch there would close it as aborted.
+            self._state = state
+            self._finish(previous, True, epoch)
+        if epoch < 0:  # the producer id used up its epochs: continue under a new one
+            old = pid
+            pid = _producer_id(self.root, self.transactional_id, renew=True)
+            self._owner.release()
+            self._owner = self._take_owner_lock(pid)
+            epoch = _claim_epoch(self.root, pid)
+            state = ProducerState(self.transactional_id, pid, last_committed=None)
+            _log.info("producer '%s': producer id %d used up its epochs; now %d",
+                      self.transactional_id, old, pid)
+        state.epoch = epoch
+        state.owner = {"pid": os.getpid(), "host": socket.gethostname(),
+                       "since_ms": time.time_ns() // 1_000_000}
+        state.timeout_ms = self.settings.transaction_timeout_ms
+        self._sequence = previous.sequence if previous is not None else 0
+        _save_state(self.root, state)
+        self._state = state
+        return InitResult(pid, epoch, previous if resolved else None, resolved)
+
+    def _decide(self, pid: int, txn: TxnRecord, decide: Callable[[TxnId], bool] | None) -> bool:
+        if txn.state is TxnState.COMMITTING:
+            return True
+        if txn.state is not TxnState.PREPARED:
+            return False
+        tid = TxnId(self.system, self.transactional_id, pid, txn.epoch, txn.sequence)
+        if decide is not None:
+            return bool(decide(tid))
+        return decided_by_checkpoint(txn.decision, tid)
+
+    def _finish(self, txn: TxnRecord, committed: bool, epoch: int) -> None:
+        """Write the markers of ``txn`` (with ``epoch``) into every partition it wrote."""
+        type_ = ControlType.COMMIT if committed else ControlType.ABORT
+        for stream, partition in txn.partitions:
+            try:
+                writer = self._writer(stream, partition)
+            except StreamNotFoundError:
+                _log.warning("producer '%s': stream '%s' is gone; no marker for transaction "
+                             "%d written there", self.transactional_id, stream, txn.sequence)
+                continue
+            with writer.mutex:
+                writer.append_marker(self._state.producer_id, epoch, type_, txn.sequence)
+                writer.flush(sync=True)
+
+    # -- SystemProducer -------------------------------------------------------------------
+    def register(self, source: str) -> None:
+        """Sources are not told apart: every record sent belongs to the transaction."""
+
+    def start(self) -> None:
+        """Nothing to start: ``init_transactions`` makes the producer usable."""
+
+    def send(self, source: str, envelope: OutgoingMessageEnvelope) -> None:
+        out = self._outputs.get(envelope.system_stream)
+        if out is None:
+            out = self._output(envelope.system_stream)
+        partition = envelope.partition
+        if partition is None:
+            partition = self._choose(out, envelope)
+        elif not isinstance(partition, int) or not 0 <= partition < out.count:
+            raise SystemError_(f"stream '{self.system}.{out.meta.name}' has partitions "
+                               f"0..{out.count - 1}, not {partition!r}")
+        key, value = envelope.key, envelope.message
+        timestamp = NO_TIMESTAMP if envelope.timestamp is None else envelope.timestamp
+        try:
+            if key is None:
+                body = _TS_KLEN(timestamp, NULL_LEN)
+            else:
+                body = _TS_KLEN(timestamp, len(key)) + key
+            body = body + _NULL if value is None else body + _U32(len(value)) + value
+        except TypeError:
+            raise SystemError_(
+                f"stream '{self.system}.{out.meta.name}': the file log takes bytes keys and "
+                f"messages, got key {type(key).__name__} and message {type(value).__name__}; "
+                f"configure serdes for this stream (systems.{self.system}.streams."
+                f"{out.meta.name}.samza.key.serde / .msg.serde)") from None
+        frame = _LEN_CRC(len(body), _crc(body))
+        slot = (out.meta.name, partition)
+        with self._guard:
+            if self._fenced is not None:
+                raise self._fenced
+            batch = self._batches.get(slot)
+            if batch is None:
+                self._require_open()
+                batch = self._batches[slot] = _Batch()
+            batch.parts.append(frame)
+            batch.parts.append(body)
+            batch.count += 1
+            batch.nbytes += len(body) + 8
+            if timestamp > batch.max_ts:
+                batch.max_ts = timestamp
+            if batch.nbytes >= self._batch_size:
+                self._hand(slot, batch)
+                del self._batches[slot]
+
+    def send_batch(self, source: str, stream: SystemStream, partition: int,
+                   items: Iterable[tuple[bytes | None, bytes | None]], *,
+                   require_keys: bool = False) -> int:
+        """Send raw ``(key, value)`` records to one partition, in order (a store's changelog
+        write-down); see ``FileLogProducer.send_batch``."""
+        out = self._outputs.get(stream) or self._output(stream)
+        if not isinstance(partition, int) or not 0 <= partition < out.count:
+            raise SystemError_(f"stream '{self.system}.{out.meta.name}' has partitions "
+                               f"0..{out.count - 1}, not {partition!r}")
+        slot = (out.meta.name, partition)
+        head, u32, len_crc, null, crc = _TS_KLEN, _U32, _LEN_CRC, _NULL, _crc
+        limit = self._batch_size
+        n = 0
+        with self._guard:
+            if self._fenced is not None:
+                raise self._fenced
+            batch = self._batches.get(slot)
+            if batch is None:
+                self._require_open()
+                batch = self._batches[slot] = _Batch()
+            parts = batch.parts
+            try:
+                for key, value in items:
+                    if key is None:
+                        if require_keys:
+                            raise SystemError_(
+                                f"stream '{self.system}.{out.meta.name}' partition {partition}: "
+                                f"record {n} of the batch has a null key; every record of "
+                                f"this batch needs a key")
+                        body = head(NO_TIMESTAMP, NULL_LEN)
+                    else:
+                        body = head(NO_TIMESTAMP, len(key)) + key
+                    body = body + null if value is None else body + u32(len(value)) + value
+                    parts.append(len_crc(len(body), crc(body)))
+                    parts.append(body)
+                    batch.count += 1
+                    batch.nbytes += len(body) + 8
+                    n += 1
+                    if batch.nbytes >= limit:
+                        self._hand(slot, batch)
+                        self._require_open()
+                        batch = self._batches[slot] = _Batch()
+                        parts = batch.parts
+            except TypeError as exc:
+                raise SystemError_(
+                    f"stream '{self.system}.{out.meta.name}': the file log takes bytes keys "
+                    f"and messages ({exc}); a batch sent with send_batch must hold bytes keys "
+                    f"and bytes or None values") from None
+        return n
+
+    def flush(self, source: str | None = None) -> None:
+        """Hand every open batch to its partition writer and write the writers' buffers to
+        the files (fsync per the streams' policy). The records stay uncommitted."""
+        with self._guard:
+            self._hand_all()
+            for slot in self._txn_partitions():
+                writer = self._writers[slot]
+                with writer.mutex:
+                    writer.flush()
+
+    def stop(self) -> None:
+        """Abort an ongoing transaction (a task that failed does not commit), leave a prepared
+        one to the decision (the next start, or a reader after the timeout, completes it),
+        then release the partitions and the transactional id."""
+        errors: list[BaseException] = []
+        with self._guard:
+            txn = self._txn
+            if self._state is not None and self._fenced is None and txn is not None:
+                try:
+                    if txn.state is TxnState.ONGOING:
+                        self.abort()
+                    elif txn.state is TxnState.COMMITTED:
+                        self._state.transaction = txn
+                        _save_state(self.root, self._state)
+                except Exception as exc:  # noqa: BLE001 - release the rest, then report
+                    errors.append(exc)
+            self._batches.clear()
+            for writer in self._writers.values():
+                try:
+                    _shared.release(writer)
+                except Exception as exc:  # noqa: BLE001
+                    errors.append(exc)
+            self._writers.clear()
+            if self._owner is not None:
+                self._owner.release()
+                self._owner = None
+        if errors and not isinstance(errors[0], ProducerFencedError):
+            raise errors[0]
+
+    # -- the transaction ------------------------------------------------------------------
+    def _require_open(self) -> None:
+        """A record is about to join the transaction: make sure there is one."""
+        self._require_init()
+        if self._fenced is not None:
+            raise self._fenced
+        txn = self._txn
+        if txn is None or txn.state is not TxnState.ONGOING:
+            if txn is not None and txn.state is TxnState.PREPARED:
+                raise SystemError_(f"producer '{self.transactional_id}': transaction "
+                                   f"{txn.sequence} is prepared; commit or abort it before "
+                                   f"sending more")
+            self._sequence += 1
+            self._txn = TxnRecord(self._sequence, self._state.epoch, TxnState.ONGOING,
+                                  [], time.time_ns() // 1_000_000)
+
+    def _txn_partitions(self) -> list[tuple[str, int]]:
+        txn = self._txn
+        return list(txn.partitions) if txn is not None else []
+
+    def _hand_all(self) -> None:
+        for slot, batch in list(self._batches.items()):
+            if batch.count:
+                self._hand(slot, batch)
+        self._batches.clear()
+
+    def _hand(self, slot: tuple[str, int], batch: _Batch) -> None:
+        """Give a full batch to its partition writer (registering the partition first)."""
+        txn = self._txn
+        if slot not in self._writers or slot not in txn.partitions:
+            self._register(slot)
+        writer = self._writers[slot]
+        state = self._state
+        with writer.mutex:
+            writer.append_batch(state.producer_id, state.epoch, txn.sequence, batch.parts,
+                                batch.count, batch.nbytes, batch.max_ts)
+
+    def _register(self, slot: tuple[str, int]) -> None:
+        """Record in the producer state that the transaction writes ``slot``, before any of
+        its bytes can reach the partition (so a successor can finish it there)."""
+        self._check_fence(f" (adding {slot[0]}#{slot[1]} to transaction {self._txn.sequence})")
+        stream, partition = slot
+        if stream not in self._marked:
+            mark_transactional(self.root, stream, self.system)
+            self._marked.add(stream)
+        if slot not in self._writers:
+            self._writer(stream, partition)
+        txn = self._txn
+        if slot not in txn.partitions:
+            txn.partitions.append(slot)
+            state = self._state
+            state.transaction = txn
+            _save_state(self.root, state, sync=False)
+
+    def _writer(self, stream: str, partition: int) -> PartitionWriter:
+        slot = (stream, partition)
+        writer = self._writers.get(slot)
+        if writer is not None and not writer.closed:
+            return writer
+        settings = self.settings
+        meta = load_meta(self.root, stream, self.system)
+        writer = _shared.acquire(self.root, stream, partition, lambda: PartitionWriter(
+            settings.root, meta, partition, settings.for_stream(stream, meta.config),
+            buffer_bytes=settings.producer_buffer_bytes, system=self.system))
+        self._writers[slot] = writer
+        return writer
+
+    def prepare(self, decision: Mapping[str, Any] | None = None) -> TxnId | None:
+        """Make the transaction's records durable: hand every batch to its writer, flush and
+        fsync every partition of the transaction, and record ``prepared`` (naming
+        ``decision``, e.g. ``{"kind": "weir-checkpoint", "path": ..., "task": ...}``) in the
+        producer state (fsynced). Returns the transaction to name in the decision record, or
+        None when nothing was written since the last commit."""
+        with self._guard:
+            self._require_init()
+            self._hand_all()
+            txn = self._txn
+            if txn is None or txn.state is not TxnState.ONGOING or not txn.partitions:
+                if txn is not None and txn.state is TxnState.PREPARED:
+                    raise SystemError_(f"producer '{self.transactional_id}': transaction "
+                                       f"{txn.sequence} is prepared already; commit or abort it")
+                if txn is None or txn.state is TxnState.ONGOING:
+                    self._txn = None  # nothing was sent since the last commit
+                return None
+            self._check_fence(f" (preparing transaction {txn.sequence})")
+            for slot in txn.partitions:
+                writer = self._writers[slot]
+                with writer.mutex:
+                    writer.flush(sync=True)
+            txn.state = TxnState.PREPARED
+            txn.decision = dict(decision) if decision else None
+            self._state.transaction = txn
+            _save_state(self.root, self._state)
+            state = self._state
+            return TxnId(self.system, self.transactional_id, state.producer_id, txn.epoch,
+                         txn.sequence)
+
+    def commit(self) -> None:
+        """The decision committed the prepared transaction: write a commit marker into each
+        of its partitions (always fsynced). Without a decision record (``prepare()`` named
+        none) the producer state records the decision first (``committing``). The state is
+        marked complete when the next transaction starts (or at stop)."""
+        with self._guard:
+            txn = self._txn
+            if txn is None or txn.state is not TxnState.PREPARED:
+                if txn is not None and txn.state is TxnState.ONGOING and txn.partitions:
+                    raise SystemError_(f"producer '{self.transactional_id}': transaction "
+                                       f"{txn.sequence} is ongoing; prepare it first")
+                return  # nothing was sent since the last commit
+            self._check_fence(f" (committing transaction {txn.sequence})")
+            if txn.decision is None:
+                # no decision record outside: the producer state is it (durable before any
+                # marker, so a successor rolls a half-marked commit forward, never back)
+                txn.state = TxnState.COMMITTING
+                _save_state(self.root, self._state)
+            self._finish(txn, True, self._state.epoch)
+            self._state.record_outcome(txn, True)
+
+    def abort(self) -> None:
+        """Drop the batches not handed yet and write an abort marker into every partition
+        the transaction wrote; record the outcome."""
+        with self._guard:
+            self._batches.clear()
+            txn = self._txn
+            if txn is None or txn.state in (TxnState.COMMITTED, TxnState.ABORTED):
+                return
+            if not txn.partitions:  # nothing reached a partition: nothing to mark
+                self._txn = None
+                return
+            self._check_fence(f" (aborting transaction {txn.sequence})")
+            self._finish(txn, False, self._state.epoch)
+            self._state.record_outcome(txn, False)
+            self._state.transaction = txn
+            _save_state(self.root, self._state)
+
+    def newest_offset(self, stream: str, partition: int) -> int | None:
+        """The offset of the last frame in the partition when this producer has its writer
+        open (exact: this process is the partition's only writer), else None."""
+        writer = self._writers.get((stream, partition))
+        if writer is None or writer.closed:
+            return None
+        with writer.mutex:
+            return writer.upcoming - 1
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether records were sent since the last commit or abort."""
+        txn = self._txn
+        return bool(self._batches) or (txn is not None and txn.state is TxnState.ONGOING
+                                       and bool(txn.partitions))
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _output(self, stream: SystemStream) -> _Output:
+        if stream.system != self.system:
+            raise SystemError_(f"{stream} belongs to system '{stream.system}', not to this "
+                               f"'{self.system}' producer")
+        out = self._outputs[stream] = _Output(load_meta(self.root, stream.stream, self.system))
+        return out
+
+    def _choose(self, out: _Output, envelope: OutgoingMessageEnvelope) -> int:
+        key = envelope.partition_key if envelope.partition_key is not None else envelope.key
+        if key is None:
+            out.next_rr = (out.next_rr + 1) % out.count
+            return out.next_rr
+        if not isinstance(key, (bytes, bytearray, memoryview)):
+            raise SystemError_(f"stream '{self.system}.{out.meta.name}': the partition key must "
+                               f"be bytes (serialized), got {type(key).__name__}")
+        return partition_for(bytes(key), out.count)
+
+    def __repr__(self) -> str:
+        epoch = self._state.epoch if self._state is not None else "-"
+        return f"TransactionalProducer({self.transactional_id!r}, epoch={epoch})"
+
+
+# -- transactions whose producer is gone ---------------------------------------------------
+
+def complete_abandoned(settings: FileLogSettings, stream: str, partition: int,
+                       producer_id: int, epoch: int, sequence: int = 0) -> str:
+    """Complete the transaction of ``producer_id`` (at ``epoch``) that is open in ``stream``
+    partition ``partition`` when its owner is gone: take the owner lock (a live owner keeps
+    it: then nothing is done), claim a new epoch (fencing any zombie), decide -- a transaction
+    the state records as committed, or prepared and named by its decision record, is rolled
+    forward; anything else is aborted -- and write the markers. Returns what it did (for logs
+    and tools)."""
+    root = settings.root
+    lock = FileLock(_lock_path(root, producer_id))
+    try:
+        lock.acquire("completing an abandoned transaction")
+    except LockBusy as busy:
+        holder = busy.holder
+        return (f"left alone: its producer is alive (pid {holder.get('pid', '?')} on "
+                f"{holder.get('host', '?')})")
+    try:
+        state = load_producer_state(root, producer_id)
+        new_epoch = _claim_epoch(root, producer_id)
+        if new_epoch < 0:
+            new_epoch = MAX_EPOCH
+        txn = state.transaction if state is not None else None
+        committed = False
+        partitions = [(stream, partition)]
+        name = state.transactional_id if state is not None else f"producer {producer_id}"
+        if txn is not None and txn.open and txn.epoch == epoch:
+            tid = TxnId(settings.system, state.transactional_id, producer_id, txn.epoch,
+                        txn.sequence)
+            committed = (txn.state is TxnState.COMMITTING
+                         or (txn.state is TxnState.PREPARED
+                             and decided_by_checkpoint(txn.decision, tid)))
+            partitions = list(dict.fromkeys(list(txn.partitions) + partitions))
+            sequence = txn.sequence
+        elif state is not None and state.last_committed == (epoch, sequence):
+            # The state records this transaction committed (its checkpoint decided it and the
+            # markers were written): its marker here is gone (cut off, truncated). Write the
+            # commit again; aborting it would drop records a checkpoint counts as sent.
+            committed = True
+        type_ = ControlType.COMMIT if committed else ControlType.ABORT
+        skipped = []
+        for s, p in partitions:
+            try:
+                writer = _shared.acquire(root, s, p, lambda s=s, p=p: PartitionWriter(
+                    root, load_meta(root, s, settings.system), p,
+                    settings.for_stream(s, load_meta(root, s, settings.system).config),
+                    buffer_bytes=settings.producer_buffer_bytes, system=settings.system))
+            except (PartitionLockedError, StreamNotFoundError) as exc:
+                skipped.append(f"{s}#{p} ({exc.__class__.__name__})")
+                continue
+            try:
+                with writer.mutex:
+                    writer.append_marker(producer_id, new_epoch, type_, sequence)
+                    writer.flush(sync=True)
+            finally:
+                _shared.release(writer)
+        if state is not None:
+            state.epoch = max(state.epoch, new_epoch)
+            if txn is not None and txn.open and txn.epoch == epoch:
+                state.record_outcome(txn, committed)
+            _save_state(root, state)
+        what = "rolled forward" if committed else "aborted"
+        done = (f"{what} transaction {sequence} of '{name}' (epoch {epoch}) in "
+                f"{len(partitions) - len(skipped)} partition(s)")
+        if skipped:
+            done += f"; not in {', '.join(skipped)}: another live process writes there"
+        _log.warning("stream '%s' partition %d: %s: its producer was gone for longer than its "
+                     "transaction timeout", stream, partition, done)
+        return done
+    finally:
+        lock.release()
+
+
+class AbandonedTransactions:
+    """The hook a ``read_committed`` consumer gives its readers: when one is held back by a
+    transaction for longer than that producer's ``transaction.timeout.ms``, try
+    :func:`complete_abandoned` (at most once per second per producer), and say once per
+    transaction when a live producer holds readers back."""
+
+    def __init__(self, settings: FileLogSettings, stream: str, partition: int):
+        self.settings, self.stream, self.partition = settings, stream, partition
+        self._next_try: dict[tuple[int, int], float] = {}
+        self._timeouts: dict[int, tuple[float, int]] = {}
+        self._told: set[tuple[int, int]] = set()
+
+    def __call__(self, txn: Any) -> None:
+        key = (txn.producer_id, txn.epoch)
+        now = time.monotonic()
+        if now < self._next_try.get(key, 0.0):
+            return
+        self._next_try[key] = now + 1.0
+        timeout = self._timeout(txn.producer_id, now)
+        if time.time_ns() // 1_000_000 - txn.since_ms < timeout:
+            return
+        try:
+            done = complete_abandoned(self.settings, self.stream, self.partition,
+                                      txn.producer_id, txn.epoch, txn.sequence)
+        except Exception as exc:  # noqa: BLE001 - the reader goes on waiting; say why
+            _log.warning("stream '%s' partition %d: cannot complete the transaction of "
+                         "producer %d that holds readers back: %s", self.stream,
+                         self.partition, txn.producer_id, exc)
+            return
+        if done.startswith("left alone") and key not in self._told:
+            self._told.add(key)
+            _log.warning("stream '%s' partition %d: read_committed readers are held back at "
+                         "offset %d by an open transaction of producer %d, %s", self.stream,
+                         self.partition, txn.first_offset, txn.producer_id, done)
+
+    def _timeout(self, producer_id: int, now: float) -> int:
+        cached = self._timeouts.get(producer_id)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        try:
+            state = load_producer_state(self.settings.root, producer_id)
+        except ProducerStateCorruptError:
+            state = None
+        timeout = state.timeout_ms if state is not None else self.settings.transaction_timeout_ms
+        self._timeouts[producer_id] = (now + 5.0, timeout)
+        return timeout
