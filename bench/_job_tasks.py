@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from weir.engine.model import OutgoingMessageEnvelope, SystemStream
-from weir.engine.task import InitableTask, StreamTask
+import time
 
-__all__ = ["PassThrough", "Count", "CountEmit"]
+from weir.engine.model import OutgoingMessageEnvelope, SystemStream
+from weir.engine.task import InitableTask, RequestScope, StreamTask
+
+__all__ = ["PassThrough", "Count", "CountEmit", "StopAtFirst"]
 
 OUT = SystemStream("filelog", "bench-out")
 
@@ -43,3 +45,15 @@ class CountEmit(StreamTask, InitableTask):
         counts.put(key, n)
         collector.send(OutgoingMessageEnvelope(OUT, n.to_bytes(8, "little"), key,
                                                partition=envelope.ssp.partition))
+
+
+class StopAtFirst(StreamTask):
+    """Notes the time of the first message (``StopAtFirst.first_at``, ``time.perf_counter``)
+    and asks the container to stop: bench/peers_e2e.py's start-up probe."""
+
+    first_at: float | None = None
+
+    def process(self, envelope, collector, coordinator):
+        if StopAtFirst.first_at is None:
+            StopAtFirst.first_at = time.perf_counter()
+            coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)

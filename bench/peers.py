@@ -31,7 +31,6 @@ import argparse
 import functools
 import importlib
 import os
-import random
 import shlex
 import statistics
 import sys
@@ -48,6 +47,7 @@ sys.path.insert(0, str(HERE))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from _peer_jobs import bytewax_job, event_keys, quix_job  # noqa: E402
 from test_bench_stores import (  # noqa: E402
     BATCH, HOT_KEYS, _measure, _rocksdb_handles, _settle, open_stack, rmw_stack,
 )
@@ -95,56 +95,14 @@ def _weir_run(store, commit_every: int, keys: list[str]) -> None:
 
 
 def _quix(root: Path) -> _Variant:
-    from quixstreams.state.rocksdb.partition import RocksDBStorePartition
-
-    partition = RocksDBStorePartition(str(root / "quix"))
-
-    def run(keys: list[str]) -> None:
-        tx = partition.begin()
-        n = 0
-        for key in keys:
-            state = tx.as_state(prefix=key.encode())
-            state.set("count", state.get("count", 0) + 1)
-            n += 1
-            if n % BATCH == 0:
-                tx.prepare()
-                tx.flush()
-                tx = partition.begin()
-        tx.prepare()
-        tx.flush()
-
-    handles = tuple(h for h in (getattr(partition, "_db", None),) if h is not None)
-    return _Variant("Quix Streams state, txn/1000", "RocksDB (Quix options)", run,
-                    partition.close, handles)
+    run, close, handles = quix_job(root / "quix", BATCH)
+    return _Variant("Quix Streams state, txn/1000", "RocksDB (Quix options)", run, close,
+                    handles)
 
 
 def _bytewax(_root: Path) -> _Variant:
-    import bytewax.operators as op
-    from bytewax.dataflow import Dataflow
-    from bytewax.outputs import DynamicSink, StatelessSinkPartition
-    from bytewax.testing import TestingSource, run_main
-
-    class _Drop(StatelessSinkPartition):
-        def write_batch(self, items) -> None:
-            pass  # output discarded, as in PERF-FACTS
-
-    class _DropSink(DynamicSink):
-        def build(self, step_id, worker_index, worker_count):
-            return _Drop()
-
-    def count(state, _value):
-        state = 1 if state is None else state + 1
-        return state, state
-
-    def run(keys: list[str]) -> None:
-        flow = Dataflow("peers-count")
-        events = op.input("in", flow, TestingSource(keys, batch_size=BATCH))
-        keyed = op.key_on("key", events, lambda k: k)
-        counts = op.stateful_map("count", keyed, count)
-        op.output("out", counts, _DropSink())
-        run_main(flow)
-
-    return _Variant("Bytewax, batch 1000, no recovery", "Python objects", run, lambda: None)
+    return _Variant("Bytewax, batch 1000, no recovery", "Python objects", bytewax_job(BATCH),
+                    lambda: None)
 
 
 _PEERS = (("quixstreams", _quix), ("bytewax", _bytewax))
@@ -205,8 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     command = " ".join([".venv/bin/python", "bench/peers.py", *map(shlex.quote, sys.argv[1:])])
     load_before = os.getloadavg()
 
-    rng = random.Random(12345)
-    keys = ["key%05d" % rng.randrange(args.keys) for _ in range(args.n)]
+    keys = event_keys(args.n, args.keys)
     with tempfile.TemporaryDirectory(prefix="weir-peers-") as tmp:
         root = Path(tmp)
         variants = [_weir(root, "rocksdb", 1_000), _weir(root, "rocksdb", 25_000),

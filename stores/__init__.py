@@ -17,6 +17,7 @@ Example::
 
 from weir.stores.adjunct import SEAL_KEY, AdjunctSpec, RejectedKeys, adjunct_specs
 from weir.stores.api import KeyValueIterator, KeyValueSnapshot, KeyValueStore, ReadOnlyKeyValueStore
+from weir.stores.budget import MemoryBudget
 from weir.stores.builder import build_store, open_engine
 from weir.stores.changelog import NO_OFFSET, ChangelogSink, ChangelogSource
 from weir.stores.config import Config, ConfigKey, declare, declared_keys
@@ -37,6 +38,7 @@ from weir.stores.serdes import BUILTIN_SERDES, Serde, serde_from_name
 from weir.stores.spec import EngineKind, StoreSpec, stores_in
 
 __all__ = [
+    "MemoryBudget",
     "SEAL_KEY", "AdjunctSpec", "RejectedKeys", "adjunct_specs",
     "KeyValueIterator", "KeyValueSnapshot", "KeyValueStore", "ReadOnlyKeyValueStore",
     "build_store", "open_engine",

@@ -218,7 +218,8 @@ class ConfigKey:
     def type_name(self) -> str:
         if isinstance(self.type, type) and issubclass(self.type, Enum):
             return "enum"
-        return _TYPE_NAMES.get(self.type, getattr(self.type, "__name__", str(self.type)))
+        return _TYPE_NAMES.get(self.type) or getattr(
+            self.type, "type_name", getattr(self.type, "__name__", str(self.type)))
 
     def key(self, **placeholders: str) -> str:
         """The concrete key name: ``STORE_FACTORY.key(store="counts")``."""
@@ -242,7 +243,7 @@ class ConfigKey:
         """Parse the value set for ``concrete`` (a name matching this key) per its type."""
         if isinstance(self.type, type) and issubclass(self.type, Enum):
             return config.get_enum(concrete, self.type)
-        parser = _PARSERS.get(self.type)
+        parser = _PARSERS.get(self.type) or getattr(self.type, "parse_value", None)
         if parser is None:
             raise TypeError(f"config key {self.name}: unsupported type {self.type!r}")
         if self.choices:
@@ -253,7 +254,8 @@ class ConfigKey:
                     f"bad value {config[concrete]!r}: expected one of {', '.join(self.choices)}",
                     key=concrete, origin=config.origin(concrete))
             return low[value.lower()]
-        return config._parse(concrete, parser, _TYPE_NAMES.get(self.type, "value"))
+        return config._parse(concrete, parser, _TYPE_NAMES.get(self.type) or getattr(
+            self.type, "type_name", "value"))
 
 
 def _compile(name: str) -> re.Pattern:

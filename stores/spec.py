@@ -109,12 +109,16 @@ STORE_CHANGELOG = declare(
 STORE_WRITE_BATCH_SIZE = declare(
     "stores.<store>.write.batch.size", int, 500,
     "Dirty cache entries that trigger a write-down to the engine (and changelog) in one "
-    "batch. (Restore writes in larger runs: job.container.restore.batch.bytes.)",
+    "batch. Unset in a job: object cache entries / 8 within 500..5000, from "
+    "job.container.memory.mb (500 outside a job). (Restore writes in larger runs: "
+    "job.container.restore.batch.bytes.)",
     component=_COMPONENT)
 STORE_OBJECT_CACHE_SIZE = declare(
     "stores.<store>.object.cache.size", int, None,
-    "Entries in the store's LRU object cache (default max(write.batch.size, 1000)); 0 disables "
-    "the cache. Must not be less than write.batch.size when > 0.",
+    "Entries in the store's LRU object cache; 0 disables the cache. Must not be less than "
+    "write.batch.size when > 0. Unset in a job: sized from the store's share of "
+    "job.container.memory.mb (half of it, at ~256 bytes an entry); outside a job "
+    "max(write.batch.size, 1000).",
     component=_COMPONENT)
 STORE_CHANGELOG_STALENESS_MS = declare(
     "stores.<store>.changelog.staleness.ms", int, 86_400_000,

@@ -65,6 +65,7 @@ from weir.engine.consumers.watches import (TIER_POLL_INTERVAL_S, ConsumerCounter
 from weir.engine.chooser.base import MessageChooser
 from weir.engine.chooser.bootstrapping import BootstrapLag
 from weir.engine.chooser.default import chooser_from_config
+from weir.engine.chooser.round_robin import RoundRobinChooser
 from weir.engine.chooser.spec import bootstrap_streams
 from weir.engine.errors import DeserializationError, EngineError
 from weir.engine.model import EnvelopeKind, IncomingMessageEnvelope, SystemStream, SystemStreamPartition
@@ -164,6 +165,7 @@ class SystemConsumers:
         self._gating = False            # cached ``self._lag.active``: checked per message
         self._chooser_choose = chooser.choose
         self._chooser_update = chooser.update
+        self._lane: Any = None          # a round-robin chooser's FIFO (see ``start``), or None
         self._next_poll = 0.0           # when the next regular poll is due (clock time)
         self._watch = PriorityWatch(chooser, (), 0.0)
         self._tier_waiting = self._watch.waiting   # its ``waiting``: checked per message
@@ -223,6 +225,11 @@ class SystemConsumers:
         # Bound again after start: a chooser may set up its fast paths in start().
         self._chooser_choose = self._chooser.choose
         self._chooser_update = self._chooser.update
+        # The default chooser (round robin, no priorities, no bootstrap, no batching): choose
+        # pops its FIFO's head and appends that SSP's next envelope itself (the fast lane).
+        root = getattr(self._chooser, "root", self._chooser)
+        self._lane = (root.fast_lane()[0] if type(root) is RoundRobinChooser
+                      and not self._gating else None)
         self._watch = PriorityWatch(self._chooser, self._registered,
                                     min(TIER_POLL_INTERVAL_S, self._poll_interval))
         self._tier_waiting = self._watch.waiting
@@ -251,6 +258,16 @@ class SystemConsumers:
             self._refresh(0.0)
         elif self._tier_waiting and now >= self._watch.next_poll:
             self._poll_waiting(now)
+        lane = self._lane
+        if lane and refill is _IMMEDIATE:  # fast lane: chooser.choose() + update() inline
+            envelope = lane[0]
+            ssp = envelope.ssp
+            buffer = self._buffers[ssp]
+            if buffer and envelope.kind is not _END_OF_STREAM and ssp in self._plain:
+                lane.popleft()
+                lane.append(buffer.popleft())  # the SSP stays held by the chooser
+                self._counters.chooses += 1
+                return envelope
         envelope = self._choose_gated() if self._gating else self._chooser_choose()
         if envelope is None:
             self._refresh(self._idle_timeout if timeout is None else max(0.0, timeout))
@@ -272,6 +289,28 @@ class SystemConsumers:
             else:
                 self._try_update(ssp)
         return envelope
+
+    def choose_run(self, limit: int) -> list[IncomingMessageEnvelope]:
+        """Up to ``limit`` envelopes: what as many ``choose()`` calls would return, in the same
+        order, while the fast lane serves them (the default chooser, buffered messages, no
+        poll due); an empty list when it cannot serve the next one (then call ``choose()``).
+        Saves the run loop a call per message; ``limit`` bounds how long a poll can wait."""
+        lane = self._lane
+        if not lane or self._clock() >= self._next_poll or self._tier_waiting:
+            return []
+        buffers, plain, out = self._buffers, self._plain, []
+        popleft, append, take = lane.popleft, lane.append, out.append
+        for _ in range(limit):
+            envelope = lane[0]
+            ssp = envelope.ssp
+            buffer = buffers[ssp]
+            if not buffer or envelope.kind is _END_OF_STREAM or ssp not in plain:
+                break
+            popleft()
+            append(buffer.popleft())  # the SSP stays held by the chooser
+            take(envelope)
+        self._counters.chooses += len(out)
+        return out
 
     def release(self, ssps: Iterable[SystemStreamPartition]) -> None:
         """Stop reading ``ssps`` for good (a drained source, an intermediate partition whose

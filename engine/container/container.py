@@ -47,7 +47,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any
 
@@ -136,6 +136,7 @@ class Container:
         self._disposal: StoreDisposal | None = None
         self.storage_manager: ContainerStorageManager | None = None
         self.adjunct: AdjunctStorage | None = None
+        self._sized_stores: dict[str, StoreSpec] = {}  # by name, sized by the budget
         self.consumers: SystemConsumers | None = None
         self.positions: dict[TaskName, dict[SystemStreamPartition, SspPosition]] = {}
         self._producers: dict[str, CountingProducer] = {}
@@ -220,9 +221,15 @@ class Container:
             # Every setting parsed once and every directory checked: nothing made yet.
             self.settings = check_job(config, job, self.registry)
         settings = self.settings
-        # Adjunct stores are filled from their input streams, not restored from changelogs.
-        specs = [s for s in settings.stores if s.name not in settings.adjuncts.names]
         tasks = self.model.tasks
+        # Sizes the user left unset come from the container's memory budget (per task count).
+        sized = settings.memory.size(settings.stores, len(tasks))
+        if sized:
+            log.info("container %s: %s", self.container_id,
+                     settings.memory.describe(settings.stores, len(tasks)))
+        self._sized_stores = {s.name: s for s in sized}
+        # Adjunct stores are filled from their input streams, not restored from changelogs.
+        specs = [s for s in sized if s.name not in settings.adjuncts.names]
         self._create_changelogs(specs)
         self._start_producers(specs)
         checkpoints = open_checkpoint_manager(
@@ -287,7 +294,8 @@ class Container:
                          inst.task_name, _describe_starts(self.positions[inst.task_name]))
         self._start_consumers()
         self.loop = RunLoop(self.instances, self.consumers, settings.run_loop,
-                            name=f"container-{self.container_id}", metrics=settings.metrics)
+                            name=f"container-{self.container_id}", metrics=settings.metrics,
+                            extra_metrics={"stores": lambda: store_metrics(storages)})
 
     def _open_adjuncts(self, last: dict[TaskName, Checkpoint | None],
                        checkpoints: Any) -> AdjunctStorage | None:
@@ -300,7 +308,7 @@ class Container:
         if not settings.adjuncts.bindings:
             return None
         run_loop = settings.run_loop
-        adjunct = AdjunctStorage(settings.adjuncts, {s.name: s for s in settings.stores},
+        adjunct = AdjunctStorage(settings.adjuncts, self._sized_stores,
                                  self.model.tasks, self.container_id, self.job, self.registry,
                                  self.config, budget_bytes=settings.restore.options.budget_bytes,
                                  concurrent=run_loop.thread_pool_size > 0
@@ -556,6 +564,24 @@ def resume_line(task: TaskName, positions: dict[SystemStreamPartition, SspPositi
     return f"task '{task}' resumes from its checkpoint: {inputs or 'no inputs'}; {undo}"
 
 
+def store_metrics(storages: Mapping[TaskName, TaskStorage]) -> dict[str, dict[str, Any]]:
+    """Per task and store, the object cache's metrics (``CachedLayer.stats``: entries,
+    misses, evictions, hit rate); stores without a cache are left out."""
+    out: dict[str, dict[str, Any]] = {}
+    for task, storage in storages.items():
+        try:
+            stores = storage.stores()
+        except Exception:  # not open (yet, or any more): nothing to report
+            continue
+        for name, store in stores.items():
+            layer, seen = store, 0
+            while layer is not None and not hasattr(layer, "stats") and seen < 8:
+                layer, seen = getattr(layer, "inner", None), seen + 1
+            if layer is not None and hasattr(layer, "stats"):
+                out.setdefault(str(task), {})[name] = layer.stats()
+    return out
+
+
 def store_specs(config: Config, job: JobConfig) -> list[StoreSpec]:
     """Every configured store (``stores.<name>.factory``), parsed; bare changelog stream
     names go to the job's changelog system."""
@@ -614,4 +640,4 @@ def run_container(config: Config, job_model: JobModel, container_id: str = "0",
     return Container(config, job_model, container_id, **kwargs).run()
 
 
-__all__ += ["run_container", "store_specs", "create_changelog_streams", "resume_line"]
+__all__ += ["run_container", "store_metrics", "store_specs", "create_changelog_streams", "resume_line"]

@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from weir.recovery.container_storage import RestoreSettings
+from weir.stores.budget import MemoryBudget
 from weir.stores.config import Config
 from weir.stores.errors import ConfigError
 from weir.stores.serdes import serde_from_name
@@ -81,6 +82,9 @@ class JobSettings:
     """The adjunct stores' bindings (``stores.<s>.adstore.*``, ``job.adstore.*``)."""
     guarantee: ProcessingGuarantee = ProcessingGuarantee.AT_LEAST_ONCE
     """``task.processing.guarantee`` (exactly-once: docs/EXACTLY-ONCE.md)."""
+    memory: MemoryBudget = field(default_factory=MemoryBudget)
+    """``job.container.memory.mb`` and the stores' explicit sizes: each container sizes its
+    stores from it (:meth:`MemoryBudget.size`) once it knows its task count."""
 
     @classmethod
     def from_config(cls, config: Config, registry: SystemRegistry, *,
@@ -124,6 +128,7 @@ class JobSettings:
                     origin=config.origin("task.checkpoint.system")) from None
             if checkpoints.system not in systems:
                 systems = sorted({*systems, checkpoints.system})
+        memory = MemoryBudget.from_config(config, [spec.name for spec in specs])
         guarantee = processing_guarantee(config, registry, specs)
         if guarantee is ProcessingGuarantee.EXACTLY_ONCE \
                 and checkpoints.kind is not CheckpointKind.FILE:
@@ -137,7 +142,7 @@ class JobSettings:
                 "task.processing.guarantee=at_least_once", key="task.checkpoint.factory",
                 origin=config.origin("task.checkpoint.factory"))
         return cls(job, run_loop, ignored, metrics, consumers, specs, chooser, control, offsets,
-                   tuple(systems), restore, checkpoints, adjuncts, guarantee)
+                   tuple(systems), restore, checkpoints, adjuncts, guarantee, memory)
 
     @property
     def checkpoint_settings(self) -> CheckpointSettings:

@@ -28,7 +28,9 @@ from weir.engine.config.streams import JOB_DEFAULT_SYSTEM, TASK_INPUTS
 from weir.engine.coordinator.errors import ImmutableSettingError
 from weir.engine.coordinator.settings import JOB_HOST_AFFINITY_ENABLED
 from weir.engine.coordinator.state import CoordinatorState
-from weir.engine.jobmodel.model import CONTAINER_COUNT, SSP_GROUPER, container_count, ssp_grouper
+from weir.engine.jobmodel.model import (AUTO_CONTAINERS, CONTAINER_COUNT, SSP_GROUPER,
+                                        container_count, group_ssps,
+                                        requested_container_count, ssp_grouper)
 from weir.engine.model import SystemStream
 
 __all__ = ["check_immutable_settings", "is_stateful"]
@@ -84,10 +86,28 @@ def check_immutable_settings(previous: CoordinatorState, config: Config,
                 key, was, now, f"store '{store}' would be restored from another changelog "
                 f"than the one that holds its state", origin=config.origin(key))
     if JOB_HOST_AFFINITY_ENABLED.get(config) or JOB_HOST_AFFINITY_ENABLED.get(old_config):
-        was_count, now_count = container_count(old_config), container_count(config)
+        was_count = _containers(old_config, previous.partition_counts)
+        now_count = _containers(config, partition_counts)
         if was_count != now_count:
             key = CONTAINER_COUNT.name
             raise ImmutableSettingError(
-                key, str(was_count), str(now_count),
+                key, _describe_count(old_config, was_count), _describe_count(config, now_count),
                 "with job.host-affinity.enabled each container's tasks and local state stay "
                 "on the host it last ran on", origin=config.origin(key))
+
+
+def _containers(config: Config, partition_counts: Mapping[SystemStream, int]) -> int:
+    """The container count ``config`` gives with these partition counts (``auto`` resolved
+    on this machine)."""
+    if requested_container_count(config) is not None:
+        return container_count(config)
+    try:
+        tasks = len(group_ssps(config, partition_counts))
+    except Exception:  # noqa: BLE001 - inputs not known (any more): count as one task
+        tasks = 1
+    return container_count(config, tasks)
+
+
+def _describe_count(config: Config, count: int) -> str:
+    return str(count) if requested_container_count(config) is not None else (
+        f"{AUTO_CONTAINERS} ({count} on this machine)")

@@ -11,7 +11,8 @@ Built from the config and the partition count of every input stream, as Samza's 
 3. changelog partitions: a task keeps the partition it had before; a new task ``Partition N``
    takes N when free; other new tasks, in name order, take the next partition after the
    highest in use (section 4.9, see :func:`changelog_partition_mapping`);
-4. containers (``job.container.count``): tasks sorted by name (as strings) dealt round-robin,
+4. containers (``job.container.count``; ``auto``, the default, is min(tasks, usable CPU
+   cores)): tasks sorted by name (as strings) dealt round-robin,
    or the previous assignment kept / rebalanced (:func:`assign_containers`).
 
 Example::
@@ -29,6 +30,7 @@ Example::
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -60,6 +62,9 @@ __all__ = [
     "assign_containers",
     "ssp_grouper",
     "container_count",
+    "requested_container_count",
+    "usable_cores",
+    "AUTO_CONTAINERS",
     "task_name_for_partition",
     "task_name_for_ssp",
     "SSP_GROUPER",
@@ -87,10 +92,32 @@ SSP_GROUPER = declare(
     "every input) or `ssp` (one task per partition of each input). Samza's factory class names "
     "are accepted. Changing it changes the tasks, so stateful jobs must not change it.",
     component="job model", choices=tuple(_GROUPERS))
+AUTO_CONTAINERS = "auto"
+"""``job.container.count=auto`` (the default): min(tasks, usable CPU cores)."""
+
+
+class ContainerCountType:
+    """The value type of ``job.container.count``: a positive integer, or ``auto`` (None)."""
+
+    type_name = "positive integer or 'auto'"
+
+    @staticmethod
+    def parse_value(raw: str) -> int | None:
+        text = raw.strip()
+        if text.lower() == AUTO_CONTAINERS:
+            return None
+        count = int(text)
+        if count < 1:
+            raise ValueError("a job needs at least 1 container")
+        return count
+
+
 CONTAINER_COUNT = declare(
-    "job.container.count", int, 1, "Number of containers the tasks are spread over (round-robin "
-    "by task name); at most the number of tasks.", component="job model",
-    aliases=("yarn.container.count",))
+    "job.container.count", ContainerCountType, AUTO_CONTAINERS,
+    "Number of containers the tasks are spread over (round-robin by task name), at most the number of tasks; each container is a "
+    "process when there are more than one. `auto`: min(tasks, usable CPU cores), so a job "
+    "uses every core by default (an application with intermediate streams runs in 1). A "
+    "number is used exactly.", component="job model", aliases=("yarn.container.count",))
 TASK_NAME_GROUPER = declare(
     "task.name.grouper.factory", str, "container-count", "How tasks are spread over containers; "
     "only Samza's default, group by container count, exists.", component="job model",
@@ -265,12 +292,26 @@ def ssp_grouper(config: Config) -> SspGrouper:
     return _GROUPERS[SSP_GROUPER.get(config)]
 
 
-def container_count(config: Config) -> int:
-    count = CONTAINER_COUNT.get(config)
-    if count < 1:
-        key = _set_key(config, CONTAINER_COUNT)
-        raise ConfigError(f"bad value {count}: a job needs at least 1 container",
-                          key=key, origin=config.origin(key))
+def requested_container_count(config: Config) -> int | None:
+    """``job.container.count`` as set: a number, or None for ``auto`` (the default)."""
+    value = CONTAINER_COUNT.get(config)
+    return None if value == AUTO_CONTAINERS else value
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask, e.g. a container's cpuset)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def container_count(config: Config, tasks: int | None = None) -> int:
+    """The number of containers: the configured number, or for ``auto`` min(``tasks``,
+    usable cores) (1 when ``tasks`` is not known)."""
+    count = requested_container_count(config)
+    if count is None:
+        return 1 if tasks is None else max(1, min(tasks, usable_cores()))
     return count
 
 
@@ -338,8 +379,9 @@ def build_job_model(config: Config, partition_counts: Mapping[SystemStream, int]
     ``file:line``) for a bad key, a job without tasks or more containers than tasks.
     """
     TASK_NAME_GROUPER.get(config)  # validates: only one task grouper exists
-    count = container_count(config)
+    requested_container_count(config)  # validates before the groups are computed
     groups = group_ssps(config, partition_counts)
+    count = container_count(config, len(groups))
     if not groups:
         key = TASK_INPUTS.name
         raise ConfigError("gives the job no tasks: list at least one input stream with "

@@ -92,6 +92,7 @@ log = logging.getLogger("weir.runloop")
 
 _perf = time.perf_counter_ns
 _MAX_PENDING = 64   # envelopes queued per busy task before the loop stops choosing
+_RUN_LIMIT = 64     # envelopes taken from the source at once on the inline path (choose_run)
 _MESSAGE, _EOS = EnvelopeKind.MESSAGE, EnvelopeKind.END_OF_STREAM
 _CONTROL = EnvelopeKind.CONTROL
 
@@ -355,6 +356,10 @@ class RunLoop:
     # -- the inline loop: sync tasks on the loop thread -------------------------------------
     def _run_inline(self) -> None:
         choose, single, idle = self._source.choose, self._single, self.settings.max_idle_ms / 1000
+        run = getattr(self._source, "choose_run", None)
+        if run is not None:
+            self._run_inline_runs(choose, run, single, idle)
+            return
         null = self._m_null
         n = 0
         if self._service():
@@ -385,6 +390,44 @@ class RunLoop:
                         self._process_inline(w, env)
             if self._attention and self._service():
                 return
+
+    def _run_inline_runs(self, choose: Any, run: Any, single: Any, idle: float) -> None:
+        """``_run_inline`` over a source with ``choose_run``: the envelopes it returns are
+        exactly what successive ``choose()`` calls would have returned, handled one by one in
+        that order (a request made while handling one is served before the next)."""
+        null = self._m_null
+        n = 0
+        if self._service():
+            return
+        while True:
+            envs = run(_RUN_LIMIT)
+            if not envs:
+                env = choose(idle)
+                if env is None:
+                    null.count += 1
+                    if self._attention and self._service():
+                        return
+                    continue
+                envs = (env,)
+            for env in envs:
+                w = single.get(env.ssp)
+                if w is None or env.kind is not _MESSAGE:
+                    if self._route_inline(env):
+                        return
+                else:
+                    n += 1
+                    if n & 63:
+                        try:
+                            w.process_fn(env, w.collector, w.coordinator)
+                        except Exception as exc:
+                            self._inline_failure(w, env, exc)
+                        else:
+                            w.offsets[env.ssp] = env.offset
+                            w.processed.count += 1
+                    else:  # every 64th message is timed for the process-ns metric
+                        self._process_inline(w, env)
+                if self._attention and self._service():
+                    return
 
     def _process_inline(self, w: Worker, env: IncomingMessageEnvelope) -> None:
         started = _perf()

@@ -66,12 +66,14 @@ class CompactionStyle(str, Enum):
 
 BLOCK_CACHE_SIZE = declare(
     "stores.<store>.rocksdb.block.cache.size.bytes", int, 64 * _MIB,
-    "RocksDB block cache (LRU) of this store, in bytes; 0 disables the cache. Samza's "
+    "RocksDB block cache (LRU) of this store, in bytes; 0 disables the cache. Unset in a job: "
+    "a quarter of the store's share of job.container.memory.mb. Samza's "
     "stores.<store>.container.cache.size.bytes is accepted and divided among the container's "
     "tasks.", component=_COMPONENT, aliases=("stores.<store>.container.cache.size.bytes",))
 WRITE_BUFFER_SIZE = declare(
     "stores.<store>.rocksdb.write.buffer.size.bytes", int, 32 * _MIB,
-    "Size of one RocksDB memtable of this store, in bytes. Samza's "
+    "Size of one RocksDB memtable of this store, in bytes. Unset in a job: a quarter of the "
+    "store's share of job.container.memory.mb / max.write.buffer.number. Samza's "
     "stores.<store>.container.write.buffer.size.bytes is accepted and divided among the "
     "container's tasks.", component=_COMPONENT,
     aliases=("stores.<store>.container.write.buffer.size.bytes",))

@@ -92,6 +92,10 @@ class CachedLayer:
         self._closed = False
         self._full = False
         self._write_inner = columns_writer(inner)
+        self._misses = 0                    # point reads that went to the inner store
+        self._misses_at_full = 0            # ... of them, before the cache first filled
+        self._evictions = 0
+        self._read_hits: Callable[[], int] = lambda: 0   # hits since the cache first filled
         # Until the cache first fills nothing is evicted, so recency need not be tracked and
         # ``get`` is the dict's own lookup: a hit costs one C call, a miss reads through
         # ``_Cache.__missing__``. ``_insert`` switches ``get`` to the closure of
@@ -121,6 +125,21 @@ class CachedLayer:
         """Keys changed in the cache and not yet written down."""
         return len(self._dirty)
 
+    def stats(self) -> dict[str, Any]:
+        """The cache's metrics: ``entries``/``capacity``, ``misses`` (point reads of the
+        inner store), ``evictions``, whether it has ever been ``full``, and ``hits`` and
+        ``hit-rate`` of the point reads since it first filled (None before: until then
+        nothing is evicted, every miss is a key's first read, and hits are not counted so
+        that a hit stays one C call)."""
+        hits = self._read_hits()
+        misses_full = self._misses - self._misses_at_full
+        reads = hits + misses_full
+        return {"entries": len(self._cache), "capacity": self._capacity,
+                "write-batch-size": self._batch_size, "dirty": len(self._dirty),
+                "misses": self._misses, "evictions": self._evictions, "full": self._full,
+                "hits": hits if self._full else None,
+                "hit-rate": round(hits / reads, 4) if self._full and reads else None}
+
     # -- point reads -----------------------------------------------------------------------
     # A closed store has an empty cache, so every access on it takes a miss path, and the
     # miss paths check for close: the hit path needs no check of its own.
@@ -130,25 +149,34 @@ class CachedLayer:
         the least recent entry, all in this one frame."""
         cache, dirty, capacity, name = self._cache, self._dirty, self._capacity, self.name
         lookup, move_to_end, inner_get = cache.get, cache.move_to_end, self._inner.get
+        hits = 0
 
         def get(key: Any) -> Any:
+            nonlocal hits
             value = lookup(key, _UNCACHED)
             if value is not _UNCACHED:
                 move_to_end(key)
+                hits += 1
                 return value
             if self._closed:
                 raise closed_store_error(name)
             if key is None:
                 raise null_key_error(name)
             value = inner_get(key)
+            self._misses += 1
             if len(cache) >= capacity:
                 victim = next(iter(cache))
                 if victim in dirty:
                     self._write_dirty()
                 del cache[victim]
+                self._evictions += 1
             cache[key] = value
             return value
 
+        def read_hits() -> int:
+            return hits
+
+        self._read_hits = read_hits
         return get
 
     def _get_miss(self, key: Any) -> Any:
@@ -157,6 +185,7 @@ class CachedLayer:
         if key is None:
             raise null_key_error(self.name)
         value = self._inner.get(key)
+        self._misses += 1
         cache = self._cache
         if len(cache) < self._capacity:
             cache[key] = value
@@ -184,6 +213,7 @@ class CachedLayer:
                 result[key] = value
         if misses:
             found = self._inner.get_all(misses)
+            self._misses += len(misses)
             for key in misses:
                 value = found.get(key)
                 if key not in cache:
@@ -270,11 +300,13 @@ class CachedLayer:
         if len(cache) >= self._capacity:
             if not self._full:
                 self._full = True
+                self._misses_at_full = self._misses
                 self.get = self._bind_get_lru()
             victim = next(iter(cache))
             if victim in self._dirty:
                 self._write_dirty()
             del cache[victim]
+            self._evictions += 1
         cache[key] = value
 
     def _write_dirty(self) -> None:

@@ -28,7 +28,8 @@ TRANSACTIONS, REPLAY = 1500, 700
 @pytest.fixture
 def run(tmp_path):
     config = job_config(tmp_path, ["task.wrapper.class=tests.e2e._order_wrapper:RecordOrder",
-                                   "task.window.ms=50"])
+                                   "task.window.ms=50",
+                                   "job.container.count=1"])  # ORDER is this process's
     truth = generate(config, transactions=TRANSACTIONS, replay=REPLAY, seed=11)
     _order_wrapper.ORDER.clear()
     result = run_job(config, status=StatusMode.OFF)

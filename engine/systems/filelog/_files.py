@@ -7,6 +7,7 @@ Files in a partition directory ``<root>/<stream>/<partition>/``:
 ``<base:020d>.log.zst``            the same records, zstd-compressed after sealing
 ``<base:020d>.g<gen>.log[.zst]``   generation ``gen`` of a segment rewritten by compaction
 ``<segment file>.idx``             the segment's index (required for compacted segments)
+``<segment file>.tail``            the active segment's tail hint (where counting resumes)
 ``end-of-stream.json``             the end marker of a bounded stream's partition
 ``.writer.lock``                   flock held by the partition's single writer
 ``.maintenance.lock``              flock held while compressing, deleting or compacting

@@ -33,6 +33,7 @@ from weir.engine.systems.filelog._txn_view import OpenTransaction
 from weir.engine.systems.filelog.reader import Mode, PartitionReader
 from weir.engine.systems.filelog.retention import MaintenanceReport, Retention
 from weir.engine.systems.filelog.segment import Segment, build_index, index_for, list_segments, scan_plain
+from weir.engine.systems.filelog._tail import load_tail_hint
 from weir.engine.systems.filelog.settings import (CONSUMER_RESET, FileLogSettings, IsolationLevel,
                                                   StreamSettings)
 from weir.engine.systems.filelog.stream import (TRANSACTIONAL_FORMAT, StreamMeta, create_stream,
@@ -297,12 +298,21 @@ class FileLogAdmin:
         try:
             st = os.fstat(fd)
             cached = self._scans.get(directory)
+            hinted = False
             if (cached is None or cached.path != segment.path or cached.inode != st.st_ino
                     or cached.position > st.st_size):
-                cached = self._scans[directory] = _ActiveScan(segment.path, st.st_ino, 0, 0)
+                # The writer's tail hint (._tail) spares the walk over what it already counted.
+                hint = load_tail_hint(segment.path, st)
+                hinted = hint is not None
+                cached = self._scans[directory] = _ActiveScan(
+                    segment.path, st.st_ino, *((hint.position, hint.ordinal) if hinted
+                                               else (0, 0)))
             if st.st_size > cached.position:
                 scan = scan_plain(fd, st.st_size, start=cached.position, ordinal=cached.count,
                                   sparse=[])
+                if hinted and scan.stop is ParseStop.BAD:  # a hint never decides: walk it all
+                    cached.position = cached.count = 0
+                    scan = scan_plain(fd, st.st_size, sparse=[])
                 if scan.stop is ParseStop.BAD:
                     rest = os.pread(fd, st.st_size - scan.end, scan.end)
                     if classify_tail(rest, 0) is TailState.CORRUPT:

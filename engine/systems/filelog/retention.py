@@ -155,6 +155,10 @@ def _cleanup(partition_dir: str, report: MaintenanceReport) -> None:
             if name[:-4] not in present:
                 doomed.append(name)
             continue
+        if name.endswith(".tail"):  # an active segment's hint: gone with it or once sealed
+            if name[:-5] not in present or name[:-5] + ".idx" in present:
+                doomed.append(name)
+            continue
         parsed = parse_segment_name(name)
         if parsed is None or name in best:
             continue

@@ -351,8 +351,8 @@ def compress_segment(segment: Segment, index: SegmentIndex, level: int) -> Segme
 
 
 def remove_segment(segment: Segment, *, sync: bool = True) -> None:
-    """Delete a segment file and its index (a reader that has it open keeps reading)."""
-    for path in (segment.path, segment.index_path):
+    """Delete a segment file, its index and tail hint (a reader that has it open keeps reading)."""
+    for path in (segment.path, segment.index_path, segment.path + ".tail"):
         try:
             os.unlink(path)
         except FileNotFoundError:

@@ -43,13 +43,14 @@ from weir.engine.errors import CorruptRecordError, PartitionLockedError, SystemE
 
 from weir.engine.systems.filelog._files import (END_MARKER, STREAM_META, WRITER_LOCK, FileLock, LockBusy, SegmentName, fsync_dir,
                      write_atomic)
-from weir.engine.systems.filelog._format import NULL_LEN, TailState, classify_tail
+from weir.engine.systems.filelog._format import NULL_LEN, ParseStop, TailState, classify_tail
 from weir.engine.systems.filelog._txn_format import (HEADER_FRAME, ControlType,
                                                      encode_batch_header, encode_marker)
 from weir.engine.systems.filelog._index import INDEX_INTERVAL, SegmentIndex, load_index
 from weir.engine.systems.filelog.errors import PartitionMissingError, StreamEndedError
 from weir.engine.systems.filelog.retention import maintain
 from weir.engine.systems.filelog.segment import Segment, build_index, list_segments, scan_plain
+from weir.engine.systems.filelog._tail import HINT_INTERVAL, TailHint, load_tail_hint, remove_tail_hint
 from weir.engine.systems.filelog.settings import StreamSettings
 from weir.engine.systems.filelog.stream import StreamMeta, partition_dir, read_end_marker
 
@@ -133,8 +134,17 @@ class PartitionWriter:
     def _open_active(self, segment: Segment) -> None:
         self._segment = segment
         self._fd = os.open(segment.path, os.O_RDWR | os.O_APPEND)
-        size = os.fstat(self._fd).st_size
-        scan = scan_plain(self._fd, size)
+        st = os.fstat(self._fd)
+        size, self._inode = st.st_size, st.st_ino
+        scan = None
+        hint = load_tail_hint(segment.path, st)
+        if hint is not None:  # walk only the tail; a hint that does not parse is ignored
+            scan = scan_plain(self._fd, size, start=hint.position, ordinal=hint.ordinal,
+                              sparse=list(hint.sparse), max_timestamp=hint.max_timestamp)
+            if scan.stop is ParseStop.BAD:
+                scan = None
+        if scan is None:
+            scan = scan_plain(self._fd, size)
         if scan.end < size:
             rest = os.pread(self._fd, size - scan.end, scan.end)
             if classify_tail(rest, 0) is TailState.CORRUPT:
@@ -156,6 +166,7 @@ class PartitionWriter:
         self._sparse = [entry for entry in scan.sparse if entry[1] < end]
         self._next_index_at = (self._sparse[-1][1] + INDEX_INTERVAL) if self._sparse else 0
         self._max_ts = scan.max_timestamp
+        self._hint_at = end if hint is not None and end == hint.position else -1
 
     def _create_active(self, base: int) -> None:
         name = SegmentName(base, 0, False)
@@ -163,8 +174,10 @@ class PartitionWriter:
         self._fd = os.open(self._segment.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL,
                            0o644)
         fsync_dir(self._dir)
+        self._inode = os.fstat(self._fd).st_ino
         self._set_position(base, 0, 0)
         self._sparse, self._next_index_at, self._max_ts = [], 0, -1
+        self._hint_at = -1
 
     # -- state -----------------------------------------------------------------------------
     def _set_position(self, base: int, count: int, size: int) -> None:
@@ -362,6 +375,22 @@ class PartitionWriter:
         os.fdatasync(self._fd)
         self._unsynced = 0
         self._last_sync = time.monotonic()
+        if self._written - self._hint_at >= max(HINT_INTERVAL, self._written >> 6):
+            self._write_hint()
+
+    def _write_hint(self) -> None:
+        """Note where the durable records end (:mod:`._tail`), so a later start-up walks only
+        what came after. Called after an fsync with nothing buffered."""
+        if self._hint_at == self._written:
+            return
+        try:
+            TailHint(self._inode, self._written_count, self._written, self._max_ts,
+                     tuple(self._sparse)).write(self._segment.path)
+        except OSError as exc:  # a hint is an optimization: never fail a write for it
+            _log.debug("stream '%s' partition %d: tail hint not written: %s", self.stream,
+                       self.partition, exc)
+            return
+        self._hint_at = self._written
 
     def _write_pending(self) -> None:
         if not self._pending:
@@ -397,6 +426,7 @@ class PartitionWriter:
         SegmentIndex(base, 0, count, base + count, time.time_ns() // 1_000_000, self._max_ts,
                      self._written, range(base, base + count), self._sparse
                      ).write(self._segment.index_path)
+        remove_tail_hint(self._segment.path)  # sealed: its index says it all
         self._close_fd()
         self._create_active(base + count)
         compact = (self._settings.compaction_interval_ms > 0 and
@@ -420,6 +450,7 @@ class PartitionWriter:
             return self._ended
         self._write_pending()
         self._sync()
+        self._write_hint()
         upcoming = self._next
         write_atomic(os.path.join(self._dir, END_MARKER),
                      json.dumps({"upcoming": upcoming,
@@ -439,6 +470,7 @@ class PartitionWriter:
             self._write_pending()
             if self._unsynced:
                 self._sync()
+            self._write_hint()
         finally:
             self._close_fd()
             self._lock.release()

@@ -33,6 +33,7 @@ def config(tmp_path: Path, *, broadcast: bool = True, bootstrap: bool = True,
         "stores.products.key.serde": "string",
         "stores.products.msg.serde": "json",
         "stores.products.adstore.input": f"{SYSTEM}.products",
+        "job.container.count": "1",  # run(cfg) drives container "0" alone unless told
     }
     if broadcast:
         values["task.broadcast.inputs"] = f"{SYSTEM}.products#[0-{PARTITIONS - 1}]"

@@ -123,7 +123,7 @@ def test_show_prints_config_changelog_partitions_and_locality_as_tables(tmp_path
 
 
 def test_show_json_is_machine_readable(tmp_path, capsys):
-    config = submitted(tmp_path)
+    config = submitted(tmp_path, **{"job.container.count": "1"})
 
     assert cli(tmp_path, "show", "--json") == 0
 

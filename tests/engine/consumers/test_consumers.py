@@ -542,3 +542,51 @@ def test_only_drained_ssps_above_the_lowest_tier_get_extra_polls(mem):
         assert sc.counters.tier_polls == 0 and sc.counters.polls == polls
     finally:
         reset_memory_systems(single.system)
+
+
+def _uneven(mem, bounded=True):
+    mem.create("s", 3, bounded=bounded)
+    for p, n in ((0, 7), (1, 2), (2, 12)):
+        mem.send("s", p, *[f"{p}-{i}" for i in range(n)])
+    if bounded:
+        mem.producer.end_stream("s")
+    return [(mem.ssp("s", p), 0) for p in range(3)]
+
+
+@pytest.mark.parametrize("limit", [1, 3, 64])
+def test_choose_run_returns_what_successive_chooses_would_in_the_same_order(mem, limit):
+    regs = _uneven(mem)
+    config = mem.config(**{"task.inputs": "SYS.s"})
+    one = mem.consumers(config, registrations=regs)
+    one.start()
+    expected = [(e.ssp.partition, e.offset, e.kind) for e in choose_all(one)]
+    one.stop()
+    runs = mem.consumers(config, registrations=regs)
+    runs.start()
+    got = []
+    while True:
+        batch = runs.choose_run(limit)
+        assert len(batch) <= limit
+        if not batch:
+            e = runs.choose(timeout=0)
+            if e is None:
+                break
+            batch = [e]
+        got += [(e.ssp.partition, e.offset, e.kind) for e in batch]
+    assert got == expected and len(got) >= 21
+    assert runs.counters.chooses == one.counters.chooses
+
+
+def test_choose_run_serves_nothing_when_a_poll_is_due_or_the_chooser_is_not_round_robin(mem):
+    regs = _uneven(mem, bounded=False)
+    clock = FakeClock()
+    sc = mem.consumers(mem.config(**{"task.inputs": "SYS.s"}), clock=clock, registrations=regs)
+    sc.start()
+    assert sc.choose_run(4)
+    clock.now += 1.0  # past task.poll.interval.ms: choose() must poll first
+    assert sc.choose_run(4) == []
+    batching = mem.consumers(mem.config(**{"task.inputs": "SYS.s",
+                                           "task.chooser.batch.size": "5"}), registrations=regs)
+    batching.start()
+    assert batching.choose_run(4) == []
+    assert batching.choose(timeout=0) is not None

@@ -47,6 +47,7 @@ def job_config(tmp_path: Path, system: str, task: str = "CountWords", engine: st
         "stores.counts.changelog": f"{system}.counts-changelog",
         "stores.counts.object.cache.size": "8",
         "stores.counts.write.batch.size": "4",
+        "job.container.count": "1",  # these tests run container "0" alone
     }
     if system.startswith("mem"):
         values[f"systems.{system}.factory"] = "memory"
@@ -338,4 +339,24 @@ def test_stores_stay_open_under_a_call_abandoned_after_a_callback_timeout(tmp_pa
         assert emitted_counts(SystemRegistry(cfg), system) == Counter(items)
     finally:
         _jobs.STUCK_RELEASE.set()
+        reset_memory_systems(system)
+
+
+def test_store_sizes_left_unset_come_from_the_container_memory_budget(tmp_path, caplog):
+    system = f"mem-container-{next(_ids)}"
+    cfg = Config({k: v for k, v in job_config(tmp_path, system).items()
+                  if "cache.size" not in k and "batch.size" not in k}
+                 | {"job.container.memory.mb": "320"})
+    write_words(SystemRegistry(cfg), system, words(200))
+    try:
+        with caplog.at_level(logging.INFO, logger="weir.container"):
+            container, _ = run_container(cfg)
+        # (320 - 64) MiB over 1 store x 2 tasks: 128 MiB a task, half of it object cache.
+        assert "object cache 262,144" in caplog.text and "write batch 5,000" in caplog.text
+        stats = container.metrics_snapshot()["stores"]
+        assert set(stats) == {"Partition 0", "Partition 1"}
+        counts = stats["Partition 0"]["counts"]
+        assert counts["capacity"] == 262_144 and counts["write-batch-size"] == 5000
+        assert counts["misses"] == 11 and counts["full"] is False  # one read per word
+    finally:
         reset_memory_systems(system)

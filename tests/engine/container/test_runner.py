@@ -56,6 +56,7 @@ def write_job(tmp_path: Path, task: str = "CountWords", **extra: str) -> Path:
         "stores.counts.msg.serde": "int64",
         "stores.counts.changelog": "filelog.counts-changelog",
         "task.shutdown.ms": "5000",
+        "job.container.count": "1",  # in-process unless a test asks for processes
     }
     lines.update(extra)
     path = tmp_path / "job.properties"

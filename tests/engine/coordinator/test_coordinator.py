@@ -150,9 +150,24 @@ def test_changing_a_stores_changelog_is_refused(tmp_path):
 
 
 def test_changing_the_container_count_of_a_job_with_host_affinity_is_refused(tmp_path):
-    _refused(tmp_path, {"job.host-affinity.enabled": "true"},
+    _refused(tmp_path, {"job.host-affinity.enabled": "true", "job.container.count": "1"},
              {"job.host-affinity.enabled": "true", "job.container.count": "2"},
              key="job.container.count", old="1", new="2")
+
+
+def test_host_affinity_compares_automatic_container_counts_as_resolved(tmp_path, monkeypatch):
+    from weir.engine.jobmodel import model
+    monkeypatch.setattr(model, "usable_cores", lambda: 2)
+    config = job_config(tmp_path, **{"job.host-affinity.enabled": "true"})  # auto: 2 of 2
+    create_inputs(config, 2)
+    started(config)
+    same = job_config(tmp_path, **{"job.host-affinity.enabled": "true",
+                                   "job.container.count": "2"})
+    started(same)  # the same count, written out: allowed
+    monkeypatch.setattr(model, "usable_cores", lambda: 1)  # auto on a 1-core machine: 1
+    with pytest.raises(ImmutableSettingError) as info:
+        JobCoordinator(job_config(tmp_path, **{"job.host-affinity.enabled": "true"})).start()
+    assert "auto (1 on this machine)" in str(info.value)
 
 
 def test_without_host_affinity_the_container_count_may_change_and_tasks_move_little(tmp_path):

@@ -65,7 +65,7 @@ def test_a_container_count_change_while_running_ends_with_exact_state(tmp_path):
 
 
 def test_a_single_container_job_moves_to_container_processes_when_the_count_grows(tmp_path):
-    config = job_config(tmp_path, **FAST)
+    config = job_config(tmp_path, **FAST, **{"job.container.count": "1"})
     create_inputs(config, PARTITIONS)
     first, second = words(400), words(400, first=400)
     produce(config, first, PARTITIONS)

@@ -319,3 +319,25 @@ def test_every_input_partition_is_read_by_exactly_one_task(counts, containers, b
     changelog = list(model.changelog_mapping().values())
     assert len(set(changelog)) == len(changelog) == task_count
     assert model.max_change_log_stream_partitions == max(changelog) + 1
+
+
+@pytest.mark.parametrize("cores, partitions, expected", [(2, 4, 2), (8, 3, 3), (1, 4, 1)])
+def test_automatic_container_count_is_tasks_or_usable_cores_whichever_is_fewer(
+        monkeypatch, cores, partitions, expected):
+    from weir.engine.jobmodel import model as jobmodel
+    monkeypatch.setattr(jobmodel, "usable_cores", lambda: cores)
+    for config in (cfg(task__inputs="fl.a"), cfg(task__inputs="fl.a", job__container__count="auto")):
+        assert len(build_job_model(config, {A: partitions}).containers) == expected
+
+
+def test_an_explicit_container_count_is_used_exactly_whatever_the_cores(monkeypatch):
+    from weir.engine.jobmodel import model as jobmodel
+    monkeypatch.setattr(jobmodel, "usable_cores", lambda: 8)
+    assert len(build_job_model(cfg(task__inputs="fl.a", job__container__count="1"),
+                               {A: 4}).containers) == 1
+
+
+@pytest.mark.parametrize("bad", ["two", "0", "-1", "auto2"])
+def test_a_bad_container_count_names_the_key_and_says_auto_or_a_number(bad):
+    with pytest.raises(ConfigError, match=r"job.container.count.*positive integer or 'auto'"):
+        build_job_model(cfg(task__inputs="fl.a", job__container__count=bad), {A: 4})

@@ -242,3 +242,25 @@ def test_unhashable_keys_are_refused_with_a_hint():
 def test_capacity_below_batch_size_is_refused():
     with pytest.raises(ValueError, match="cannot be less"):
         CachedLayer(MemoryEngine("s"), capacity=2, write_batch_size=3)
+
+
+def test_stats_count_misses_and_leave_hits_uncounted_until_the_cache_fills():
+    store, engine = cached(capacity=4, batch=2)
+    for key in (b"a", b"b", b"a", b"a"):
+        store.get(key)
+    stats = store.stats()
+    assert (stats["misses"], stats["evictions"], stats["full"]) == (2, 0, False)
+    assert stats["hits"] is None and stats["hit-rate"] is None
+    assert engine.gets == stats["misses"]
+
+
+def test_stats_give_the_hit_rate_of_reads_since_the_cache_filled():
+    store, engine = cached(capacity=2, batch=1)
+    store.get(b"a"), store.get(b"b"), store.get(b"c")  # the third miss evicts a
+    store.get(b"c"), store.get(b"c"), store.get(b"a")  # 2 hits, 1 miss (evicts b)
+    stats = store.stats()
+    assert stats["full"] and stats["evictions"] == 2
+    assert stats["misses"] == 4 == engine.gets
+    assert stats["hits"] == 2
+    assert stats["hit-rate"] == pytest.approx(2 / 3, abs=1e-4)  # 2 hits of the 3 reads after filling: c, c, a
+    assert (stats["entries"], stats["capacity"]) == (2, 2)

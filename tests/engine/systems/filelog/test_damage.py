@@ -58,9 +58,26 @@ def test_a_flipped_length_with_valid_records_after_it_is_damage_not_a_tail(log):
     with pytest.raises(CorruptRecordError) as err:
         log.read(offset=30)
     assert err.value.offset == 20
+    os.unlink(path + ".tail")  # no tail hint: the writer walks the segment from its start
     with pytest.raises(CorruptRecordError):  # and the writer does not cut records 21..49 off
         log.writer()
     assert len(open(path, "rb").read()) > pos + 100
+
+
+def test_a_writer_resuming_from_its_tail_hint_leaves_earlier_damage_to_readers(log):
+    log.create()
+    _fill(log, 50)
+    path, pos = _position(log, 20)
+    with open(path, "r+b") as f:
+        f.seek(pos + 2)
+        f.write(b"\x7f")
+    size = os.path.getsize(path)
+    with log.writer() as w:  # like Kafka past its recovery point: only the tail is walked
+        assert w.upcoming == 50
+    assert os.path.getsize(path) == size  # nothing cut off
+    with pytest.raises(CorruptRecordError) as err:
+        log.read(offset=30)
+    assert err.value.offset == 20
 
 
 def test_classify_tail_sees_a_length_pointing_past_the_end_with_records_after_it():
@@ -152,8 +169,21 @@ def test_the_admin_does_not_report_a_short_log_for_mid_log_damage(log):
     _fill(log, 50)
     path, pos = _position(log, 20)
     _flip_byte(path, pos + 12)
+    os.unlink(path + ".tail")  # no tail hint: the admin walks the segment and meets the damage
     with pytest.raises(CorruptRecordError) as err:
         log.admin.metadata([SSP._replace(system=log.settings.system)])
+    assert err.value.offset == 20
+
+
+def test_the_admin_counts_from_the_tail_hint_past_earlier_damage(log):
+    log.create()
+    _fill(log, 50)
+    path, pos = _position(log, 20)
+    _flip_byte(path, pos + 12)
+    ssp = SSP._replace(system=log.settings.system)
+    assert log.admin.metadata([ssp])[ssp].upcoming == 50  # the true end, never a short log
+    with pytest.raises(CorruptRecordError) as err:  # the damage is met by whoever reads it
+        log.read(offset=0)
     assert err.value.offset == 20
 
 

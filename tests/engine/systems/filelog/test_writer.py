@@ -24,6 +24,11 @@ def _flip_byte(path: str, position: int) -> None:
         f.write(bytes([byte ^ 0x5A]))
 
 
+def _ssp(log):
+    from weir.engine.model import SystemStreamPartition
+    return SystemStreamPartition(log.settings.system, "s", 0)
+
+
 def _active(log, stream="s", partition=0) -> str:
     return list_segments(log.pdir(stream, partition))[-1].path
 
@@ -97,6 +102,7 @@ def test_damage_followed_by_valid_records_is_not_truncated(log):
     path = _active(log)
     size = os.path.getsize(path)
     _flip_byte(path, len(encode_record(b"k0", b"v")) + 12)  # inside record 1
+    os.unlink(path + ".tail")  # without the tail hint the writer walks the whole segment
     with pytest.raises(CorruptRecordError) as err:
         log.writer()
     assert (err.value.offset, err.value.partition) == (1, 0)
@@ -211,3 +217,66 @@ def test_a_writer_refuses_a_partition_whose_directory_was_deleted(log):
     assert log.pdir("s", 1) in str(err.value) and "backup" in str(err.value)
     assert not os.path.exists(log.pdir("s", 1))  # nothing made in its place
     assert log.write([(None, b"b")], partition=0) == [0]  # the other partition is fine
+
+
+def test_a_closed_writer_leaves_a_tail_hint_that_a_reopened_writer_resumes_from(log):
+    log.create()
+    log.write([(b"k%d" % i, b"v" * 100, 1000 + i) for i in range(3000)])
+    path = _active(log)
+    assert os.path.exists(path + ".tail")
+    with log.writer() as w:
+        assert w.upcoming == 3000
+        w.append(b"more", b"v", 5)
+    assert [r.offset for r in log.read(offset=2999)] == [2999, 3000]
+    assert log.admin.metadata([_ssp(log)])[_ssp(log)].upcoming == 3001
+
+
+def test_a_tail_hint_of_another_file_is_ignored(log):
+    log.create()
+    log.write([(b"k%d" % i, b"v") for i in range(10)])
+    path = _active(log)
+    hint = open(path + ".tail", "rb").read()
+    log.write([(b"x%d" % i, b"v") for i in range(5)])
+    data = open(path, "rb").read()
+    os.unlink(path)
+    with open(path, "wb") as f:  # the same name, another file (new inode)
+        f.write(data)
+    with open(path + ".tail", "wb") as f:
+        f.write(hint)
+    assert log.admin.metadata([_ssp(log)])[_ssp(log)].upcoming == 15
+    with log.writer() as w:
+        assert w.upcoming == 15
+
+
+def test_a_damaged_tail_hint_is_ignored(log):
+    log.create()
+    log.write([(b"k%d" % i, b"v") for i in range(10)])
+    path = _active(log)
+    with open(path + ".tail", "r+b") as f:
+        f.seek(20)
+        f.write(b"\xff\xff")
+    assert log.admin.metadata([_ssp(log)])[_ssp(log)].upcoming == 10
+    with log.writer() as w:
+        assert w.upcoming == 10
+
+
+def test_a_tail_hint_pointing_inside_a_record_is_walked_from_the_start(log):
+    from weir.engine.systems.filelog._tail import TailHint
+    log.create()
+    log.write([(b"k%d" % i, b"value") for i in range(10)])
+    path = _active(log)
+    TailHint(os.stat(path).st_ino, 3, len(encode_record(b"k0", b"value")) * 3 + 5, -1,
+             ()).write(path)
+    assert log.admin.metadata([_ssp(log)])[_ssp(log)].upcoming == 10
+    with log.writer() as w:
+        assert w.upcoming == 10
+    assert os.path.getsize(path) == 10 * len(encode_record(b"k0", b"value"))
+
+
+def test_rolling_a_segment_removes_its_tail_hint(make_log):
+    log = make_log(segment_bytes="4096")
+    log.create()
+    log.write([(b"k%d" % i, b"v" * 100) for i in range(200)])
+    segments = list_segments(log.pdir())
+    assert len(segments) > 1
+    assert not any(os.path.exists(s.path + ".tail") for s in segments[:-1])

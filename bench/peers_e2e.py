@@ -1,0 +1,436 @@
+"""The end-to-end running-count job in Weir and its peers, each run as a whole process.
+
+Workload (issue 16, PERF-FACTS part 2): N events (default 1,000,000), keys drawn uniformly
+from K keys (``random.Random(12345)``; default K = 10,000 and 1,000,000), a running count per
+key, output discarded.
+
+Variants (each round runs every variant once as its own process; the order alternates
+between rounds; three rounds by default):
+
+=====================  =======================================================================
+``weir-rocksdb-1``     ``weir run`` of ``bench._job_tasks:Count`` over a 4-partition file-log
+                       stream, store ``counts`` on RocksDB with a changelog on the file log,
+                       default store settings, ``job.container.count=1``
+``weir-rocksdb-auto``  the same with ``job.container.count`` left at its default
+``weir-lmdb-1``        the RocksDB job on LMDB, one container
+``weir-lmdb-auto``     the same with ``job.container.count`` left at its default
+``bytewax-b1000``      Bytewax, ``TestingSource`` with input batches of 1000, ``key_on`` +
+                       ``stateful_map``, ``run_main`` (1 worker), no recovery
+``quix-txn1000``       the Quix Streams state layer, a transaction per 1000 events
+``quix-txn100k``       the same, a transaction per 100,000 events
+``rocksdict-hand``     a hand-written rocksdict loop: read-through dict, WriteBatch and a
+                       zstd-L1 changelog file per 1000 events (``bench/_peer_jobs.py``)
+=====================  =======================================================================
+
+The Weir jobs read their events from the file log (written once per key count before the
+rounds, not timed); the peers draw the same keys in memory inside their process (PERF-FACTS
+part 2, as the issue's figures were taken). Every Weir run starts with empty state (new
+checkpoint and store directories and a new changelog stream); these are deleted after the run.
+
+Reported per variant: the median over rounds of the whole-process wall time (interpreter
+start to exit) as events/s, the min-max, the median max RSS (``wait4``: the largest process of
+the tree, which with container processes is the largest container or the runner), and the
+median over rounds of the per-round ratio to ``weir-rocksdb-1``. Then the issue's goals as
+ratios from the same rounds.
+
+``--startup`` measures Weir's start-up instead: in one process, the time from ``run_job`` to
+the first message reaching the task, for a job over N records (a probe task stops the job at
+its first message), at N and N/10 records, medians of ``--rounds``.
+
+Run::
+
+    .venv/bin/pip install -e '.[test,peers]'
+    .venv/bin/python bench/peers_e2e.py                         # 1M events, 10k and 1M keys
+    .venv/bin/python bench/peers_e2e.py --n 200000 --keys 10000 --rounds 1
+    .venv/bin/python bench/peers_e2e.py --only weir-rocksdb-1,bytewax-b1000
+    .venv/bin/python bench/peers_e2e.py --startup
+    .venv/bin/python bench/peers_e2e.py --compare main --only weir-rocksdb-1   # before/after
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+STREAM = "e2e-in"
+PARTITIONS = 4
+BASELINE = "weir-rocksdb-1"
+
+__all__ = ["main"]
+
+
+@dataclass(frozen=True)
+class Run:
+    wall: float
+    rss_mib: float
+
+
+# -- input ----------------------------------------------------------------------------------
+
+def _log_config(log_root: Path) -> dict[str, str]:
+    return {"systems.filelog.factory": "filelog", "systems.filelog.root": str(log_root),
+            "systems.filelog.default.stream.samza.offset.default": "oldest"}
+
+
+def generate(log_root: Path, n: int, keys: int) -> None:
+    """The job's input: ``n`` events in ``STREAM`` (4 partitions, bounded), key index modulo 4
+    picks the partition, so every key lives in one task. Skipped when already there."""
+    done = log_root / f".{STREAM}.done"
+    if done.exists() and done.read_text() == f"{n} {keys}":
+        return
+    sys.path.append(str(ROOT))  # after a snapshot on PYTHONPATH
+    import random
+
+    from _peer_jobs import key_name
+    from weir.engine.model import OutgoingMessageEnvelope, SystemStream
+    from weir.engine.systems.api import StreamSpec
+    from weir.engine.systems.registry import SystemRegistry
+    from weir.stores.config import Config
+
+    shutil.rmtree(log_root, ignore_errors=True)
+    registry = SystemRegistry(Config(_log_config(log_root)))
+    registry.admin("filelog").create_stream(StreamSpec(STREAM, PARTITIONS, bounded=True))
+    producer = registry.producer("filelog")
+    producer.register("bench")
+    producer.start()
+    ss = SystemStream("filelog", STREAM)
+    rng = random.Random(12345)
+    fmt = key_name(keys).encode()
+    value = b"v" * 8
+    send = producer.send
+    for _ in range(n):
+        i = rng.randrange(keys)
+        send("bench", OutgoingMessageEnvelope(ss, value, fmt % i, partition=i % PARTITIONS))
+    producer.end_stream(STREAM)
+    producer.stop()
+    done.write_text(f"{n} {keys}")
+
+
+def _job_file(work: Path, log_root: Path, run: Path, engine: str) -> Path:
+    cfg = _log_config(log_root) | {
+        "job.name": f"e2e-{run.name}", "task.class": "bench._job_tasks:Count",
+        "task.inputs": f"filelog.{STREAM}",
+        "job.data.dir": str(run / "data"),
+        "stores.counts.factory": engine, "stores.counts.key.serde": "bytes",
+        "stores.counts.msg.serde": "int64",
+        "stores.counts.changelog": f"filelog.{run.name}-changelog",
+    }
+    path = run / "job.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in cfg.items()))
+    return path
+
+
+# -- variants -------------------------------------------------------------------------------
+
+WEIR = {"weir-rocksdb-1": ("rocksdb", "1"), "weir-rocksdb-auto": ("rocksdb", None),
+        "weir-lmdb-1": ("lmdb", "1"), "weir-lmdb-auto": ("lmdb", None)}
+PEERS = ("bytewax-b1000", "quix-txn1000", "quix-txn100k", "rocksdict-hand")
+VARIANTS = (*WEIR, *PEERS)
+_PEER_MODULE = {"bytewax-b1000": "bytewax", "quix-txn1000": "quixstreams",
+                "quix-txn100k": "quixstreams", "rocksdict-hand": "rocksdict"}
+
+
+def _env(weir_path: Path | None = None, pycache: Path | None = None) -> dict[str, str]:
+    """The children's environment. Bytecode is cached as on any installation (the peers' was
+    compiled by pip): a ``PYTHONDONTWRITEBYTECODE`` in this environment is dropped and the
+    cache goes to ``pycache`` (outside the repository), so a run does not pay for compiling
+    Weir's ~160 modules at every start."""
+    env = dict(os.environ)
+    parts = (str(weir_path) if weir_path else None, str(ROOT), env.get("PYTHONPATH"))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in parts if p)
+    if pycache is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    return env
+
+
+def snapshot(rev: str, work: Path) -> Path:
+    """Weir as of git revision ``rev``, importable as ``weir``: its source (``git archive``)
+    with ``engine``, ``stores`` and ``recovery`` linked into its ``weir`` package. Put first
+    on ``PYTHONPATH`` it wins over the editable install, so one run can time two commits."""
+    commit = subprocess.run(["git", "rev-parse", "--short", rev], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout.strip()
+    pkg = work / f"snapshot-{commit}"
+    if not (pkg / "weir" / "engine").exists():
+        src = work / f"source-{commit}"
+        shutil.rmtree(src, ignore_errors=True)
+        src.mkdir(parents=True)
+        archive = subprocess.run(["git", "archive", commit], cwd=ROOT, check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+        shutil.rmtree(pkg, ignore_errors=True)
+        shutil.copytree(src / "weir", pkg / "weir")
+        for sub in ("engine", "stores", "recovery"):
+            (pkg / "weir" / sub).symlink_to(src / sub)
+    return pkg
+
+
+def _timed(cmd: list[str], log: Path, weir_path: Path | None = None) -> Run:
+    """Wall time and max RSS of one whole process (``wait4`` on it)."""
+    with open(log, "wb") as out:
+        started = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                env=_env(weir_path, log.parent / "pycache"),
+                                cwd=str(log.parent))  # ROOT's weir/
+        # would come first on sys.path (the working directory) and hide a snapshot
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(map(shlex.quote, cmd))} exited {proc.returncode}:\n"
+                         + log.read_text()[-3000:])
+    return Run(wall, usage.ru_maxrss / 1024)
+
+
+def run_variant(name: str, work: Path, log_root: Path, n: int, keys: int,
+                snapshots: dict[str, Path] | None = None) -> Run:
+    """One whole-process run; ``name@rev`` runs Weir variant ``name`` as of ``rev``."""
+    run = Path(tempfile.mkdtemp(prefix="run-", dir=work))
+    name, _, rev = name.partition("@")
+    weir_path = (snapshots or {}).get(rev) if rev else None
+    try:
+        if name in WEIR:
+            engine, count = WEIR[name]
+            cmd = [sys.executable, "-m", "weir", "run", str(_job_file(work, log_root, run, engine)),
+                   "--status", "off"]
+            if count is not None:
+                cmd += ["--set", f"job.container.count={count}"]
+        else:
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--child", name, "--n", str(n),
+                   "--keys", str(keys), "--workdir", str(run)]
+        return _timed(cmd, work / f"{name}{'@' + rev if rev else ''}.log", weir_path)
+    finally:
+        shutil.rmtree(run, ignore_errors=True)
+        shutil.rmtree(log_root / f"{run.name}-changelog", ignore_errors=True)
+
+
+def child(name: str, n: int, keys: int, work: Path) -> None:
+    """One peer's whole run, in this process (called with ``--child``)."""
+    sys.path.insert(0, str(HERE))
+    from _peer_jobs import bytewax_job, event_keys, quix_job, rocksdict_job
+
+    events = event_keys(n, keys)
+    if name == "bytewax-b1000":
+        bytewax_job(1000)(events)
+    elif name in ("quix-txn1000", "quix-txn100k"):
+        run, close, _ = quix_job(work / "quix", 1000 if name == "quix-txn1000" else 100_000)
+        run(events)
+        close()
+    elif name == "rocksdict-hand":
+        rocksdict_job(work / "hand", 1000)(events)
+    else:
+        raise SystemExit(f"unknown peer {name!r}; one of {', '.join(PEERS)}")
+
+
+def warm_bytecode(work: Path, weir_path: Path | None) -> None:
+    """Import every Weir module once in the children's environment (fills the bytecode
+    cache, as an installation has it)."""
+    code = ("from weir.engine.config.job import load_all_declarations; load_all_declarations(); "
+            "import weir.engine.cli.run, weir.engine.container.process, bench._job_tasks")
+    subprocess.run([sys.executable, "-c", code], env=_env(weir_path, work / "pycache"),
+                   cwd=str(work), check=True, capture_output=True)
+
+
+def _importable(module: str) -> str | None:
+    probe = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True,
+                           text=True)
+    return None if probe.returncode == 0 else (probe.stderr.strip().splitlines() or ["?"])[-1]
+
+
+# -- start-up -------------------------------------------------------------------------------
+
+def startup(work: Path, n: int, rounds: int) -> list[tuple[int, float]]:
+    """Median seconds from ``run_job`` to the first message at the task, over ``n // 10`` and
+    ``n`` records (10,000 keys), one container, in this process."""
+    sys.path.append(str(ROOT))  # after a snapshot on PYTHONPATH
+    import logging
+
+    from bench import _job_tasks
+    from weir.engine.container.runner import run_job
+    from weir.engine.container.status import StatusMode
+    from weir.stores.config import Config
+
+    logging.basicConfig(level=logging.WARNING)
+    out = []
+    for records in (max(1, n // 10), n):
+        log_root = work / f"log-startup-{records}"
+        generate(log_root, records, 10_000)
+        samples = []
+        for _ in range(rounds):
+            run = Path(tempfile.mkdtemp(prefix="run-", dir=work))
+            path = _job_file(work, log_root, run, "rocksdb")
+            cfg = dict(line.split("=", 1) for line in path.read_text().splitlines())
+            cfg["task.class"] = "bench._job_tasks:StopAtFirst"
+            cfg["job.container.count"] = "1"
+            _job_tasks.StopAtFirst.first_at = None
+            started = time.perf_counter()
+            run_job(Config(cfg), status=StatusMode.OFF)
+            samples.append(_job_tasks.StopAtFirst.first_at - started)
+            shutil.rmtree(run, ignore_errors=True)
+            shutil.rmtree(log_root / f"{run.name}-changelog", ignore_errors=True)
+        out.append((records, statistics.median(samples)))
+        print(f"start-up over {records:,} records: {statistics.median(samples) * 1000:.0f} ms "
+              f"(median of {rounds}: {', '.join(f'{s * 1000:.0f}' for s in samples)} ms)",
+              flush=True)
+    return out
+
+
+# -- report ---------------------------------------------------------------------------------
+
+def _resolve(runs: dict[str, list[Run]], name: str) -> str | None:
+    """``name``, or else its first ``name@REV`` run (in ``--only`` order: list the commit
+    being measured before the one it is compared with)."""
+    if name in runs:
+        return name
+    return next((n for n in runs if n.partition("@")[0] == name), None)
+
+
+def _ratio(runs: dict[str, list[Run]], a: str, b: str) -> float | None:
+    """Median over rounds of (events/s of ``a``) / (events/s of ``b``) in the same round."""
+    a, b = _resolve(runs, a), _resolve(runs, b)
+    if a is None or b is None:
+        return None
+    return statistics.median(rb.wall / ra.wall for ra, rb in zip(runs[a], runs[b]))
+
+
+def report(runs: dict[str, list[Run]], n: int, keys: int) -> list[str]:
+    lines = [f"### {n:,} events, {keys:,} keys, {len(next(iter(runs.values())))} interleaved "
+             f"rounds", "",
+             "| variant | events/s (median) | min-max | max RSS MiB (median) | ratio to "
+             f"`{BASELINE}` |", "|---|---:|---:|---:|---:|"]
+    for name, rs in runs.items():
+        rates = sorted(n / r.wall for r in rs)
+        ratio = _ratio(runs, name, BASELINE)
+        lines.append(f"| `{name}` | {statistics.median(rates):,.0f} | {rates[0]:,.0f}-"
+                     f"{rates[-1]:,.0f} | {statistics.median(r.rss_mib for r in rs):.0f} | "
+                     + (f"{ratio:.2f}x |" if ratio is not None else "- |"))
+    revs = sorted({name.partition("@")[2] for name in runs} - {""})
+    goals = [(f"{w}", f"{w}@{rev}", None) for rev in revs for w in WEIR]
+    goals += [("weir-rocksdb-1", "bytewax-b1000", 1.0 if keys <= 10_000 else 1.5),
+             ("weir-rocksdb-1", "quix-txn1000", 2.5 if keys <= 10_000 else None),
+             ("weir-lmdb-1", "bytewax-b1000", 1.3 if keys <= 10_000 else None),
+             ("weir-rocksdb-auto", "weir-rocksdb-1", 1.8),
+             ("weir-lmdb-auto", "weir-lmdb-1", None),
+             ("weir-rocksdb-1", "rocksdict-hand", None)]
+    lines += ["", "| ratio (median of per-round ratios) | measured | goal |", "|---|---:|---|"]
+    seen: set[tuple[str, str]] = set()
+    for a, b, goal in goals:
+        ratio = _ratio(runs, a, b)
+        if ratio is None or (a, b) in seen or _resolve(runs, a) == _resolve(runs, b):
+            continue
+        seen.add((a, b))
+        verdict = "-" if goal is None else f">= {goal}x: {'met' if ratio >= goal else 'MISSED'}"
+        lines.append(f"| `{_resolve(runs, a)}` / `{_resolve(runs, b)}` | {ratio:.2f}x | "
+                     f"{verdict} |")
+    return lines
+
+
+_ROUND_LINE = re.compile(r"^keys\s+([\d,]+) round (\d+) (\S+)\s+[\d,]+ ev/s\s+([\d.]+) s\s+"
+                         r"(\d+) MiB")
+
+
+def from_log(path: Path) -> list[str]:
+    """The report of an earlier run, from the per-round lines it printed."""
+    n = 0
+    by_keys: dict[int, dict[str, list[Run]]] = {}
+    for line in path.read_text().splitlines():
+        if line.startswith("input: "):
+            n = int(line.split()[1].replace(",", ""))
+        m = _ROUND_LINE.match(line)
+        if m:
+            keys = int(m.group(1).replace(",", ""))
+            by_keys.setdefault(keys, {}).setdefault(m.group(3), []).append(
+                Run(float(m.group(4)), float(m.group(5))))
+    out: list[str] = []
+    for keys, runs in by_keys.items():
+        out += report(runs, n, keys) + [""]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1_000_000, help="events per run (default 1M)")
+    parser.add_argument("--keys", default="10000,1000000",
+                        help="comma-separated key counts (default 10000,1000000)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", default=",".join(VARIANTS),
+                        help=f"comma-separated variants (default all: {','.join(VARIANTS)}); "
+                             f"a Weir variant as of a git revision is written name@REV")
+    parser.add_argument("--workdir", type=Path, help="keep inputs here (reused when present)")
+    parser.add_argument("--startup", action="store_true", help="measure start-up instead")
+    parser.add_argument("--compare", action="append", default=[], metavar="REV",
+                        help="also run the Weir variants as of git revision REV (as "
+                             "variant@REV), interleaved with the others; repeatable")
+    parser.add_argument("--from-log", type=Path, metavar="FILE",
+                        help="print the tables of an earlier run from its output")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.from_log:
+        print("\n".join(from_log(args.from_log)))
+        return 0
+    if args.child:
+        child(args.child, args.n, int(args.keys), args.workdir)
+        return 0
+    command = " ".join([".venv/bin/python", "bench/peers_e2e.py",
+                        *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="weir-peers-e2e-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        if args.startup:
+            startup(work, args.n, args.rounds)
+            print(f"command: {command}")
+            return 0
+        names = [v.strip() for v in args.only.split(",") if v.strip()]
+        for name in [v for v in names if v in _PEER_MODULE]:
+            reason = _importable(_PEER_MODULE[name])
+            if reason:
+                print(f"skipped {name}: {_PEER_MODULE[name]} not importable ({reason}); "
+                      f"install with .venv/bin/pip install -e '.[peers]'")
+                names.remove(name)
+        names += [f"{n}@{rev}" for rev in args.compare for n in list(names) if n in WEIR]
+        snapshots = {rev: snapshot(rev, work)
+                     for rev in {n.partition("@")[2] for n in names} - {""}}
+        for weir_path in (None, *snapshots.values()):
+            warm_bytecode(work, weir_path)
+        out: list[str] = []
+        for keys in (int(k) for k in args.keys.split(",")):
+            log_root = work / f"log-{keys}"
+            started = time.perf_counter()
+            generate(log_root, args.n, keys)
+            print(f"input: {args.n:,} events, {keys:,} keys, {PARTITIONS} partitions "
+                  f"({time.perf_counter() - started:.1f} s)", flush=True)
+            runs: dict[str, list[Run]] = {name: [] for name in names}
+            load = os.getloadavg()[0]
+            for r in range(args.rounds):
+                for name in (names if r % 2 == 0 else names[::-1]):
+                    res = run_variant(name, work, log_root, args.n, keys, snapshots)
+                    runs[name].append(res)
+                    print(f"keys {keys:>9,} round {r + 1} {name:<18} {args.n / res.wall:>10,.0f}"
+                          f" ev/s  {res.wall:6.2f} s  {res.rss_mib:6.0f} MiB  load "
+                          f"{os.getloadavg()[0]:.1f}", flush=True)
+            out += report(runs, args.n, keys)
+            out.append(f"\nload average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at "
+                       f"the end; {os.cpu_count()} cores\n")
+        print("\n".join(out))
+        print(f"command: {command}")
+        return 0
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
