@@ -11,9 +11,9 @@ between rounds; three rounds by default):
 ``weir-rocksdb-1``     ``weir run`` of ``bench._job_tasks:Count`` over a 4-partition file-log
                        stream, store ``counts`` on RocksDB with a changelog on the file log,
                        default store settings, ``job.container.count=1``
-``weir-rocksdb-auto``  the same with ``job.container.count`` left at its default
+``weir-rocksdb-auto``  the same with ``job.container.count=auto`` (min(tasks, cores))
 ``weir-lmdb-1``        the RocksDB job on LMDB, one container
-``weir-lmdb-auto``     the same with ``job.container.count`` left at its default
+``weir-lmdb-auto``     the same with ``job.container.count=auto``
 ``bytewax-b1000``      Bytewax, ``TestingSource`` with input batches of 1000, ``key_on`` +
                        ``stateful_map``, ``run_main`` (1 worker), no recovery
 ``quix-txn1000``       the Quix Streams state layer, a transaction per 1000 events
@@ -135,8 +135,8 @@ def _job_file(work: Path, log_root: Path, run: Path, engine: str) -> Path:
 
 # -- variants -------------------------------------------------------------------------------
 
-WEIR = {"weir-rocksdb-1": ("rocksdb", "1"), "weir-rocksdb-auto": ("rocksdb", None),
-        "weir-lmdb-1": ("lmdb", "1"), "weir-lmdb-auto": ("lmdb", None)}
+WEIR = {"weir-rocksdb-1": ("rocksdb", "1"), "weir-rocksdb-auto": ("rocksdb", "auto"),
+        "weir-lmdb-1": ("lmdb", "1"), "weir-lmdb-auto": ("lmdb", "auto")}
 PEERS = ("bytewax-b1000", "quix-txn1000", "quix-txn100k", "rocksdict-hand")
 VARIANTS = (*WEIR, *PEERS)
 _PEER_MODULE = {"bytewax-b1000": "bytewax", "quix-txn1000": "quixstreams",

@@ -93,7 +93,9 @@ SSP_GROUPER = declare(
     "are accepted. Changing it changes the tasks, so stateful jobs must not change it.",
     component="job model", choices=tuple(_GROUPERS))
 AUTO_CONTAINERS = "auto"
-"""``job.container.count=auto`` (the default): min(tasks, usable CPU cores)."""
+"""``job.container.count=auto``: min(tasks, usable CPU cores). Opt-in, not the default: the
+file log takes one writer process per partition, so tasks of different containers that send to
+the same output partition would refuse each other (``PartitionLockedError``)."""
 
 
 class ContainerCountType:
@@ -113,11 +115,14 @@ class ContainerCountType:
 
 
 CONTAINER_COUNT = declare(
-    "job.container.count", ContainerCountType, AUTO_CONTAINERS,
+    "job.container.count", ContainerCountType, 1,
     "Number of containers the tasks are spread over (round-robin by task name), at most the number of tasks; each container is a "
     "process when there are more than one. `auto`: min(tasks, usable CPU cores), so a job "
-    "uses every core by default (an application with intermediate streams runs in 1). A "
-    "number is used exactly.", component="job model", aliases=("yarn.container.count",))
+    "uses every core (an application with intermediate streams runs in 1). Not the default: "
+    "on the file log a partition has one writer process, so use more than 1 only when the "
+    "tasks of different containers never send to the same output partition (state-only jobs, "
+    "or outputs partitioned like the inputs with `envelope.partition` set). A number is used "
+    "exactly.", component="job model", aliases=("yarn.container.count",))
 TASK_NAME_GROUPER = declare(
     "task.name.grouper.factory", str, "container-count", "How tasks are spread over containers; "
     "only Samza's default, group by container count, exists.", component="job model",
@@ -293,7 +298,7 @@ def ssp_grouper(config: Config) -> SspGrouper:
 
 
 def requested_container_count(config: Config) -> int | None:
-    """``job.container.count`` as set: a number, or None for ``auto`` (the default)."""
+    """``job.container.count`` as set: a number, or None for ``auto``."""
     value = CONTAINER_COUNT.get(config)
     return None if value == AUTO_CONTAINERS else value
 

@@ -158,7 +158,8 @@ def test_changing_the_container_count_of_a_job_with_host_affinity_is_refused(tmp
 def test_host_affinity_compares_automatic_container_counts_as_resolved(tmp_path, monkeypatch):
     from weir.engine.jobmodel import model
     monkeypatch.setattr(model, "usable_cores", lambda: 2)
-    config = job_config(tmp_path, **{"job.host-affinity.enabled": "true"})  # auto: 2 of 2
+    auto = {"job.host-affinity.enabled": "true", "job.container.count": "auto"}
+    config = job_config(tmp_path, **auto)  # auto: 2 of 2
     create_inputs(config, 2)
     started(config)
     same = job_config(tmp_path, **{"job.host-affinity.enabled": "true",
@@ -166,7 +167,7 @@ def test_host_affinity_compares_automatic_container_counts_as_resolved(tmp_path,
     started(same)  # the same count, written out: allowed
     monkeypatch.setattr(model, "usable_cores", lambda: 1)  # auto on a 1-core machine: 1
     with pytest.raises(ImmutableSettingError) as info:
-        JobCoordinator(job_config(tmp_path, **{"job.host-affinity.enabled": "true"})).start()
+        JobCoordinator(job_config(tmp_path, **auto)).start()
     assert "auto (1 on this machine)" in str(info.value)
 
 

@@ -326,8 +326,16 @@ def test_automatic_container_count_is_tasks_or_usable_cores_whichever_is_fewer(
         monkeypatch, cores, partitions, expected):
     from weir.engine.jobmodel import model as jobmodel
     monkeypatch.setattr(jobmodel, "usable_cores", lambda: cores)
-    for config in (cfg(task__inputs="fl.a"), cfg(task__inputs="fl.a", job__container__count="auto")):
-        assert len(build_job_model(config, {A: partitions}).containers) == expected
+    config = cfg(task__inputs="fl.a", job__container__count="auto")
+    assert len(build_job_model(config, {A: partitions}).containers) == expected
+
+
+def test_one_container_by_default_whatever_the_cores(monkeypatch):
+    """``auto`` is opt-in: tasks of two containers sending to one output partition of the file
+    log would refuse each other (one writer process per partition)."""
+    from weir.engine.jobmodel import model as jobmodel
+    monkeypatch.setattr(jobmodel, "usable_cores", lambda: 8)
+    assert len(build_job_model(cfg(task__inputs="fl.a"), {A: 4}).containers) == 1
 
 
 def test_an_explicit_container_count_is_used_exactly_whatever_the_cores(monkeypatch):
