@@ -30,12 +30,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from tests.e2e._count_job import CountJob
+from tests.reliability._input_job import StoppingCountJob as StopWordCountJob
+from tests.reliability._input_job import flip_byte
 from weir.engine.config.job import load_config
 from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
 from weir.engine.systems.api import StreamSpec
 from weir.engine.systems.registry import SystemRegistry
-from weir.engine.task import RequestScope
 from weir.recovery.checkpoint import FileCheckpointManager
 from weir.stores.serdes import Int64Serde
 
@@ -71,27 +71,9 @@ stores.counts.lmdb.map.size.bytes=4194304
 """
 
 
-class StopWordCountJob(CountJob):
-    """The e2e count job, which also stops (after a final commit) at the word ``STOP``."""
-
-    def process(self, envelope, collector, coordinator):
-        if envelope.message == STOP:
-            coordinator.shutdown(RequestScope.CURRENT_TASK)
-            return
-        super().process(envelope, collector, coordinator)
-
-
 def words(n: int, seed: int = 5, keys: int = 40) -> list[str]:
     rng = random.Random(seed)
     return [f"k{rng.randrange(keys):02d}" for _ in range(n)]
-
-
-def flip_byte(path: Path | str, position: int) -> None:
-    with open(path, "r+b") as f:
-        f.seek(position)
-        byte = f.read(1)
-        f.seek(position)
-        f.write(bytes([byte[0] ^ 0x5A]))
 
 
 def cut_changelog(partition_dir: Path, path: Path | str, position: int | None,
