@@ -355,56 +355,25 @@ class RunLoop:
 
     # -- the inline loop: sync tasks on the loop thread -------------------------------------
     def _run_inline(self) -> None:
+        """Sync tasks on the loop thread. A source with ``choose_run`` hands out up to
+        ``_RUN_LIMIT`` envelopes at once: exactly what successive ``choose()`` calls would have
+        returned, handled one by one in that order (a request made while handling one is
+        served before the next)."""
         choose, single, idle = self._source.choose, self._single, self.settings.max_idle_ms / 1000
         run = getattr(self._source, "choose_run", None)
-        if run is not None:
-            self._run_inline_runs(choose, run, single, idle)
-            return
-        null = self._m_null
-        n = 0
-        if self._service():
-            return
         exhausted = self._exhausted
-        while True:
-            env = choose(idle)
-            if env is None:
-                null.count += 1
-                if exhausted is not None and exhausted():
-                    self._stop(StopReason.SOURCE_EXHAUSTED)
-            else:
-                w = single.get(env.ssp)
-                if w is None or env.kind is not _MESSAGE:
-                    if self._route_inline(env):
-                        return
-                else:
-                    n += 1
-                    if n & 63:
-                        try:
-                            w.process_fn(env, w.collector, w.coordinator)
-                        except Exception as exc:
-                            self._inline_failure(w, env, exc)
-                        else:
-                            w.offsets[env.ssp] = env.offset
-                            w.processed.count += 1
-                    else:  # every 64th message is timed for the process-ns metric
-                        self._process_inline(w, env)
-            if self._attention and self._service():
-                return
-
-    def _run_inline_runs(self, choose: Any, run: Any, single: Any, idle: float) -> None:
-        """``_run_inline`` over a source with ``choose_run``: the envelopes it returns are
-        exactly what successive ``choose()`` calls would have returned, handled one by one in
-        that order (a request made while handling one is served before the next)."""
         null = self._m_null
         n = 0
         if self._service():
             return
         while True:
-            envs = run(_RUN_LIMIT)
+            envs = run(_RUN_LIMIT) if run is not None else None
             if not envs:
                 env = choose(idle)
                 if env is None:
                     null.count += 1
+                    if exhausted is not None and exhausted():
+                        self._stop(StopReason.SOURCE_EXHAUSTED)
                     if self._attention and self._service():
                         return
                     continue
