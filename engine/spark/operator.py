@@ -326,13 +326,8 @@ class _TaskRunner:
         state.open()
         try:
             if state.published is None:
-                received = list(batches)
-                table = (pa.Table.from_batches(received) if received
-                         else _arrow_schema(self.input_schema, self.timezone).empty_table())
-                rows_in = table.num_rows
-                if rows_in:
-                    _check_partition(table, where.partition, self.operator, self.partitions)
-                table = table.drop_columns([PARTITION_COLUMN])
+                table, rows_in = _received_table(batches, self.input_schema, self.timezone,
+                                                 where.partition, self.operator, self.partitions)
                 result = self.fn(OperatorState(state, Config(self.config)), table)
                 output = _to_table(result, user_schema)
                 state.commit(outputs=encode_batches(output), meta={"rows_in": rows_in})
@@ -345,6 +340,21 @@ class _TaskRunner:
             yield _with_metrics_column(batch, arrow_schema)
         yield _metrics_row(arrow_schema, state.metrics, rows_in, rows_out,
                            (time.perf_counter() - started) * 1000)
+
+
+def _received_table(batches: Iterable[Any], schema: Any, timezone: str | None, partition: int,
+                    operator: str, partitions: int) -> tuple[Any, int]:
+    """The Arrow batches a task received as one table without the partition column, checked
+    to belong to ``partition``; and its row count."""
+    import pyarrow as pa
+
+    received = list(batches)
+    table = (pa.Table.from_batches(received) if received
+             else _arrow_schema(schema, timezone).empty_table())
+    rows = table.num_rows
+    if rows:
+        _check_partition(table, partition, operator, partitions)
+    return table.drop_columns([PARTITION_COLUMN]), rows
 
 
 def _check_partition(table: Any, partition: int, operator: str, partitions: int) -> None:

@@ -43,7 +43,7 @@ from weir.engine.spark.durable import OperatorCheckpoint, OperatorMeta, publish_
 from weir.engine.spark.errors import SparkError
 from weir.engine.spark.operator import (_METRIC_FIELDS, METRICS_COLUMN, METRICS_DDL,
                                         PARTITION_COLUMN, BatchContext, StateOperator,
-                                        _arrow_schema, _check_partition, _metrics_row,
+                                        _arrow_schema, _metrics_row, _received_table,
                                         _TaskRunner, _with_metrics_column, decode_batches,
                                         encode_batches, key_types, task_batch)
 from weir.engine.spark.partition import PartitionState
@@ -357,12 +357,8 @@ class _InitialWriter:
         import pyarrow as pa
 
         where = task_batch(batch_override=0)
-        received = list(batches)
-        table = pa.Table.from_batches(received) if received else \
-            _arrow_schema(self.schema, self.timezone).empty_table()
-        if table.num_rows:
-            _check_partition(table, where.partition, self.operator, self.partitions)
-        table = table.drop_columns([PARTITION_COLUMN])
+        table, _ = _received_table(batches, self.schema, self.timezone, where.partition,
+                                   self.operator, self.partitions)
         sink = io.BytesIO()
         with pa.ipc.new_stream(sink, table.schema) as writer:
             writer.write_table(table)
@@ -413,13 +409,8 @@ class _TwsRunner(_TaskRunner):
         state.open()
         try:
             if state.published is None:
-                received = list(batches)
-                table = (pa.Table.from_batches(received) if received
-                         else _arrow_schema(self.input_schema, self.timezone).empty_table())
-                rows_in = table.num_rows
-                if rows_in:
-                    _check_partition(table, where.partition, self.operator, self.partitions)
-                table = table.drop_columns([PARTITION_COLUMN])
+                table, rows_in = _received_table(batches, self.input_schema, self.timezone,
+                                                 where.partition, self.operator, self.partitions)
                 max_event = None
                 if mode is TimeMode.EVENT_TIME and self.watermark is not None and rows_in:
                     column = self.watermark[0]
