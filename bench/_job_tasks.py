@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 from weir.engine.model import OutgoingMessageEnvelope, SystemStream
@@ -48,12 +49,18 @@ class CountEmit(StreamTask, InitableTask):
 
 
 class StopAtFirst(StreamTask):
-    """Notes the time of the first message (``StopAtFirst.first_at``, ``time.perf_counter``)
-    and asks the container to stop: bench/peers_e2e.py's start-up probe."""
+    """Notes the time of the first message (``StopAtFirst.first_at``, ``time.perf_counter``,
+    which on Linux is ``CLOCK_MONOTONIC``, one clock for every process) and asks the
+    container to stop: bench/peers_e2e.py's start-up probe. With ``WEIR_BENCH_FIRST_AT`` set
+    to a path, the time is also written there (the whole-process probe, ``weir run``)."""
 
     first_at: float | None = None
 
     def process(self, envelope, collector, coordinator):
         if StopAtFirst.first_at is None:
             StopAtFirst.first_at = time.perf_counter()
+            path = os.environ.get("WEIR_BENCH_FIRST_AT")
+            if path:
+                with open(path, "w") as out:
+                    out.write(repr(StopAtFirst.first_at))
             coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)

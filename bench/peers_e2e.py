@@ -33,9 +33,11 @@ the tree, which with container processes is the largest container or the runner)
 median over rounds of the per-round ratio to ``weir-rocksdb-1``. Then the issue's goals as
 ratios from the same rounds.
 
-``--startup`` measures Weir's start-up instead: in one process, the time from ``run_job`` to
-the first message reaching the task, for a job over N records (a probe task stops the job at
-its first message), at N and N/10 records, medians of ``--rounds``.
+``--startup`` measures Weir's start-up instead, for a job over N and N/10 records (one
+container, the file log, a RocksDB store with a changelog; a probe task stops the job at its
+first message): the whole process (``weir run``, from the spawn to the first message at the
+task) and ``run_job`` to the first message (in a new process that imported the runner
+first), each round in new processes; with ``--compare REV`` the revision runs interleaved.
 
 Run::
 
@@ -44,6 +46,7 @@ Run::
     .venv/bin/python bench/peers_e2e.py --n 200000 --keys 10000 --rounds 1
     .venv/bin/python bench/peers_e2e.py --only weir-rocksdb-1,bytewax-b1000
     .venv/bin/python bench/peers_e2e.py --startup
+    .venv/bin/python bench/peers_e2e.py --startup --compare main --rounds 5     # before/after
     .venv/bin/python bench/peers_e2e.py --compare main --only weir-rocksdb-1   # before/after
 """
 
@@ -119,7 +122,8 @@ def generate(log_root: Path, n: int, keys: int) -> None:
     done.write_text(f"{n} {keys}")
 
 
-def _job_file(work: Path, log_root: Path, run: Path, engine: str) -> Path:
+def _job_file(work: Path, log_root: Path, run: Path, engine: str,
+              extra: dict[str, str] | None = None) -> Path:
     cfg = _log_config(log_root) | {
         "job.name": f"e2e-{run.name}", "task.class": "bench._job_tasks:Count",
         "task.inputs": f"filelog.{STREAM}",
@@ -127,7 +131,7 @@ def _job_file(work: Path, log_root: Path, run: Path, engine: str) -> Path:
         "stores.counts.factory": engine, "stores.counts.key.serde": "bytes",
         "stores.counts.msg.serde": "int64",
         "stores.counts.changelog": f"filelog.{run.name}-changelog",
-    }
+    } | (extra or {})
     path = run / "job.properties"
     path.write_text("".join(f"{k}={v}\n" for k, v in cfg.items()))
     return path
@@ -238,7 +242,12 @@ def child(name: str, n: int, keys: int, work: Path) -> None:
 def warm_bytecode(work: Path, weir_path: Path | None) -> None:
     """Import every Weir module once in the children's environment (fills the bytecode
     cache, as an installation has it)."""
-    code = ("from weir.engine.config.job import load_all_declarations; load_all_declarations(); "
+    code = ("import importlib, pkgutil\n"
+            "for p in ('weir.stores', 'weir.recovery', 'weir.engine'):\n"
+            "  for m in pkgutil.walk_packages(importlib.import_module(p).__path__, p + '.',\n"
+            "                                 onerror=lambda name: None):\n"
+            "    try: __import__(m.name)\n"
+            "    except Exception: pass  # an optional extra (pyspark) that is not installed\n"
             "import weir.engine.cli.run, weir.engine.container.process, bench._job_tasks")
     subprocess.run([sys.executable, "-c", code], env=_env(weir_path, work / "pycache"),
                    cwd=str(work), check=True, capture_output=True)
@@ -252,40 +261,118 @@ def _importable(module: str) -> str | None:
 
 # -- start-up -------------------------------------------------------------------------------
 
-def startup(work: Path, n: int, rounds: int) -> list[tuple[int, float]]:
-    """Median seconds from ``run_job`` to the first message at the task, over ``n // 10`` and
-    ``n`` records (10,000 keys), one container, in this process."""
-    sys.path.append(str(ROOT))  # after a snapshot on PYTHONPATH
+_PROBE = {"task.class": "bench._job_tasks:StopAtFirst", "job.container.count": "1"}
+
+
+def _startup_job(work: Path, log_root: Path) -> Path:
+    """A fresh run directory with the benchmark's RocksDB job, its task the start-up probe."""
+    run = Path(tempfile.mkdtemp(prefix="run-", dir=work))
+    return _job_file(work, log_root, run, "rocksdb", _PROBE)
+
+
+def _startup_child(job: Path) -> None:
+    """In this process: import the runner, then time ``run_job`` to the first message (the
+    first call in the process, so anything imported lazily on the way counts)."""
     import logging
 
     from bench import _job_tasks
     from weir.engine.container.runner import run_job
     from weir.engine.container.status import StatusMode
-    from weir.stores.config import Config
+    from weir.engine.config.job import load_config
 
     logging.basicConfig(level=logging.WARNING)
+    config = load_config(str(job), [])
+    started = time.perf_counter()
+    run_job(config, status=StatusMode.OFF)
+    print(f"startup-child {_job_tasks.StopAtFirst.first_at - started!r}")
+
+
+def _startup_round(work: Path, log_root: Path, weir_path: Path | None,
+                   tag: str) -> tuple[float, float]:
+    """One whole-process start-up (``weir run``, interpreter start to the first message at the
+    task) and one in-process start-up (``run_job`` to the first message), each in a new
+    process with a new job (empty state, new changelog); seconds."""
     out = []
-    for records in (max(1, n // 10), n):
-        log_root = work / f"log-startup-{records}"
-        generate(log_root, records, 10_000)
-        samples = []
-        for _ in range(rounds):
-            run = Path(tempfile.mkdtemp(prefix="run-", dir=work))
-            path = _job_file(work, log_root, run, "rocksdb")
-            cfg = dict(line.split("=", 1) for line in path.read_text().splitlines())
-            cfg["task.class"] = "bench._job_tasks:StopAtFirst"
-            cfg["job.container.count"] = "1"
-            _job_tasks.StopAtFirst.first_at = None
-            started = time.perf_counter()
-            run_job(Config(cfg), status=StatusMode.OFF)
-            samples.append(_job_tasks.StopAtFirst.first_at - started)
+    for mode in ("whole", "in-process"):
+        path = _startup_job(work, log_root)
+        run = path.parent
+        first_file = run / "first-at"
+        log = work / f"startup-{mode}-{tag}.log"
+        if mode == "whole":
+            cmd = [sys.executable, "-m", "weir", "run", str(path), "--status", "off"]
+        else:
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--startup-child", str(path)]
+        env = _env(weir_path, work / "pycache") | {"WEIR_BENCH_FIRST_AT": str(first_file)}
+        try:
+            with open(log, "wb") as sink:
+                started = time.perf_counter()
+                code = subprocess.run(cmd, stdout=sink, stderr=subprocess.STDOUT, env=env,
+                                      cwd=str(work)).returncode
+            text = log.read_text()
+            if code != 0 or not first_file.exists():
+                raise SystemExit(f"{' '.join(map(shlex.quote, cmd))} exited {code} without "
+                                 f"reaching the task:\n{text[-3000:]}")
+            if mode == "whole":
+                out.append(float(first_file.read_text()) - started)
+            else:
+                line = next(x for x in text.splitlines() if x.startswith("startup-child "))
+                out.append(float(line.split()[1]))
+        finally:
             shutil.rmtree(run, ignore_errors=True)
             shutil.rmtree(log_root / f"{run.name}-changelog", ignore_errors=True)
-        out.append((records, statistics.median(samples)))
-        print(f"start-up over {records:,} records: {statistics.median(samples) * 1000:.0f} ms "
-              f"(median of {rounds}: {', '.join(f'{s * 1000:.0f}' for s in samples)} ms)",
-              flush=True)
-    return out
+    return out[0], out[1]
+
+
+def startup(work: Path, n: int, rounds: int, compare: list[str]) -> list[str]:
+    """Start-up of a job over ``n // 10`` and ``n`` records (10,000 keys, 4 partitions): one
+    container, the file log, a RocksDB store with a changelog, a probe task that stops the job
+    at its first message. Per round and tree (this one, then each ``compare`` revision, the
+    order alternating between rounds): the whole process (``python -m weir run``, from the
+    spawn to the first message at the task: imports, config, coordinator, stores, inputs) and
+    ``run_job`` to the first message in a new process that imported the runner first.
+    Returns the report's lines."""
+    trees: dict[str, Path | None] = {"this tree": None}
+    for rev in compare:
+        trees[rev] = snapshot(rev, work)
+    for weir_path in trees.values():
+        warm_bytecode(work, weir_path)
+    load = os.getloadavg()[0]
+    results: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    sizes = (max(1, n // 10), n)
+    for records in sizes:
+        generate(work / f"log-startup-{records}", records, 10_000)
+    for r in range(rounds):
+        for records in sizes:
+            names = list(trees) if r % 2 == 0 else list(trees)[::-1]
+            for name in names:
+                whole, inproc = _startup_round(work, work / f"log-startup-{records}",
+                                               trees[name], f"{records}-{name.replace(' ', '-')}")
+                results.setdefault((name, records), []).append((whole, inproc))
+                print(f"round {r + 1} {records:>9,} records {name:<12} whole process "
+                      f"{whole * 1000:5.0f} ms  run_job {inproc * 1000:5.0f} ms  load "
+                      f"{os.getloadavg()[0]:.1f}", flush=True)
+
+    def ms(values: list[float]) -> str:
+        return (f"{statistics.median(values) * 1000:.0f} ms ({min(values) * 1000:.0f}-"
+                f"{max(values) * 1000:.0f})")
+
+    lines = [f"### Start-up: first message at the task ({rounds} interleaved rounds)", "",
+             "| tree | records | whole process: spawn to first message, median (min-max) | "
+             "`run_job` to first message, median (min-max) |", "|---|---:|---:|---:|"]
+    for (name, records), samples in results.items():
+        lines.append(f"| {name} | {records:,} | {ms([s[0] for s in samples])} | "
+                     f"{ms([s[1] for s in samples])} |")
+    for rev in compare:
+        lines += ["", f"| ratio `{rev}` / this tree (median of per-round ratios) | records | "
+                      "whole process | `run_job` |", "|---|---:|---:|---:|"]
+        for records in sizes:
+            pairs = list(zip(results[("this tree", records)], results[(rev, records)]))
+            lines.append(f"| | {records:,} | "
+                         f"{statistics.median(b[0] / a[0] for a, b in pairs):.2f}x | "
+                         f"{statistics.median(b[1] / a[1] for a, b in pairs):.2f}x |")
+    lines.append(f"\nload average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end; "
+                 f"{os.cpu_count()} cores")
+    return lines
 
 
 # -- report ---------------------------------------------------------------------------------
@@ -377,9 +464,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-log", type=Path, metavar="FILE",
                         help="print the tables of an earlier run from its output")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--startup-child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.from_log:
         print("\n".join(from_log(args.from_log)))
+        return 0
+    if args.startup_child:
+        sys.path.append(str(ROOT))  # after a snapshot on PYTHONPATH
+        _startup_child(args.startup_child)
         return 0
     if args.child:
         child(args.child, args.n, int(args.keys), args.workdir)
@@ -390,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     try:
         if args.startup:
-            startup(work, args.n, args.rounds)
+            print("\n".join(startup(work, args.n, args.rounds, args.compare)))
             print(f"command: {command}")
             return 0
         names = [v.strip() for v in args.only.split(",") if v.strip()]
