@@ -32,13 +32,13 @@ import threading
 import time
 from enum import Enum
 from types import TracebackType
-
-from rich.console import Console
-from rich.progress import (BarColumn, Progress, ProgressColumn, Task, TaskID, TextColumn,
-                           TimeElapsedColumn, TimeRemainingColumn)
-from rich.text import Text
+from typing import TYPE_CHECKING
 
 from weir.recovery.restore import RestorePlan, RestoreStats
+
+if TYPE_CHECKING:  # rich is imported for the bar only (a terminal)
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
 
 __all__ = ["ProgressMode", "RestoreProgress", "StoreProgress"]
 
@@ -56,21 +56,6 @@ class ProgressMode(Enum):
     LOG = "log"
     QUIET = "quiet"
     """No progress; the summary line is logged at DEBUG."""
-
-
-class _Throughput(ProgressColumn):
-    """``12.3 MB, 1,234,567 records/s`` of a combined restore task."""
-
-    def render(self, task: Task) -> Text:
-        mb = task.fields.get("nbytes", 0) / 1e6
-        speed = task.finished_speed or task.speed or 0.0
-        return Text(f"{mb:,.1f} MB, {speed:,.0f} records/s", style="progress.data.speed")
-
-
-class _Records(ProgressColumn):
-    def render(self, task: Task) -> Text:
-        total = f"{int(task.total):,}" if task.total is not None else "?"
-        return Text(f"{int(task.completed):,}/{total} records", style="progress.download")
 
 
 def _human_seconds(seconds: float) -> str:
@@ -107,10 +92,8 @@ class RestoreProgress:
 
     def __enter__(self) -> "RestoreProgress":
         if self.mode is ProgressMode.BAR:
-            self._bar = Progress(
-                TextColumn("[bold]{task.description}"), BarColumn(), _Records(), _Throughput(),
-                TextColumn("ETA"), TimeRemainingColumn(), TimeElapsedColumn(),
-                console=self._console or Console(stderr=True), transient=False)
+            from weir.recovery._progress_bar import restore_bar
+            self._bar = restore_bar(self._console)
             self._bar.start()
         return self
 

@@ -23,6 +23,7 @@ Example::
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -209,6 +210,8 @@ class ConfigKey:
     component: str
     choices: tuple[str, ...] | None = None
     aliases: tuple[str, ...] = ()
+    module: str = field(default="", compare=False)
+    """The module that declared it (what imports it; the generated key index lists it)."""
     pattern: re.Pattern = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -278,7 +281,8 @@ def declare(name: str, type: Any, default: Any, doc: str, *, component: str,
             choices: tuple[str, ...] | None = None, aliases: tuple[str, ...] = ()) -> ConfigKey:
     """Declare a config key once. Declaring the same name twice with a different definition is
     a programming error and raises ``ValueError``."""
-    key = ConfigKey(name, type, default, doc, component, choices, aliases)
+    key = ConfigKey(name, type, default, doc, component, choices, aliases,
+                    sys._getframe(1).f_globals.get("__name__", ""))
     existing = _REGISTRY.get(name)
     if existing is not None and existing != key:
         raise ValueError(f"config key {name} declared twice with different definitions")

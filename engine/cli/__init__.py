@@ -1,8 +1,11 @@
 """The ``weir`` command line.
 
 Each subcommand group lives in its own module under ``weir.engine.cli`` exposing
-``register(subparsers)``; the module adds its parser(s) and sets ``func`` on them, a callable
-taking the parsed args and returning the exit code.
+``register(subparsers)``; the module adds its parser (named as the module: ``weir.engine.cli.run``
+adds ``run``) and sets ``func`` on it, a callable taking the parsed args and returning the
+exit code. ``weir COMMAND ...`` imports only that command's module (``weir run`` does not pay
+for the imports of ``weir state`` or ``weir log``); ``weir``, ``weir --help`` and an unknown
+command build the whole parser.
 """
 
 from __future__ import annotations
@@ -30,12 +33,15 @@ _COMMAND_MODULES = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``weir`` parser with every subcommand, or only ``command``'s when it names one
+    (the others are then not imported)."""
     parser = argparse.ArgumentParser(
         prog="weir", description="Weir: stateful stream processing for Python.")
     parser.add_argument("--version", action="version", version=f"weir {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in _COMMAND_MODULES:
+    only = _module_of(command)
+    for name in _COMMAND_MODULES if only is None else (only,):
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
@@ -46,8 +52,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _module_of(command: str | None) -> str | None:
+    """The module of subcommand ``command`` (None: not one of them)."""
+    if command is None:
+        return None
+    return next((m for m in _COMMAND_MODULES if m.rpartition(".")[2] == command), None)
+
+
+def _command(argv: list[str]) -> str | None:
+    """The subcommand ``argv`` names: its first argument, unless that is an option."""
+    return argv[0] if argv and not argv[0].startswith("-") else None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command(argv))
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
     if func is None:

@@ -6,8 +6,10 @@
   place and what is allowed. ``--strict`` exits 1 when there are warnings.
 * ``weir config docs [--output FILE|-] [--check]`` writes the key reference generated from
   every ``declare(...)``: to ``--output`` (``-`` is standard output); without it, to
-  ``docs/CONFIG.md`` when run at the root of a Weir checkout, else to standard output.
-  ``--check`` writes nothing and exits 1 with a diff when the file is stale.
+  ``docs/CONFIG.md`` when run at the root of a Weir checkout (with the key index
+  ``engine/config/_declared_keys.py`` that lets a run import only the modules declaring its
+  keys), else to standard output. ``--check`` writes nothing and exits 1 with a diff when a
+  file is stale.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from rich.table import Table
 from weir.stores.config import declared_keys
 
 from weir.engine.errors import EngineError
+from weir.engine.config.declarations import INDEX_PATH, render_index
 from weir.engine.config.job import (
     OVERRIDE_ORIGIN,
     config_docs_markdown,
@@ -89,6 +92,7 @@ def _default_text(value: object) -> str:
 
 def _show(args: argparse.Namespace) -> int:
     config = load_config(args.path, args.overrides)
+    load_all_declarations()  # every key, for --defaults
     warnings = validate_config(config)
     out = _console()
     table = Table(title=f"Effective config of {args.path}", title_justify="left")
@@ -169,24 +173,38 @@ def _docs(args: argparse.Namespace) -> int:
             raise EngineError("--check compares with a file: pass --output FILE")
         sys.stdout.write(text)
         return 0
+    files = [(path, text)]
+    if args.output is None:  # the root of a checkout: the key index too
+        files.append((Path(INDEX_PATH), render_index()))
     if args.check:
-        if not path.exists():
-            raise EngineError(f"{path} does not exist: generate it with "
-                              f"`weir config docs --output {path}`")
-        current = path.read_text(encoding="utf-8")
-        if current == text:
-            print(f"{path} is up to date ({keys} keys from {modules} modules)")
-            return 0
-        diff = list(difflib.unified_diff(current.splitlines(), text.splitlines(),
-                                         f"{path} (committed)", f"{path} (from the code)",
-                                         lineterm="", n=1))
-        for line in diff[:_DIFF_LINES]:
-            print(line, file=sys.stderr)
-        if len(diff) > _DIFF_LINES:
-            print(f"... {len(diff) - _DIFF_LINES} more diff lines", file=sys.stderr)
-        command = "weir config docs" + ("" if args.output is None else f" --output {path}")
-        print(f"{path} is stale: regenerate it with `{command}` and commit it", file=sys.stderr)
-        return 1
-    write_atomically(path, text)
-    print(f"wrote {path}: {keys} keys from {modules} modules")
+        stale = False
+        for target, generated in files:
+            stale |= not _up_to_date(target, generated, args)
+        if not stale:
+            print(f"{', '.join(str(t) for t, _ in files)} up to date ({keys} keys from "
+                  f"{modules} modules)")
+        return 1 if stale else 0
+    for target, generated in files:
+        write_atomically(target, generated)
+        print(f"wrote {target}: {keys} keys from {modules} modules")
     return 0
+
+
+def _up_to_date(path: Path, text: str, args: argparse.Namespace) -> bool:
+    """Whether ``path`` holds ``text``; if not, prints a diff and how to regenerate it."""
+    if not path.exists():
+        raise EngineError(f"{path} does not exist: generate it with "
+                          f"`weir config docs --output {path}`")
+    current = path.read_text(encoding="utf-8")
+    if current == text:
+        return True
+    diff = list(difflib.unified_diff(current.splitlines(), text.splitlines(),
+                                     f"{path} (committed)", f"{path} (from the code)",
+                                     lineterm="", n=1))
+    for line in diff[:_DIFF_LINES]:
+        print(line, file=sys.stderr)
+    if len(diff) > _DIFF_LINES:
+        print(f"... {len(diff) - _DIFF_LINES} more diff lines", file=sys.stderr)
+    command = "weir config docs" + ("" if args.output is None else f" --output {path}")
+    print(f"{path} is stale: regenerate it with `{command}` and commit it", file=sys.stderr)
+    return False

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 __all__ = ["register", "add_config_dir_to_path"]
@@ -69,6 +70,19 @@ def add_config_dir_to_path(path: str | os.PathLike) -> str:
     return directory
 
 
+def _names_application(config: Mapping[str, str]) -> bool:
+    """Whether the config names a high-level application (``app.class``). The planner (and
+    with it the whole high-level API) is imported only when the key is there at all."""
+    if _APP_CLASS not in config:
+        return False
+    from weir.engine.app.planner import is_application
+    return is_application(config)
+
+
+_APP_CLASS = "app.class"
+"""``weir.engine.app.planner.APP_CLASS``'s name (tests/engine/cli/test_run_cli.py checks)."""
+
+
 def _run(args: argparse.Namespace) -> int:
     # Imported here so that `weir --help` and the other subcommands start fast.
     from weir.engine.config.job import load_config
@@ -81,7 +95,6 @@ def _run(args: argparse.Namespace) -> int:
     mode = StatusMode(args.status)
     console = configure_logging(mode)
     reset = StateReset.RESET if args.reset_state else StateReset.KEEP
-    from weir.engine.app.planner import is_application
     if args.runner == "spark":
         if args.stage is not None or args.reset_state:
             from weir.stores.errors import ConfigError
@@ -89,7 +102,7 @@ def _run(args: argparse.Namespace) -> int:
         from weir.engine.spark.jobrunner import Trigger, run_on_spark
         result = run_on_spark(config, trigger=Trigger(args.trigger),
                               config_dir=str(Path(args.path).resolve().parent))
-    elif is_application(config):
+    elif _names_application(config):
         from weir.engine.app.runner import run_application
         result = run_application(config, stage=args.stage, status=mode, console=console)
     elif args.stage is not None:

@@ -35,7 +35,8 @@ from weir.stores.config import Config, ConfigKey, declared_keys, find_declared
 from weir.stores.errors import ConfigError
 from weir.stores.spec import check_store_keys, stores_in
 
-__all__ = ["ConfigWarning", "WarningKind", "UnknownSamzaKeyError", "check_config"]
+__all__ = ["ConfigWarning", "WarningKind", "UnknownSamzaKeyError", "check_config",
+           "stream_prop_of"]
 
 _OWNED_PREFIXES = ("task.", "job.", "stores.", "serializers.", "spark.weir.")
 _SYSTEM_FACTORY_KEYS = ("systems.{s}.samza.factory", "systems.{s}.factory")
@@ -104,8 +105,10 @@ class UnknownSamzaKeyError(ConfigError):
 
 # -- ownership ----------------------------------------------------------------------------------
 
-def _stream_prop(key: str) -> str | None:
-    """The ``samza.*`` property a stream-property key sets, or None if it is not one."""
+def stream_prop_of(key: str) -> str | None:
+    """The ``samza.*`` property a stream-property key sets (``streams.<id>.samza.*``,
+    ``systems.<s>.streams.<stream>.samza.*``, ``systems.<s>.default.stream.samza.*``), or
+    None if it is not one."""
     if key.startswith("streams."):
         head, sep, prop = key.partition(".samza.")
         return "samza." + prop if sep and head.count(".") >= 1 else None
@@ -131,13 +134,13 @@ def _owned(config: Config, key: str) -> bool:
     if key.startswith(_OWNED_PREFIXES):
         return True
     if key.startswith("streams."):
-        return _stream_prop(key) is not None
+        return stream_prop_of(key) is not None
     if key.startswith("systems."):
         parts = key.split(".")
         if len(parts) < 3:
             return True
         if parts[2] == "streams" or parts[2:4] == ["default", "stream"]:
-            return _stream_prop(key) is not None
+            return stream_prop_of(key) is not None
         return parts[2] == "samza" or not _user_system(config, parts[1])
     return False
 
@@ -158,7 +161,7 @@ def _declaration(key: str, stream_props: dict[str, ConfigKey]) -> ConfigKey | No
     decl = find_declared(key)
     if decl is not None:
         return decl
-    prop = _stream_prop(key)
+    prop = stream_prop_of(key)
     return stream_props.get(prop) if prop else None
 
 
@@ -209,7 +212,7 @@ def _suggest_store(parts: list[str], stores: list[str], decl: ConfigKey | None,
 
 def _samza_namespace(key: str) -> bool:
     """``systems.<s>.samza.*``, or a ``samza.*`` stream property in any spelling."""
-    if _stream_prop(key) is not None:
+    if stream_prop_of(key) is not None:
         return True
     parts = key.split(".")
     return len(parts) > 3 and parts[0] == "systems" and parts[2] == "samza"

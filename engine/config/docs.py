@@ -17,12 +17,14 @@ from weir.stores.config import ConfigKey, declared_keys
 
 from weir.engine.errors import EngineError
 
-__all__ = ["import_all_modules", "render_markdown", "DOC_PACKAGES"]
+__all__ = ["import_all_modules", "import_module", "render_markdown", "DOC_PACKAGES"]
 
 DOC_PACKAGES = ("weir.stores", "weir.recovery", "weir.engine")
 
 
-def _import(name: str) -> None:
+def import_module(name: str) -> None:
+    """Import module ``name`` to collect its config declarations; a failure raises
+    EngineError naming it."""
     try:
         importlib.import_module(name)
     except Exception as exc:  # noqa: BLE001 - any failure means missing declarations
@@ -33,7 +35,7 @@ def _import(name: str) -> None:
 
 
 def _walk(package: str) -> list[str]:
-    _import(package)
+    import_module(package)
     names = [package]
     pkg = importlib.import_module(package)
     for info in pkgutil.iter_modules(pkg.__path__, prefix=package + "."):
@@ -42,7 +44,7 @@ def _walk(package: str) -> list[str]:
         if info.ispkg:
             names += _walk(info.name)
         else:
-            _import(info.name)
+            import_module(info.name)
             names.append(info.name)
     return names
 

@@ -23,10 +23,12 @@ written (``0.50`` stays ``0.50``). Merge keys (``<<: *anchor``) are supported.
 from __future__ import annotations
 
 import re
-
-import yaml
+from typing import TYPE_CHECKING
 
 from weir.stores.errors import ConfigError
+
+if TYPE_CHECKING:
+    import yaml  # imported when a YAML config is read (a .properties job never pays for it)
 
 __all__ = ["parse_properties", "parse_yaml", "read_text"]
 
@@ -171,6 +173,7 @@ def _scalar_text(node: yaml.ScalarNode) -> str:
 
 def _flatten(node: yaml.Node, prefix: str, source: str,
              out: list[tuple[str, str, int]]) -> None:
+    import yaml
     line = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
@@ -206,6 +209,7 @@ def parse_yaml(text: str, source: str) -> list[tuple[str, str, int]]:
     >>> parse_yaml("job:\\n  name: wc\\nstores:\\n  counts: {factory: rocksdb}\\n", "job.yaml")
     [('job.name', 'wc', 2), ('stores.counts.factory', 'rocksdb', 4)]
     """
+    import yaml
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:

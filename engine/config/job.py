@@ -32,7 +32,7 @@ from typing import Any
 from weir.stores.config import Config, declare
 from weir.stores.errors import ConfigError
 
-from weir.engine.config.check import ConfigWarning, WarningKind, check_config
+from weir.engine.config.check import ConfigWarning, UnknownSamzaKeyError, WarningKind, check_config
 from weir.engine.config.docs import import_all_modules, render_markdown
 from weir.engine.config.files import parse_properties, parse_yaml, read_text
 from weir.engine.model import SystemStream
@@ -49,6 +49,7 @@ __all__ = [
     "warn_unknown_keys",
     "config_docs_markdown",
     "load_all_declarations",
+    "load_declarations_for",
     "StoreBase",
     "JobConfig",
     "JOB_NAME",
@@ -178,16 +179,42 @@ def load_all_declarations() -> tuple[str, ...]:
     return tuple(import_all_modules())
 
 
+def load_declarations_for(config: Config) -> tuple[str, ...]:
+    """Import the modules that declare the keys ``config`` sets (the generated key index,
+    :mod:`weir.engine.config.declarations`, names them), so each of those keys is known;
+    returns the module names. A module that fails to import raises EngineError."""
+    from weir.engine.config.declarations import modules_declaring
+    from weir.engine.config.docs import import_module
+    modules = modules_declaring(config)
+    for name in modules:
+        import_module(name)
+    return tuple(modules)
+
+
 def validate_config(config: Config, *, load_declarations: bool = True) -> list[ConfigWarning]:
     """Check ``config`` against the declared keys.
 
     Every set key that has a declaration is parsed, so a bad value raises :class:`ConfigError`
     now (key, ``file:line``, the value, what is allowed). Unknown keys under the prefixes Weir
-    owns come back as warnings with the closest declared key. ``load_declarations=False``
-    skips importing every module first (only the keys declared so far are known).
+    owns come back as warnings with the closest declared key.
+
+    ``load_declarations`` imports the modules that declare the set keys first
+    (:func:`load_declarations_for`: a ``weir run`` imports no module it does not need); when
+    the check then finds anything to warn about or refuse, every module is imported
+    (:func:`load_all_declarations`) and the config checked again, so the verdict and the
+    suggested key are the same as with every key declared. ``load_declarations=False`` checks
+    against the keys declared so far.
     """
-    if load_declarations:
-        load_all_declarations()
+    if not load_declarations:
+        return check_config(config)
+    load_declarations_for(config)
+    try:
+        warnings = check_config(config)
+    except UnknownSamzaKeyError:
+        warnings = None
+    if warnings == []:
+        return warnings
+    load_all_declarations()
     return check_config(config)
 
 

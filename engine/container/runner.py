@@ -52,7 +52,7 @@ from weir.stores.errors import ConfigError
 
 from weir.engine.container.progress import ContainerProgress, ContainerResult
 from weir.engine.container.process import ChildEvent, EventKind, container_process_main
-from weir.engine.config.job import JobConfig, load_all_declarations, warn_unknown_keys
+from weir.engine.config.job import JobConfig, validate_config
 from weir.engine.container.container import Container, create_changelog_streams
 from weir.engine.container.preflight import check_job
 from weir.engine.container.settings import JobSettings
@@ -65,7 +65,8 @@ from weir.engine.coordinator.coordinator import JobCoordinator, ModelChange, Sta
 from weir.engine.systems.registry import SystemRegistry
 from weir.engine.task import load_task_factory
 
-__all__ = ["ExitCode", "JobResult", "ContainerFailure", "PreparedJob", "prepare", "prepare_job", "run_job"]
+__all__ = ["ExitCode", "JobResult", "ContainerFailure", "PreparedJob", "containers_in_process",
+           "prepare", "prepare_job", "run_job"]
 
 log = logging.getLogger("weir.runner")
 
@@ -200,11 +201,13 @@ def prepare(config: Config, *, registry: SystemRegistry | None = None,
     effective config is the one read back from its stream (it differs from ``config`` when
     dynamic config changed keys the file does not set); the settings are parsed from it."""
     try:
-        load_all_declarations()
+        warnings = validate_config(config)  # imports the modules declaring its keys only
     except EngineError as exc:
         log.warning("checking config keys against the declarations of the modules that "
                     "import: %s", exc)
-    warn_unknown_keys(config, log, load_declarations=False)
+        warnings = validate_config(config, load_declarations=False)
+    for warning in warnings:
+        log.warning("%s", warning.message)
     job = JobConfig.from_config(config)
     load_task_factory(config)  # a bad task.class / task.wrapper.class fails before any setup
     registry = registry if registry is not None else SystemRegistry(config)
@@ -213,7 +216,7 @@ def prepare(config: Config, *, registry: SystemRegistry | None = None,
     if before_writes is not None:
         before_writes(job)
     if coordinator is not None:
-        model = coordinator.start()
+        model = coordinator.start(local=containers_in_process)
         if dict(model.config) != dict(config):  # dynamic config: parse what will run
             config = model.config
             settings = check_job(config, JobConfig.from_config(config), registry)
@@ -273,7 +276,10 @@ def run_job(config: Config, *, status: StatusMode = StatusMode.AUTO,
     The job coordinator (``weir.engine.coordinator``) writes ``config`` to the job's
     coordinator stream, builds the job model from it, serves it to the container processes
     over HTTP and follows config written while the job runs; ``reset`` (``--reset-state``)
-    lets it delete the job's state to accept changed immutable settings.
+    lets it delete the job's state to accept changed immutable settings. A job whose one
+    container runs in this process gets no HTTP endpoint unless
+    ``job.coordinator.http.serve=always`` or ``job.coordinator.http.port`` asks for one (the
+    container reads nothing over it; its locality goes down with the model's assignments).
 
     ConfigError / StreamNotFoundError from preparing the job propagate (nothing ran); every
     failure while running is in the result (``exit_code`` FAILED, ``failures``)."""
@@ -290,17 +296,19 @@ def run_job(config: Config, *, status: StatusMode = StatusMode.AUTO,
         job_settings = prepared.settings  # parsed once; handed to the container
         config = model.config  # the job's config as the coordinator stream holds it
         settings = StatusSettings.from_config(config)
-        coordinator.serve()
         coordinator.start_catch_up()
         generations: list[JobResult] = []
         while True:
             version = coordinator.version_of(model)
-            in_process = len(model.containers) == 1
+            in_process = bool(containers_in_process(model))
             if in_process:
+                if coordinator.settings.serves_in_process:
+                    coordinator.serve()
                 result = _run_in_process(config, job, registry, model, status, settings,
                                          console, progress or ProgressMode.AUTO, started,
                                          coordinator, job_settings)
             else:
+                coordinator.serve()  # the container processes read their model over HTTP
                 result = _run_processes(config, job, model, status, settings, console,
                                         started, coordinator)
             generations.append(result)
@@ -317,6 +325,12 @@ def run_job(config: Config, *, status: StatusMode = StatusMode.AUTO,
     finally:
         coordinator.stop()
         stack.close()
+
+
+def containers_in_process(model: JobModel) -> tuple[str, ...]:
+    """The containers of ``model`` that :func:`run_job` runs inside its own process: the one
+    container of a one-container model, none otherwise (each runs in its own process)."""
+    return tuple(model.containers) if len(model.containers) == 1 else ()
 
 
 def _take_job_lock(job: JobConfig, stack: contextlib.ExitStack) -> None:

@@ -38,17 +38,17 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-
-from rich.console import Console
-from rich.live import Live
-from rich.logging import RichHandler
-from rich.text import Text
+from typing import TYPE_CHECKING
 
 from weir.stores.config import Config, declare
 
 from weir.engine.container.progress import ContainerProgress
 from weir.engine.model import SystemStreamPartition
 from weir.engine.systems.api import PartitionMetadata
+
+if TYPE_CHECKING:  # rich is imported when something is drawn (or a terminal may be there)
+    from rich.console import Console
+    from rich.live import Live
 
 __all__ = [
     "JOB_STATUS_INTERVAL_MS",
@@ -58,6 +58,7 @@ __all__ = [
     "StatusSnapshot",
     "StatusReporter",
     "configure_logging",
+    "stderr_console",
 ]
 
 log = logging.getLogger("weir.status")
@@ -89,6 +90,28 @@ class StatusMode(Enum):
             return self
         terminal = console.is_terminal if console is not None else sys.stderr.isatty()
         return StatusMode.LINE if terminal else StatusMode.LOG
+
+
+def stderr_console(mode: StatusMode) -> Console | None:
+    """A rich console on standard error when ``mode`` may draw on it (LINE; AUTO unless
+    standard error is plainly not a terminal), else None: rich is not imported."""
+    if mode in (StatusMode.OFF, StatusMode.LOG) or (mode is StatusMode.AUTO and _plain_stderr()):
+        return None
+    from rich.console import Console
+    return Console(stderr=True)
+
+
+def _plain_stderr() -> bool:
+    """Whether rich's console would find standard error not to be a terminal, decided
+    without rich: not a TTY, and neither ``TTY_COMPATIBLE`` nor ``FORCE_COLOR`` set (the
+    variables that make rich see a terminal anyway)."""
+    import os
+    try:
+        tty = sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return not tty and not os.environ.get("TTY_COMPATIBLE") \
+        and os.environ.get("FORCE_COLOR") is None
 
 
 @dataclass(frozen=True)
@@ -163,8 +186,9 @@ class StatusReporter:
         self.job = job
         self._read = read
         self._metadata = metadata
-        self.console = console or Console(stderr=True)
-        self.mode = mode.resolve(self.console)
+        self.console = console if console is not None else stderr_console(mode)
+        self.mode = mode.resolve(self.console) if self.console is not None else (
+            StatusMode.LOG if mode is StatusMode.AUTO else mode)
         self.settings = settings
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -261,6 +285,8 @@ class StatusReporter:
 
     def _show(self, snap: StatusSnapshot) -> None:
         # The line appears once a container runs: restores draw their own progress bars.
+        from rich.live import Live
+        from rich.text import Text
         if self._live is None:
             self._live = Live(Text(snap.line()), console=self.console, transient=True,
                               auto_refresh=False, redirect_stdout=False, redirect_stderr=False)
@@ -290,16 +316,18 @@ class StatusReporter:
 
 
 def configure_logging(mode: StatusMode, console: Console | None = None,
-                      level: int = logging.INFO) -> Console:
+                      level: int = logging.INFO) -> Console | None:
     """Send log records to standard error: through rich (above the status line) in LINE
     mode, as plain timestamped lines otherwise. Does nothing if the root logger already has
     handlers (an application configured logging itself). Returns the console to share with
-    the :class:`StatusReporter`."""
-    console = console or Console(stderr=True)
+    the :class:`StatusReporter` (None when nothing will be drawn: ``--status off`` or
+    ``log``, or standard error is not a terminal; rich is then not imported)."""
+    console = console if console is not None else stderr_console(mode)
     root = logging.getLogger()
     if root.handlers:
         return console
-    if mode.resolve(console) is StatusMode.LINE:
+    if console is not None and mode.resolve(console) is StatusMode.LINE:
+        from rich.logging import RichHandler
         handler: logging.Handler = RichHandler(console=console, show_path=False,
                                                rich_tracebacks=False, markup=False)
         handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))

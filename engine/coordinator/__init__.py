@@ -10,19 +10,39 @@ written while the job runs (``weir coordinator set-config``) and serves the mode
 (:mod:`.server`) to the containers (:mod:`.client`). docs/COORDINATOR.md is the guide.
 """
 
-from weir.engine.coordinator.client import ContainerSetup, CoordinatorClient
-from weir.engine.coordinator.coordinator import (JobCoordinator, ModelChange, ModelSnapshot,
-                                                 StateReset, plan_restarts)
-from weir.engine.coordinator.errors import (CoordinatorError, CoordinatorStreamCorruptError,
-                                            CoordinatorUnavailableError, CoordinatorWriteError,
-                                            ImmutableSettingError)
-from weir.engine.coordinator.guard import check_immutable_settings
-from weir.engine.coordinator.messages import CoordinatorMessage, MessageType, decode_message
-from weir.engine.coordinator.settings import (CoordinatorSettings, coordinator_stream_name,
-                                              coordinator_system)
-from weir.engine.coordinator.state import CoordinatorState, Locality
-from weir.engine.coordinator.stream import CoordinatorStreamStore
-from weir.engine.coordinator.submit import ConfigDiff, config_messages
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Loaded on first use: `weir run` needs the coordinator, not the containers' HTTP client
+# (urllib) nor the server; a container process needs the client only.
+_LAZY = {
+    "ConfigDiff": "weir.engine.coordinator.submit",
+    "ContainerSetup": "weir.engine.coordinator.client",
+    "CoordinatorClient": "weir.engine.coordinator.client",
+    "CoordinatorError": "weir.engine.coordinator.errors",
+    "CoordinatorMessage": "weir.engine.coordinator.messages",
+    "CoordinatorSettings": "weir.engine.coordinator.settings",
+    "CoordinatorState": "weir.engine.coordinator.state",
+    "CoordinatorStreamCorruptError": "weir.engine.coordinator.errors",
+    "CoordinatorStreamStore": "weir.engine.coordinator.stream",
+    "CoordinatorUnavailableError": "weir.engine.coordinator.errors",
+    "CoordinatorWriteError": "weir.engine.coordinator.errors",
+    "ImmutableSettingError": "weir.engine.coordinator.errors",
+    "JobCoordinator": "weir.engine.coordinator.coordinator",
+    "Locality": "weir.engine.coordinator.state",
+    "MessageType": "weir.engine.coordinator.messages",
+    "ModelChange": "weir.engine.coordinator.coordinator",
+    "ModelSnapshot": "weir.engine.coordinator.coordinator",
+    "StateReset": "weir.engine.coordinator.coordinator",
+    "check_immutable_settings": "weir.engine.coordinator.guard",
+    "config_messages": "weir.engine.coordinator.submit",
+    "coordinator_stream_name": "weir.engine.coordinator.settings",
+    "coordinator_system": "weir.engine.coordinator.settings",
+    "decode_message": "weir.engine.coordinator.messages",
+    "plan_restarts": "weir.engine.coordinator.coordinator",
+}
 
 __all__ = [
     "ConfigDiff", "ContainerSetup", "CoordinatorClient", "CoordinatorError",
@@ -33,3 +53,12 @@ __all__ = [
     "config_messages", "coordinator_stream_name", "coordinator_system", "decode_message",
     "plan_restarts",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'weir.engine.coordinator' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

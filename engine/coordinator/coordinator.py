@@ -40,7 +40,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
@@ -191,10 +191,17 @@ class JobCoordinator:
         self.last_catch_up_ms = 0
 
     # -- start ---------------------------------------------------------------------------
-    def start(self) -> JobModel:
+    def start(self, *, local: Callable[[JobModel], Iterable[str]] | None = None) -> JobModel:
         """Bootstrap, check, write the config, build the job model (see the module
         docstring). Raises ImmutableSettingError / ConfigError / StreamNotFoundError with
-        nothing written when the submission is refused."""
+        nothing written when the submission is refused.
+
+        The config's changes, the model's new assignments and the locality of the
+        containers ``local(model)`` names (those that run on this host, in this process: the
+        caller knows) go down in one write, one durable batch; then the job's config is read
+        back from the stream. When it is not the config the model was built from (a
+        ``weir coordinator set-config`` wrote between the bootstrap and this write), the
+        model is built again from what the stream holds and its assignments written."""
         store, config = self.store, self.submitted
         counts = self.registry.partition_counts(all_input_streams(config))
         read = store.bootstrap()  # a missing stream reads as empty; created when written
@@ -208,13 +215,27 @@ class JobCoordinator:
         else:
             check_immutable_settings(previous, config, counts)
         diff = ConfigDiff.between(previous.config, config)
-        if diff:
-            store.write(config_messages(previous.config, config, source=SUBMIT_SOURCE))
-            log.info("wrote the job's config to the coordinator stream: %s", diff.describe())
-        effective = merge_origins(store.config(), config)
-        model = build_job_model(effective, counts, changelog_mapping=previous.changelog,
+        # Once the submission is written, the stream holds the submitted config's values.
+        model = build_job_model(config, counts, changelog_mapping=previous.changelog,
                                 task_assignment=previous.task_containers or None)
-        store.write(assignment_messages(previous, model, source=COORDINATOR_SOURCE))
+        messages = config_messages(previous.config, config, source=SUBMIT_SOURCE) if diff else []
+        messages += assignment_messages(previous, model, source=COORDINATOR_SOURCE)
+        localities = [m for cid in (local(model) if local is not None else ())
+                      if (m := self._locality_message(cid, self.host)) is not None]
+        store.write(messages + localities)
+        if diff:
+            log.info("wrote the job's config to the coordinator stream: %s", diff.describe())
+        self.counters.locality_writes += len(localities)
+        effective = merge_origins(store.config(), config)  # the stream is the source of truth
+        if dict(effective) == dict(model.config):
+            model = replace(model, config=effective)
+        else:
+            log.info("the coordinator stream's config changed while the job started: building "
+                     "the job model from it")
+            state = CoordinatorState.from_store(store)
+            model = build_job_model(effective, counts, changelog_mapping=state.changelog,
+                                    task_assignment=previous.task_containers or None)
+            store.write(assignment_messages(state, model, source=COORDINATOR_SOURCE))
         self._warn_moved_hosts(previous, model)
         with self._lock:
             self._publish(ModelSnapshot.of(1, model))
@@ -277,14 +298,24 @@ class JobCoordinator:
         """Write where container ``container_id`` runs (``set-container-host-assignment``),
         unless the stream already says so."""
         with self._lock:
-            current = self.store.get(MessageType.SET_CONTAINER_HOST_ASSIGNMENT, container_id)
-            if current is not None and current.value("host") == host \
-                    and current.value("jmx-url") == jmx_url:
+            message = self._locality_message(container_id, host, jmx_url=jmx_url,
+                                             jmx_tunneling_url=jmx_tunneling_url)
+            if message is None:
                 return
-            self.store.write([CoordinatorMessage.set_container_host(
-                container_id, host, jmx_url=jmx_url, jmx_tunneling_url=jmx_tunneling_url,
-                source=f"container-{container_id}")])
+            self.store.write([message])
             self.counters.locality_writes += 1
+
+    def _locality_message(self, container_id: str, host: str, *, jmx_url: str = "",
+                          jmx_tunneling_url: str = "") -> CoordinatorMessage | None:
+        """The ``set-container-host-assignment`` to write, or None when the stream already
+        says so."""
+        current = self.store.get(MessageType.SET_CONTAINER_HOST_ASSIGNMENT, container_id)
+        if current is not None and current.value("host") == host \
+                and current.value("jmx-url") == jmx_url:
+            return None
+        return CoordinatorMessage.set_container_host(
+            container_id, host, jmx_url=jmx_url, jmx_tunneling_url=jmx_tunneling_url,
+            source=f"container-{container_id}")
 
     # -- running -------------------------------------------------------------------------
     def on_change(self, listener: Callable[[ModelChange], None]) -> Callable[[], None]:

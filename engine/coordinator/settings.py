@@ -16,6 +16,7 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from weir.stores.config import Config, declare
 from weir.stores.errors import ConfigError
@@ -25,12 +26,14 @@ from weir.engine.config.streams import JOB_DEFAULT_SYSTEM, TASK_INPUTS, job_inpu
 
 __all__ = [
     "CoordinatorSettings",
+    "HttpServe",
     "coordinator_stream_name",
     "coordinator_system",
     "JOB_COORDINATOR_SEGMENT_BYTES",
     "JOB_COORDINATOR_MAX_MESSAGE_BYTES",
     "JOB_COORDINATOR_CATCHUP_INTERVAL_MS",
     "JOB_COORDINATOR_WRITE_TIMEOUT_MS",
+    "JOB_COORDINATOR_HTTP_SERVE",
     "JOB_COORDINATOR_HTTP_HOST",
     "JOB_COORDINATOR_HTTP_PORT",
     "JOB_COORDINATOR_HTTP_MAX_CONNECTIONS",
@@ -58,6 +61,27 @@ JOB_COORDINATOR_WRITE_TIMEOUT_MS = declare(
     "job.coordinator.write.timeout.ms", int, 30_000,
     "How long a writer of the coordinator stream waits for another process that is writing "
     "it (the file log has one writer per partition) before failing.", component=_C)
+
+
+class HttpServe(Enum):
+    """When ``weir run`` serves the job coordinator's HTTP endpoint."""
+
+    AUTO = "auto"
+    """While container processes run (they read their job model and config over it), and
+    for every run when ``job.coordinator.http.port`` names a port. A job whose one container
+    runs inside ``weir run`` needs no endpoint and starts faster without one."""
+    ALWAYS = "always"
+    """For every run, also when the one container runs inside ``weir run`` (``/health``,
+    ``/metrics``, ``/config`` of such a job, on a free port unless one is set)."""
+
+
+JOB_COORDINATOR_HTTP_SERVE = declare(
+    "job.coordinator.http.serve", HttpServe, HttpServe.AUTO,
+    "When `weir run` serves the job coordinator's HTTP endpoint: `auto` while container "
+    "processes run (they read their job model over it) and for every run when "
+    "`job.coordinator.http.port` names a port; `always` also when the one container runs "
+    "inside `weir run`. The coordinator stream is written and followed either way.",
+    component=_C)
 JOB_COORDINATOR_HTTP_HOST = declare(
     "job.coordinator.http.host", str, "127.0.0.1",
     "Address the job coordinator's HTTP endpoint binds to. The default serves this machine "
@@ -124,6 +148,7 @@ class CoordinatorSettings:
     max_message_bytes: int = 1_000_012
     catchup_interval_ms: int = 1000
     write_timeout_ms: int = 30_000
+    http_serve: HttpServe = HttpServe.AUTO
     http_host: str = "127.0.0.1"
     http_port: int = 0
     http_max_connections: int = 256
@@ -143,6 +168,7 @@ class CoordinatorSettings:
             max_message_bytes=JOB_COORDINATOR_MAX_MESSAGE_BYTES.get(config),
             catchup_interval_ms=JOB_COORDINATOR_CATCHUP_INTERVAL_MS.get(config),
             write_timeout_ms=JOB_COORDINATOR_WRITE_TIMEOUT_MS.get(config),
+            http_serve=JOB_COORDINATOR_HTTP_SERVE.get(config),
             http_host=JOB_COORDINATOR_HTTP_HOST.get(config),
             http_port=JOB_COORDINATOR_HTTP_PORT.get(config),
             http_max_connections=JOB_COORDINATOR_HTTP_MAX_CONNECTIONS.get(config),
@@ -162,3 +188,9 @@ class CoordinatorSettings:
                                   + (" and at most 65535" if decl is JOB_COORDINATOR_HTTP_PORT
                                      else ""), key=decl.name, origin=config.origin(decl.name))
         return settings
+
+    @property
+    def serves_in_process(self) -> bool:
+        """Whether the HTTP endpoint is served while the job's one container runs inside
+        ``weir run`` (:class:`HttpServe`); container processes always get it."""
+        return self.http_serve is HttpServe.ALWAYS or self.http_port != 0

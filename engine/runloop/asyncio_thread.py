@@ -3,16 +3,18 @@
 ``async def`` task methods run there: ``process`` coroutines are submitted and complete a
 callback when done; other hooks (``init``, ``window``, ``on_end_of_stream``, ``close``) are
 awaited by the calling thread. The thread starts on first use, so containers of sync tasks
-never create it.
+never create it (nor import asyncio).
 """
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Awaitable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["AsyncioThread"]
 
@@ -37,6 +39,7 @@ class AsyncioThread:
         if loop is None:
             with self._lock:
                 if self._loop is None:
+                    import asyncio
                     loop = asyncio.new_event_loop()
                     ready = threading.Event()
                     thread = threading.Thread(target=self._run, args=(loop, ready),
@@ -49,6 +52,7 @@ class AsyncioThread:
 
     @staticmethod
     def _run(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+        import asyncio
         asyncio.set_event_loop(loop)
         loop.call_soon(ready.set)
         loop.run_forever()
@@ -58,6 +62,7 @@ class AsyncioThread:
 
     def submit(self, awaitable: Awaitable[Any]) -> concurrent.futures.Future:
         """Schedule ``awaitable`` on the loop; a concurrent future gives its outcome."""
+        import asyncio
         coro = awaitable if asyncio.iscoroutine(awaitable) else _await(awaitable)
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
@@ -75,6 +80,7 @@ class AsyncioThread:
             self._loop = self._thread = None
         if loop is None or thread is None:
             return
+        import asyncio
 
         async def _cancel_all() -> None:
             current = asyncio.current_task()
