@@ -81,7 +81,11 @@ class SetAside:
         """Move the files of ``directory`` aside, under its lock (``StoreLockedError`` while
         another live process has the store open). None when there was nothing to move."""
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        if not directory.exists():
+            # A new store: nothing to move, and no process can have it open (opening creates
+            # the directory), so no lock is needed.
+            directory.mkdir(parents=True, exist_ok=True)
+            return None
         with DirectoryLock.acquire(directory, store=store):
             if not _entries(directory):
                 return None
