@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
+from pathlib import Path
 
 from weir.engine.model import OutgoingMessageEnvelope, SystemStream
 from weir.engine.task import EndOfStreamListenerTask, InitableTask, StreamTask
 
-__all__ = ["PassThrough", "CountWords", "FailAt", "SigtermAt", "ShutdownAt"]
+__all__ = ["PassThrough", "CountWords", "FailAt", "SigtermAt", "ShutdownAt",
+           "ModulesAtFirstMessage"]
 
 
 class PassThrough(StreamTask):
@@ -83,3 +86,15 @@ class StuckAt(CountWords):
             STUCK_RELEASE.wait(60)
             self.counts.get("stuck")  # must not find the store closed under it
         super().process(envelope, collector, coordinator)
+
+
+class ModulesAtFirstMessage(StreamTask):
+    """Writes the names of the modules imported by then to ``$WEIR_TEST_MODULES`` at its first
+    message (what a ``weir run`` process loaded to get there)."""
+
+    done = False
+
+    def process(self, envelope, collector, coordinator):
+        if not ModulesAtFirstMessage.done:
+            ModulesAtFirstMessage.done = True
+            Path(os.environ["WEIR_TEST_MODULES"]).write_text("\n".join(sorted(sys.modules)))

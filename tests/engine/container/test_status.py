@@ -142,3 +142,22 @@ def test_log_mode_samples_between_lines_and_logs_only_when_due():
 def test_the_rate_is_zero_before_two_samples():
     reporter = StatusReporter("job", lambda: [], lambda ssps: {}, StatusMode.OFF)
     assert reporter.rate() == 0.0
+
+
+def test_nothing_to_draw_imports_no_rich_and_a_status_line_gets_a_console():
+    import subprocess
+    import sys
+    code = ("import os, sys\n"
+            "os.environ.pop('FORCE_COLOR', None); os.environ.pop('TTY_COMPATIBLE', None)\n"
+            "from weir.engine.container.status import StatusMode, StatusReporter, "
+            "configure_logging, stderr_console\n"
+            "off = configure_logging(StatusMode(sys.argv[1]))\n"
+            "reporter = StatusReporter('job', lambda: [], lambda ssps: {}, StatusMode(sys.argv[1]))\n"
+            "print(off is None, reporter.mode.value, 'rich' in sys.modules)")
+    def run(mode: str) -> list[str]:
+        return subprocess.run([sys.executable, "-c", code, mode], capture_output=True,
+                              text=True, check=True).stdout.split()
+    assert run("off") == ["True", "off", "False"]
+    assert run("log") == ["True", "log", "False"]
+    assert run("auto") == ["True", "log", "False"]  # standard error is a pipe here
+    assert run("line") == ["False", "line", "True"]

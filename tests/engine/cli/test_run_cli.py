@@ -1,0 +1,46 @@
+"""``weir run`` of a task job, as a whole process: it imports what the job uses and nothing
+else (no CLI of other commands, no HTTP server or client, no planner, no Spark, no asyncio or
+YAML when the job does not need them)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from weir.engine.app.planner import APP_CLASS
+from weir.engine.cli import run as run_cli
+from weir.engine.config.job import load_config
+
+from tests.engine.coordinator._helpers import create_inputs, produce, words, write_job
+
+REPO = Path(__file__).resolve().parents[3]
+NEVER = ("uvicorn", "asyncio", "yaml", "urllib.request", "pyspark", "weir.engine.app",
+         "weir.engine.spark", "weir.engine.cli.state", "weir.engine.cli.log",
+         "weir.engine.coordinator.server", "weir.engine.coordinator.client")
+
+
+def test_weir_run_of_a_task_job_imports_nothing_it_does_not_use(tmp_path):
+    path = write_job(tmp_path, **{"task.class": "tests.engine._jobs:ModulesAtFirstMessage",
+                                  "job.container.count": "1"})
+    config = load_config(path)
+    create_inputs(config, 2)
+    produce(config, words(10), 2, end=True)
+    modules = tmp_path / "modules.txt"
+    env = dict(os.environ, WEIR_TEST_MODULES=str(modules),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+
+    done = subprocess.run([sys.executable, "-m", "weir", "run", str(path), "--status", "off"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+
+    assert done.returncode == 0, done.stderr
+    imported = set(modules.read_text().split())
+    assert "weir.engine.container.runner" in imported
+    assert [m for m in imported if m.startswith(NEVER)] == []
+
+
+def test_weir_run_looks_for_the_application_key_the_planner_reads():
+    assert run_cli._APP_CLASS == APP_CLASS.name and not APP_CLASS.default
+    assert not run_cli._names_application({"task.class": "a:B"})
+    assert not run_cli._names_application({"app.class": ""})
