@@ -144,20 +144,21 @@ def test_the_rate_is_zero_before_two_samples():
     assert reporter.rate() == 0.0
 
 
-def test_nothing_to_draw_imports_no_rich_and_a_status_line_gets_a_console():
+def test_nothing_to_draw_makes_no_console_and_a_status_line_gets_one():
     import subprocess
     import sys
     code = ("import os, sys\n"
             "os.environ.pop('FORCE_COLOR', None); os.environ.pop('TTY_COMPATIBLE', None)\n"
             "from weir.engine.container.status import StatusMode, StatusReporter, "
-            "configure_logging, stderr_console\n"
-            "off = configure_logging(StatusMode(sys.argv[1]))\n"
+            "configure_logging\n"
+            "console = configure_logging(StatusMode(sys.argv[1]))\n"
             "reporter = StatusReporter('job', lambda: [], lambda ssps: {}, StatusMode(sys.argv[1]))\n"
-            "print(off is None, reporter.mode.value, 'rich' in sys.modules)")
+            "print(console is None, reporter.console is None, reporter.mode.value)")
+
     def run(mode: str) -> list[str]:
         return subprocess.run([sys.executable, "-c", code, mode], capture_output=True,
                               text=True, check=True).stdout.split()
-    assert run("off") == ["True", "off", "False"]
-    assert run("log") == ["True", "log", "False"]
-    assert run("auto") == ["True", "log", "False"]  # standard error is a pipe here
-    assert run("line") == ["False", "line", "True"]
+    assert run("off") == ["True", "True", "off"]
+    assert run("log") == ["True", "True", "log"]
+    assert run("auto") == ["True", "True", "log"]  # standard error is a pipe here
+    assert run("line") == ["False", "False", "line"]
