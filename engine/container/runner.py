@@ -6,9 +6,11 @@
    unknown keys are logged as warnings with the closest known key);
 2. read every input stream's partition count and build the job model
    (:func:`~weir.engine.jobmodel.model.build_job_model`);
-3. with ``job.container.count`` = 1, run the one container in this process; with more, run
-   each container in its own OS process (``multiprocessing`` *spawn*), which report progress
-   and their result back over a queue. When one fails, the others are stopped (SIGTERM, so
+3. with ``job.container.count`` = 1, run the one container in this process (the job
+   coordinator's HTTP endpoint is then served only when ``job.coordinator.http.serve`` or a
+   set port asks for it); with more, serve the endpoint and run each container in its own OS
+   process (``multiprocessing`` *spawn*), which reads its model over HTTP and reports
+   progress and its result back over a queue. When one fails, the others are stopped (SIGTERM, so
    they commit) and the result names the failed container and why;
    The runner holds the job lock (:class:`~weir.recovery.job_lock.JobLock`, in
    ``task.checkpoint.path``) for the whole run: a second ``weir run`` of the same job fails

@@ -9,11 +9,12 @@ master). :meth:`~JobCoordinator.start`:
    (:func:`~weir.engine.coordinator.guard.check_immutable_settings`); with
    :attr:`StateReset.RESET` it deletes the job's state instead
    (:mod:`weir.engine.coordinator.reset`);
-3. writes the submitted config's changes (:mod:`weir.engine.coordinator.submit`) and reads
-   the job's config back from the stream: the stream is the source of truth;
-4. builds the job model with the stream's assignments (a task keeps its changelog partition
-   and, while the container count stays, its container) and records the model's new
-   assignments.
+3. builds the job model with the stream's assignments (a task keeps its changelog partition
+   and, while the container count stays, its container);
+4. writes the submitted config's changes (:mod:`weir.engine.coordinator.submit`), the model's
+   new assignments and the locality of the containers that run in the caller's process in
+   one batch, and reads the job's config back from the stream: the stream is the source of
+   truth (a model built from other config is built again from the stream's).
 
 While the job runs, :meth:`~JobCoordinator.start_catch_up` reads new messages every
 ``job.coordinator.catchup.interval.ms``. New config (``weir coordinator set-config``) that
@@ -22,7 +23,9 @@ passes the same checks gives a new model with the next version; listeners get a
 checks is refused (logged, shown by ``/health``); the running model stays.
 
 :meth:`~JobCoordinator.serve` starts the HTTP endpoint
-(:class:`~weir.engine.coordinator.server.CoordinatorServer`).
+(:class:`~weir.engine.coordinator.server.CoordinatorServer`); the runner calls it before it
+starts container processes, and for a job whose one container runs in its own process only
+when ``job.coordinator.http.serve=always`` or a port is set.
 
 Example::
 
