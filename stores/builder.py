@@ -46,7 +46,7 @@ from weir.stores.api import KeyValueStore
 from weir.stores.changelog import ChangelogSink
 from weir.stores.config import Config
 from weir.stores.engines._base import BytesEngine
-from weir.stores.engines.lmdb import LMDBEngine, LMDBOptions
+from weir.stores.engines._lmdb_options import LMDBOptions
 from weir.stores.engines.memory import MemoryEngine
 from weir.stores.engines.rocksdb import RocksDBEngine, RocksDBOptions
 from weir.stores.layers.cached import CachedLayer
@@ -73,6 +73,7 @@ def open_engine(spec: StoreSpec, directory: Path, *, logged: bool) -> BytesEngin
         options = spec.rocksdb if spec.rocksdb is not None else RocksDBOptions()
         return RocksDBEngine(spec.name, Path(directory), options, logged=logged)
     if spec.engine is EngineKind.LMDB:
+        from weir.stores.engines.lmdb import LMDBEngine  # the lmdb library, for LMDB stores only
         return LMDBEngine(spec.name, Path(directory),
                           spec.lmdb if spec.lmdb is not None else LMDBOptions())
     raise AssertionError(f"unhandled engine {spec.engine}")

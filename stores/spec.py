@@ -26,7 +26,7 @@ from enum import Enum
 from typing import Any
 
 from weir.stores.config import Config, declare, declared_keys, find_declared
-from weir.stores.engines.lmdb import LMDBOptions
+from weir.stores.engines._lmdb_options import LMDBOptions
 from weir.stores.engines.rocksdb import RocksDBOptions
 from weir.stores.errors import ConfigError
 from weir.stores.serdes import serde_from_name

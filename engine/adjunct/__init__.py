@@ -13,14 +13,34 @@ The files, the recovery table, versions and pins are :mod:`weir.recovery.adjunct
 are declared in :mod:`weir.stores.adjunct`. See docs/ADJUNCT.md.
 """
 
-from weir.engine.adjunct.extract import (SEAL_KEY_BYTES, AdjunctKeyError, AdjunctValueError,
-                                         EnvelopeExtractor, KeyValueExtractor, Projection,
-                                         is_seal, make_extractor)
-from weir.engine.adjunct.manager import AdjunctDataStoreManager, Feed
-from weir.engine.adjunct.seal import SEAL_KEY, seal_dataset, seal_key_bytes
-from weir.engine.adjunct.settings import (JOB_ADSTORE_MANAGER_FACTORY, AdjunctBinding,
-                                          AdjunctSettings)
-from weir.engine.adjunct.storage import AdjunctStorage, AdjunctTaskStorage, BootstrapStats
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Loaded on first use: a container reads the adjunct settings of every job, but loads the
+# manager and storage only for a job with adjunct stores.
+_LAZY = {
+    "AdjunctBinding": "weir.engine.adjunct.settings",
+    "AdjunctDataStoreManager": "weir.engine.adjunct.manager",
+    "AdjunctKeyError": "weir.engine.adjunct.extract",
+    "AdjunctSettings": "weir.engine.adjunct.settings",
+    "AdjunctStorage": "weir.engine.adjunct.storage",
+    "AdjunctTaskStorage": "weir.engine.adjunct.storage",
+    "AdjunctValueError": "weir.engine.adjunct.extract",
+    "BootstrapStats": "weir.engine.adjunct.storage",
+    "EnvelopeExtractor": "weir.engine.adjunct.extract",
+    "Feed": "weir.engine.adjunct.manager",
+    "JOB_ADSTORE_MANAGER_FACTORY": "weir.engine.adjunct.settings",
+    "KeyValueExtractor": "weir.engine.adjunct.extract",
+    "Projection": "weir.engine.adjunct.extract",
+    "SEAL_KEY": "weir.engine.adjunct.seal",
+    "SEAL_KEY_BYTES": "weir.engine.adjunct.extract",
+    "is_seal": "weir.engine.adjunct.extract",
+    "make_extractor": "weir.engine.adjunct.extract",
+    "seal_dataset": "weir.engine.adjunct.seal",
+    "seal_key_bytes": "weir.engine.adjunct.seal",
+}
 
 __all__ = [
     "SEAL_KEY", "SEAL_KEY_BYTES", "AdjunctKeyError", "AdjunctValueError", "EnvelopeExtractor",
@@ -30,3 +50,12 @@ __all__ = [
     "JOB_ADSTORE_MANAGER_FACTORY", "AdjunctBinding", "AdjunctSettings",
     "AdjunctStorage", "AdjunctTaskStorage", "BootstrapStats",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'weir.engine.adjunct' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -49,7 +49,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.recovery.checkpoint import Checkpoint
 from weir.recovery.container_storage import ContainerStorageManager
@@ -68,7 +68,6 @@ from weir.engine.container.exactly_once import (ProcessingGuarantee, TaskTransac
 from weir.engine.container.safety import (check_identities, check_state_without_checkpoint,
                                           config_file_of, current_identities, reset_ssps)
 from weir.engine.container.task_storage import TaskStorage, changelog_source_name
-from weir.engine.adjunct.storage import AdjunctStorage, AdjunctTaskStorage
 from weir.engine.runloop.asyncio_thread import AsyncioThread
 from weir.engine.chooser import DefaultChooser
 from weir.engine.config.job import JobConfig
@@ -83,6 +82,9 @@ from weir.engine.runloop.loop import RunLoop, RunSummary
 from weir.engine.systems.changelog import ensure_changelog_stream
 from weir.engine.systems.registry import SystemRegistry
 from weir.engine.task import load_task_factory
+
+if TYPE_CHECKING:  # the adjunct manager and storage are imported for jobs with adjunct stores
+    from weir.engine.adjunct.storage import AdjunctStorage
 
 __all__ = [
     "Container",
@@ -264,7 +266,7 @@ class Container:
             task_object = make_task()
             inst = TaskInstance(
                 name, task_object, task.ssps, config,
-                storage=(AdjunctTaskStorage(storages[name], manager) if manager is not None
+                storage=(_adjunct_task_storage(storages[name], manager) if manager is not None
                          else storages[name]),
                 checkpoints=checkpoints, adjunct=manager,
                 checkpoint_extras=manager.checkpoint_extras if manager is not None else None,
@@ -308,6 +310,7 @@ class Container:
         if not settings.adjuncts.bindings:
             return None
         run_loop = settings.run_loop
+        from weir.engine.adjunct.storage import AdjunctStorage
         adjunct = AdjunctStorage(settings.adjuncts, self._sized_stores,
                                  self.model.tasks, self.container_id, self.job, self.registry,
                                  self.config, budget_bytes=settings.restore.options.budget_bytes,
@@ -641,3 +644,9 @@ def run_container(config: Config, job_model: JobModel, container_id: str = "0",
 
 
 __all__ += ["run_container", "store_metrics", "store_specs", "create_changelog_streams", "resume_line"]
+
+
+def _adjunct_task_storage(storage: Any, manager: Any) -> Any:
+    """A task's storage with its adjunct stores (a job with adjunct stores only)."""
+    from weir.engine.adjunct.storage import AdjunctTaskStorage
+    return AdjunctTaskStorage(storage, manager)
