@@ -212,10 +212,12 @@ class ConfigKey:
     aliases: tuple[str, ...] = ()
     module: str = field(default="", compare=False)
     """The module that declared it (what imports it; the generated key index lists it)."""
-    pattern: re.Pattern = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "pattern", _compile(self.name))
+    @property
+    def pattern(self) -> re.Pattern:
+        """The regular expression concrete names of this key match (compiled on first use:
+        a process declares ~160 keys and matches few of them)."""
+        return _pattern(self.name)
 
     @property
     def type_name(self) -> str:
@@ -300,9 +302,18 @@ def find_declared(concrete: str) -> ConfigKey | None:
     if concrete in _REGISTRY:
         return _REGISTRY[concrete]
     for key in _REGISTRY.values():
-        if key.pattern.match(concrete):
-            return key
-        for alias in key.aliases:
-            if _compile(alias).match(concrete):
+        for name in (key.name, *key.aliases):
+            if concrete.startswith(name.partition("<")[0]) and _pattern(name).match(concrete):
                 return key
     return None
+
+
+_PATTERNS: dict[str, re.Pattern] = {}
+
+
+def _pattern(name: str) -> re.Pattern:
+    """:func:`_compile`, once per name."""
+    pattern = _PATTERNS.get(name)
+    if pattern is None:
+        pattern = _PATTERNS[name] = _compile(name)
+    return pattern
