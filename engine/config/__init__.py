@@ -14,6 +14,7 @@ from weir.engine.config.job import (
     config_docs_markdown,
     load_all_declarations,
     load_config,
+    load_declarations_for,
     parse_override,
     validate_config,
     warn_unknown_keys,
@@ -30,7 +31,8 @@ from weir.engine.config.streams import (
 __all__ = [
     "ConfigWarning", "UnknownSamzaKeyError", "WarningKind", "check_config",
     "JobConfig", "StoreBase", "apply_overrides", "config_docs_markdown",
-    "load_all_declarations", "load_config", "parse_override", "validate_config",
+    "load_all_declarations", "load_config", "load_declarations_for", "parse_override",
+    "validate_config",
     "warn_unknown_keys",
     "SerdeManager", "StreamSerdes", "stream_serdes",
     "all_input_streams", "broadcast_inputs", "job_inputs", "stream_id_for", "stream_property",
