@@ -111,6 +111,7 @@ KEYS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ('systems.<system>.fsync.every.ms', (), 'weir.engine.systems.filelog.settings'),
     ('systems.<system>.fsync.every.records', (), 'weir.engine.systems.filelog.settings'),
     ('systems.<system>.memory.fetch.max.records', (), 'weir.engine.systems.memory'),
+    ('systems.<system>.producer.append.lock.timeout.ms', (), 'weir.engine.systems.filelog.settings'),
     ('systems.<system>.producer.batch.size', (), 'weir.engine.systems.filelog.settings'),
     ('systems.<system>.producer.buffer.bytes', (), 'weir.engine.systems.filelog.settings'),
     ('systems.<system>.producer.init.timeout.ms', (), 'weir.engine.systems.filelog.settings'),
