@@ -303,9 +303,25 @@ def find_declared(concrete: str) -> ConfigKey | None:
         return _REGISTRY[concrete]
     for key in _REGISTRY.values():
         for name in (key.name, *key.aliases):
-            if concrete.startswith(name.partition("<")[0]) and _pattern(name).match(concrete):
+            head, tail = _ends(name)
+            if concrete.startswith(head) and concrete.endswith(tail) \
+                    and _pattern(name).match(concrete):
                 return key
     return None
+
+
+_ENDS: dict[str, tuple[str, str]] = {}
+
+
+def _ends(name: str) -> tuple[str, str]:
+    """The literal text before the first and after the last placeholder of a declared name
+    (the whole name twice when it has none): a concrete name must start and end with them,
+    which rules out most declarations before a regular expression is compiled or run."""
+    ends = _ENDS.get(name)
+    if ends is None:
+        ends = _ENDS[name] = ((name.partition("<")[0], name.rpartition(">")[2]) if "<" in name
+                              else (name, name))
+    return ends
 
 
 _PATTERNS: dict[str, re.Pattern] = {}
