@@ -9,9 +9,9 @@
 3. with ``job.container.count`` = 1, run the one container in this process (the job
    coordinator's HTTP endpoint is then served only when ``job.coordinator.http.serve`` or a
    set port asks for it); with more, serve the endpoint and run each container in its own OS
-   process (``multiprocessing`` *spawn*), which reads its model over HTTP and reports
-   progress and its result back over a queue. When one fails, the others are stopped (SIGTERM, so
-   they commit) and the result names the failed container and why;
+   process (forked from a warm fork server, ``starter.py``), which reads its model over HTTP
+   and reports progress and its result back over a queue. When one fails, the others are
+   stopped (SIGTERM, so they commit) and the result names the failed container and why;
    The runner holds the job lock (:class:`~weir.recovery.job_lock.JobLock`, in
    ``task.checkpoint.path``) for the whole run: a second ``weir run`` of the same job fails
    fast with :class:`~weir.recovery.errors.JobLockedError` naming the holder; each container
@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import os
 import signal
 import threading
@@ -54,6 +53,7 @@ from weir.stores.errors import ConfigError
 
 from weir.engine.container.progress import ContainerProgress, ContainerResult
 from weir.engine.container.process import ChildEvent, EventKind, container_process_main
+from weir.engine.container.starter import process_context, warm_up_for
 from weir.engine.config.job import JobConfig, validate_config
 from weir.engine.container.container import Container, create_changelog_streams
 from weir.engine.container.preflight import check_job
@@ -286,6 +286,7 @@ def run_job(config: Config, *, status: StatusMode = StatusMode.AUTO,
     ConfigError / StreamNotFoundError from preparing the job propagate (nothing ran); every
     failure while running is in the result (``exit_code`` FAILED, ``failures``)."""
     started = time.perf_counter()
+    warm_up_for(config)  # the containers' fork server imports while the coordinator starts
     stack = contextlib.ExitStack()
     coordinator = JobCoordinator(config, reset=reset)
     # One run of a job at a time: the lock is held for the whole run (taken after the checks,
@@ -421,21 +422,25 @@ class _Child:
 def _run_processes(config: Config, job: JobConfig, model: JobModel, status: StatusMode,
                    settings: StatusSettings, console: Any, started: float,
                    coordinator: JobCoordinator | None = None) -> JobResult:
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context(config)
     events = ctx.Queue()
     interval_ms = settings.interval_ms if status.resolve(console) is StatusMode.LINE \
         else max(settings.interval_ms, 1000)
 
     def spawn(cid: str, version: int | None = None) -> _Child:
+        # The container takes this process's environment as of now (as a spawned child would;
+        # one forked from the fork server starts with the server's), plus, with a
+        # coordinator, the variables naming its HTTP endpoint, where it reads model and config.
         if coordinator is None:
             return _Child(cid, ctx.Process(
                 target=container_process_main, name=f"weir-container-{cid}",
-                args=(config, model.to_json(), cid, events, interval_ms)))
-        # The container reads its model and config from the coordinator's HTTP endpoint.
+                args=(config, model.to_json(), cid, events, interval_ms, dict(os.environ))))
+        extra = coordinator_environment(coordinator, cid, version)
         child = _Child(cid, ctx.Process(target=container_process_main,
                                         name=f"weir-container-{cid}",
-                                        args=(None, None, cid, events, interval_ms)))
-        child.environment = coordinator_environment(coordinator, cid, version)
+                                        args=(None, None, cid, events, interval_ms,
+                                              {**os.environ, **extra})))
+        child.environment = extra
         return child
 
     version = coordinator.version_of(model) if coordinator is not None else None
@@ -566,23 +571,9 @@ def coordinator_environment(coordinator: JobCoordinator, cid: str,
         timeout_ms=settings.client_timeout_ms, retry_ms=settings.client_retry_ms)
 
 
-_ENV_LOCK = threading.Lock()
-
-
 def _start_child(child: _Child) -> None:
-    """Start ``child``'s process with its extra environment variables (a *spawn* child
-    inherits the environment of the moment it is started)."""
-    with _ENV_LOCK:
-        saved = {k: os.environ.get(k) for k in child.environment}
-        os.environ.update(child.environment)
-        try:
-            child.process.start()
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+    """Start ``child``'s process (it sets its environment itself, see ``spawn``)."""
+    child.process.start()
 
 
 class _ModelFollower:
