@@ -19,6 +19,7 @@ KEYS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ('job.container.restore.thread.pool.size', (), 'weir.recovery.container_storage'),
     ('job.container.restore.worker.min.records', (), 'weir.recovery.container_storage'),
     ('job.container.restore.worker.processes', (), 'weir.recovery.container_storage'),
+    ('job.container.start.method', (), 'weir.engine.container.starter'),
     ('job.container.thread.pool.size', (), 'weir.engine.runloop.settings'),
     ('job.coordinator.catchup.interval.ms', (), 'weir.engine.coordinator.settings'),
     ('job.coordinator.http.client.retry.ms', (), 'weir.engine.coordinator.settings'),
