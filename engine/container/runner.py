@@ -201,7 +201,9 @@ def prepare(config: Config, *, registry: SystemRegistry | None = None,
             before_writes: Callable[[JobConfig], Any] | None = None) -> PreparedJob:
     """:func:`prepare_job`, returning the parsed settings as well. With a coordinator, the
     effective config is the one read back from its stream (it differs from ``config`` when
-    dynamic config changed keys the file does not set); the settings are parsed from it."""
+    dynamic config changed keys the file does not set); the settings are parsed from it. The
+    coordinator records the host of the containers :func:`containers_in_process` names with
+    the model's assignments (:func:`run_job` runs them in this process)."""
     try:
         warnings = validate_config(config)  # imports the modules declaring its keys only
     except EngineError as exc:
