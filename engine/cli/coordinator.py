@@ -19,8 +19,9 @@ import sys
 from datetime import datetime, timezone
 
 import orjson
-from rich.console import Console
 from rich.table import Table
+
+from weir.engine.cli._console import console as _console
 
 __all__ = ["register", "WRITER_SOURCE"]
 
@@ -182,8 +183,7 @@ def _show(args: argparse.Namespace) -> int:
                 "locality": {c: loc.to_dict() for c, loc in sorted(state.locality.items())},
             }, option=orjson.OPT_INDENT_2).decode())
             return 0
-        console = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 200,
-                          soft_wrap=False, highlight=False)
+        console = _console()
         table = Table(title=f"Config in {name}", title_justify="left")
         for col in ("key", "value", "written by", "when", "offset"):
             table.add_column(col, overflow="fold", style="bold" if col == "key" else None)
