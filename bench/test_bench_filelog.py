@@ -36,7 +36,8 @@ from crc32c import crc32c
 
 from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
 from weir.engine.systems.api import StreamSpec
-from weir.engine.systems.filelog import FileLogSystemFactory
+from weir.engine.systems.filelog import FileLogSystemFactory, PartitionWriter, WriterSharing
+from weir.engine.systems.filelog.stream import load_meta
 from weir.stores.config import Config
 
 N = 500_000
@@ -203,3 +204,44 @@ def test_side_by_side(env):
     for ours, raw, goal in (("produce", "raw append", 0.3), ("consume", "raw parse", 0.5)):
         print(f"{ours} / {raw}: wall {rate[ours][0] / rate[raw][0]:.2f}x, "
               f"CPU {rate[ours][1] / rate[raw][1]:.2f}x (goal >= {goal}x)")
+
+
+# -- shared writers (producers of several processes on one partition) ------------------------
+
+def _write(state, sharing, writers: int) -> int:
+    """N records through ``writers`` PartitionWriters of one new partition, taking turns every
+    FLUSH_EVERY records (each flush of a shared writer first catches up with the others)."""
+    stream = state["new_stream"]()
+    meta = load_meta(str(state["root"] / "log"), stream.stream, SYSTEM)
+    root = str(state["root"] / "log")
+    open_ = [PartitionWriter(root, meta, 0, sharing=sharing, system=SYSTEM)
+             for _ in range(writers)]
+    try:
+        for i, key in enumerate(KEYS):
+            w = open_[(i // FLUSH_EVERY) % writers]
+            w.append(key, VALUE)
+            if i % FLUSH_EVERY == FLUSH_EVERY - 1:
+                w.flush()
+    finally:
+        for w in open_:
+            w.close()
+    return N
+
+
+def test_shared_writers_side_by_side(env):
+    """Exclusive writer against one shared writer (the append lock and catch-up check per
+    write-out) and two shared writers taking turns (each catches up with the other's
+    records: the scan of what another process appended)."""
+    variants = {"exclusive": (WriterSharing.EXCLUSIVE, 1), "shared": (WriterSharing.SHARED, 1),
+                "2 shared": (WriterSharing.SHARED, 2)}
+    best = {name: [float("inf"), float("inf")] for name in variants}
+    for _ in range(ROUNDS):
+        for name, (sharing, writers) in variants.items():
+            wall, cpu = _timed(_write, env, sharing, writers)
+            best[name][0] = min(best[name][0], wall)
+            best[name][1] = min(best[name][1], cpu)
+    print(f"\n{N:,} records of 124 B, flush every {FLUSH_EVERY:,}, best of {ROUNDS} rounds, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    for name, (wall, cpu) in best.items():
+        print(f"{name:<10}{N / wall:>14,.0f} wall rec/s{N / cpu:>14,.0f} CPU rec/s  "
+              f"{best['exclusive'][1] / cpu:.2f}x exclusive (CPU)")

@@ -57,7 +57,7 @@ from weir.engine.config.job import (JOB_CHANGELOG_SYSTEM, JOB_ID, JOB_LOGGED_STO
 from weir.engine.config.streams import JOB_DEFAULT_SYSTEM, TASK_INPUTS, stream_property
 from weir.engine.control.settings import JOB_DRAIN_PATH
 from weir.engine.errors import StreamNotFoundError
-from weir.engine.jobmodel.model import CONTAINER_COUNT, group_ssps, requested_container_count
+from weir.engine.jobmodel.model import group_ssps
 from weir.engine.model import SystemStream
 from weir.engine.systems.api import StreamSpec
 from weir.engine.task import TASK_CLASS, load_object
@@ -262,8 +262,6 @@ class ExecutionPlan:
             }
         defaults = {**self.generated, **stores}
         merged = Config(defaults, origins={k: _ORIGIN for k in defaults}).merged(user)
-        if CONTAINER_COUNT.name in self.generated and requested_container_count(merged) is None:
-            forced[CONTAINER_COUNT.name] = "1"  # `auto` given explicitly: still one process
         return merged.merged({TASK_CLASS.name: APPLICATION_TASK, **forced}, origin=_ORIGIN)
 
 
@@ -574,10 +572,7 @@ def plan_application(config: Config, registry: Any = None) -> ExecutionPlan:
         streams[ss] = StreamPlan(ss, "output", output_counts[ss],
                                  min(writers.get(ss, {-1})), (), None, None,
                                  ss not in missing_outputs)
-    _check_deployment(config, streams)
-    if any(p.kind == "intermediate" for p in streams.values()):
-        # A file-log partition has one writing process: automatic containers mean one here.
-        generated[CONTAINER_COUNT.name] = "1"
+    _check_deployment(config)
     return ExecutionPlan(name, app_id, config.get_str(APP_CLASS.name), config, tuple(stages),
                          streams, generated, stage_stores, registry)
 
@@ -607,7 +602,7 @@ def _check_tables(graph: OperatorGraph, ops: list[OpSpec], counts: Mapping[Syste
                      "send_to(table) or pre-load its store)", table)
 
 
-def _check_deployment(config: Config, streams: Mapping[SystemStream, StreamPlan]) -> None:
+def _check_deployment(config: Config) -> None:
     from weir.engine.runloop.settings import TASK_MAX_CONCURRENCY
 
     if TASK_MAX_CONCURRENCY.get(config) > 1:
@@ -616,13 +611,4 @@ def _check_deployment(config: Config, streams: Mapping[SystemStream, StreamPlan]
             f"is {TASK_MAX_CONCURRENCY.get(config)}, but an application's operators keep "
             f"per-task state (windows, joins) that must see a task's elements one at a time; "
             f"remove it (tasks still run in parallel with job.container.thread.pool.size)",
-            key=key, origin=config.origin(key))
-    containers = requested_container_count(config) or 1  # auto: 1 here (generated default)
-    if containers > 1 and any(p.kind == "intermediate" for p in streams.values()):
-        key = next((k for k in (CONTAINER_COUNT.name, *CONTAINER_COUNT.aliases) if k in config),
-                   CONTAINER_COUNT.name)
-        raise ConfigError(
-            f"is {containers}, but the application writes intermediate streams, and a file-log "
-            f"partition has one writing process; run it with 1 container, or split it into "
-            f"one job per stage (`weir run --stage N`) to use more processes",
             key=key, origin=config.origin(key))

@@ -12,7 +12,8 @@ Built from the config and the partition count of every input stream, as Samza's 
    takes N when free; other new tasks, in name order, take the next partition after the
    highest in use (section 4.9, see :func:`changelog_partition_mapping`);
 4. containers (``job.container.count``; ``auto``, the default, is min(tasks, usable CPU
-   cores)): tasks sorted by name (as strings) dealt round-robin,
+   cores), 1 for a job on an in-process system): tasks sorted by name (as strings) dealt
+   round-robin,
    or the previous assignment kept / rebalanced (:func:`assign_containers`).
 
 Example::
@@ -93,9 +94,8 @@ SSP_GROUPER = declare(
     "are accepted. Changing it changes the tasks, so stateful jobs must not change it.",
     component="job model", choices=tuple(_GROUPERS))
 AUTO_CONTAINERS = "auto"
-"""``job.container.count=auto``: min(tasks, usable CPU cores). Opt-in, not the default: the
-file log takes one writer process per partition, so tasks of different containers that send to
-the same output partition would refuse each other (``PartitionLockedError``)."""
+"""``job.container.count=auto`` (the default): min(tasks, usable CPU cores), or 1 when the job
+uses a system whose streams live in one process's memory (the ``memory`` system)."""
 
 
 class ContainerCountType:
@@ -115,14 +115,13 @@ class ContainerCountType:
 
 
 CONTAINER_COUNT = declare(
-    "job.container.count", ContainerCountType, 1,
-    "Number of containers the tasks are spread over (round-robin by task name), at most the number of tasks; each container is a "
-    "process when there are more than one. `auto`: min(tasks, usable CPU cores), so a job "
-    "uses every core (an application with intermediate streams runs in 1). Not the default: "
-    "on the file log a partition has one writer process, so use more than 1 only when the "
-    "tasks of different containers never send to the same output partition (state-only jobs, "
-    "or outputs partitioned like the inputs with `envelope.partition` set). A number is used "
-    "exactly.", component="job model", aliases=("yarn.container.count",))
+    "job.container.count", ContainerCountType, AUTO_CONTAINERS,
+    "Number of containers the tasks are spread over (round-robin by task name), at most the "
+    "number of tasks; each container is a process when there are more than one. `auto` (the "
+    "default): min(tasks, usable CPU cores), so a job uses every core; 1 for a job on an "
+    "in-process system (`memory`). Tasks of all containers may send to the same file-log "
+    "partition (producers append in turn). A number is used exactly.",
+    component="job model", aliases=("yarn.container.count",))
 TASK_NAME_GROUPER = declare(
     "task.name.grouper.factory", str, "container-count", "How tasks are spread over containers; "
     "only Samza's default, group by container count, exists.", component="job model",
@@ -313,11 +312,27 @@ def usable_cores() -> int:
 
 def container_count(config: Config, tasks: int | None = None) -> int:
     """The number of containers: the configured number, or for ``auto`` min(``tasks``,
-    usable cores) (1 when ``tasks`` is not known)."""
+    usable cores) (1 when ``tasks`` is not known or the job uses an in-process system)."""
     count = requested_container_count(config)
     if count is None:
-        return 1 if tasks is None else max(1, min(tasks, usable_cores()))
+        if tasks is None or tasks <= 1:
+            return 1
+        if _uses_in_process_system(config):
+            return 1
+        return max(1, min(tasks, usable_cores()))
     return count
+
+
+def _uses_in_process_system(config: Config) -> bool:
+    from weir.engine.config.streams import JOB_DEFAULT_SYSTEM
+    from weir.engine.systems.registry import process_local_systems
+
+    named = {ss.system for ss in job_inputs(config)} | {
+        ss.system for ss in broadcast_inputs(config)}
+    default = JOB_DEFAULT_SYSTEM.get(config)
+    if default:
+        named.add(default)
+    return bool(process_local_systems(config, named))
 
 
 def task_name_for_partition(partition: int) -> TaskName:

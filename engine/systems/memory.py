@@ -445,6 +445,9 @@ class MemorySystemFactory:
     """``systems.<name>.factory=memory``: admins, consumers and producers over the streams of
     system ``<name>`` in this process."""
 
+    process_local = True
+    """Its streams live in this process: a job using it runs in one container process."""
+
     def get_admin(self, system: str, config: Mapping[str, str]) -> MemorySystemAdmin:
         return MemorySystemAdmin(system)
 

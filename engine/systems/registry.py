@@ -44,6 +44,7 @@ from weir.engine.systems.api import PartitionMetadata, SystemAdmin, SystemConsum
 __all__ = [
     "SYSTEM_FACTORY",
     "BUILTIN_FACTORIES",
+    "process_local_systems",
     "DEFAULT_SYSTEMS",
     "SystemRegistry",
     "resolve_factory",
@@ -89,6 +90,21 @@ def configured_systems(config: Config) -> list[str]:
             if middle and "." not in middle:
                 names.add(middle)
     return sorted(names)
+
+
+def process_local_systems(config: Config, named: Iterable[str] = ()) -> list[str]:
+    """The systems of ``config`` (configured ones and ``named``) whose streams live in one
+    process's memory (their factory says ``process_local = True``, as the memory system's
+    does): a job that uses one cannot spread its tasks over processes."""
+    out = []
+    for system in sorted(set(configured_systems(config)) | set(named)):
+        try:
+            factory = resolve_factory(config, system)
+        except ConfigError:
+            continue  # reported where the system is used
+        if getattr(factory, "process_local", False):
+            out.append(system)
+    return out
 
 
 def _import_target(spec: str) -> Any:

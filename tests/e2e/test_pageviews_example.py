@@ -20,10 +20,14 @@ def load_example():
     return module
 
 
-@pytest.mark.parametrize("stages", [False, True], ids=["one-job", "job-per-stage"])
-def test_the_pageviews_example_matches_a_direct_computation(tmp_path, capsys, stages):
+@pytest.mark.parametrize("stages,containers", [(False, "1"), (False, "2"), (True, "auto")],
+                         ids=["one-job", "one-job-two-containers", "job-per-stage"])
+def test_the_pageviews_example_matches_a_direct_computation(tmp_path, capsys, stages,
+                                                            containers):
+    # Two containers: the tasks of both processes append to the same intermediate partitions.
     example = load_example()
-    argv = ["--views", "3000", "--workdir", str(tmp_path)] + (["--stages"] if stages else [])
+    argv = (["--views", "3000", "--workdir", str(tmp_path),
+             "--set", f"job.container.count={containers}"] + (["--stages"] if stages else []))
     assert example.main(argv) == 0
     out = capsys.readouterr().out
     assert "match a direct computation" in out and "MISMATCH" not in out

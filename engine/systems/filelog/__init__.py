@@ -16,7 +16,7 @@ from weir.engine.systems.filelog.reader import LogRecord, PartitionReader
 from weir.engine.systems.filelog.retention import MaintenanceReport, Retention
 from weir.engine.systems.filelog.settings import Compression, FileLogSettings, OffsetReset, StreamSettings
 from weir.engine.systems.filelog.stream import StreamMeta
-from weir.engine.systems.filelog.writer import PartitionWriter
+from weir.engine.systems.filelog.writer import PartitionWriter, WriterSharing
 
 __all__ = [
     "FileLogSystemFactory",
@@ -24,6 +24,7 @@ __all__ = [
     "FileLogConsumer",
     "FileLogProducer",
     "PartitionWriter",
+    "WriterSharing",
     "PartitionReader",
     "LogRecord",
     "Retention",

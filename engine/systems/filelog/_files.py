@@ -9,7 +9,10 @@ Files in a partition directory ``<root>/<stream>/<partition>/``:
 ``<segment file>.idx``             the segment's index (required for compacted segments)
 ``<segment file>.tail``            the active segment's tail hint (where counting resumes)
 ``end-of-stream.json``             the end marker of a bounded stream's partition
-``.writer.lock``                   flock held by the partition's single writer
+``.writer.lock``                   flock held by an exclusive writer (tools, the admin)
+``.producers.lock``                flock held *shared* by every process's producer writer for
+                                   its life, *exclusive* by an exclusive writer or a deletion
+``.append.lock``                   flock a producer writer holds while it appends (one at a time)
 ``.maintenance.lock``              flock held while compressing, deleting or compacting
 ``.<lock>.tmp``                    a lock's holder record being written (see stores.locking)
 ``*.tmp``                          a file being written (never read)
@@ -18,10 +21,12 @@ Files in a partition directory ``<root>/<stream>/<partition>/``:
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import sys
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,12 +45,21 @@ __all__ = [
     "fsync_dir",
     "FileLock",
     "LockBusy",
+    "PRODUCERS_LOCK",
+    "APPEND_LOCK",
+    "LOCK_FILES",
+    "FlockFile",
+    "flock_holders",
 ]
 
 STREAM_META = "stream.json"
 END_MARKER = "end-of-stream.json"
 WRITER_LOCK = ".writer.lock"
 MAINTENANCE_LOCK = ".maintenance.lock"
+PRODUCERS_LOCK = ".producers.lock"
+APPEND_LOCK = ".append.lock"
+LOCK_FILES = (WRITER_LOCK, MAINTENANCE_LOCK, PRODUCERS_LOCK, APPEND_LOCK)
+"""Every lock file a partition directory may hold (none of them is data)."""
 
 _SEGMENT_RE = re.compile(r"^(\d{20})(?:\.g(\d+))?\.log(\.zst)?$")
 
@@ -161,3 +175,112 @@ class FileLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+class FlockFile:
+    """A plain ``flock`` on a lock file that is never renamed or removed while in use: shared
+    (``LOCK_SH``) or exclusive (``LOCK_EX``), with no holder record (it is taken per write).
+
+    The lock belongs to this object's open file; the OS drops it when the process dies. A
+    forked child closes its copy at once (without unlocking: that would release the parent's
+    lock), so a child never keeps a dead parent's lock alive.
+
+    Example::
+
+        >>> import tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), ".append.lock")
+        >>> a, b = FlockFile(path), FlockFile(path)
+        >>> a.try_lock(shared=True), b.try_lock(shared=True), b.try_lock(shared=False)
+        (True, True, False)
+        >>> a.close(); b.try_lock(shared=False)
+        True
+        >>> b.close()
+    """
+
+    __slots__ = ("path", "_fd", "__weakref__")
+
+    def __init__(self, path: str):
+        self.path = path
+        self._fd = -1
+
+    def _open(self) -> int:
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            _FLOCKS.add(self)
+        return self._fd
+
+    def try_lock(self, *, shared: bool) -> bool:
+        """Take (or convert to) the lock without waiting; False when another open file holds
+        a conflicting one."""
+        fd = self._open()
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    def lock(self, timeout_s: float) -> bool:
+        """Take the exclusive lock, waiting up to ``timeout_s`` (polling with a growing pause,
+        so a stopped holder cannot hang the caller forever); False on timeout."""
+        if self.try_lock(shared=False):
+            return True
+        deadline = time.monotonic() + timeout_s
+        pause = 0.00005
+        while True:
+            time.sleep(pause)
+            if self.try_lock(shared=False):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            pause = min(pause * 2, 0.005)
+
+    def unlock(self) -> None:
+        if self._fd >= 0:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        """Drop the lock and close the file."""
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            _FLOCKS.discard(self)
+            os.close(fd)
+
+
+def flock_holders(path: str) -> list[int]:
+    """The pids holding a ``flock`` on ``path``, as the kernel lists them (``/proc/locks``;
+    Linux only, [] elsewhere or when unreadable). For messages: who stands in the way."""
+    try:
+        st = os.stat(path)
+        with open("/proc/locks") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    pids = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 6 or parts[1] != "FLOCK" or parts[2] == "->":
+            continue
+        try:
+            _, _, inode = parts[5].split(":")
+            if int(inode) == st.st_ino:
+                pids.append(int(parts[4]))
+        except ValueError:
+            continue
+    return sorted(set(pids))
+
+
+_FLOCKS: "weakref.WeakSet[FlockFile]" = weakref.WeakSet()
+
+
+def _drop_inherited_flocks() -> None:
+    for lock in list(_FLOCKS):
+        fd, lock._fd = lock._fd, -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    _FLOCKS.clear()
+
+
+os.register_at_fork(after_in_child=_drop_inherited_flocks)

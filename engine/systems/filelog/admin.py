@@ -26,8 +26,9 @@ from weir.engine.model import SystemStreamPartition
 
 from weir.engine.systems.api import CleanupPolicy, PartitionMetadata, StreamSpec
 from weir.engine.systems.filelog import _shared
-from weir.engine.systems.filelog.deletion import DeletedStream, delete_stream
-from weir.engine.systems.filelog._files import MAINTENANCE_LOCK, WRITER_LOCK, FileLock, LockBusy, fsync_dir
+from weir.engine.systems.filelog.deletion import (DeletedStream, delete_stream, hold_partitions,
+                                                 release_partitions)
+from weir.engine.systems.filelog._files import fsync_dir
 from weir.engine.systems.filelog._format import ParseStop, TailState, classify_tail
 from weir.engine.systems.filelog._txn_view import OpenTransaction
 from weir.engine.systems.filelog.reader import Mode, PartitionReader
@@ -187,29 +188,20 @@ class FileLogAdmin:
         if os.path.exists(target):
             raise SystemError_(f"cannot move stream '{self.system}.{stream}' to {target}: that "
                                f"path exists; choose another name")
-        locks = []
+
+        def locked(partition: int, role: str, who: str, holder: dict) -> PartitionLockedError:
+            return PartitionLockedError(
+                f"cannot move stream '{self.system}.{stream}' aside: partition {partition} has "
+                f"a live {role} ({who}); stop it first", stream=stream, partition=partition,
+                holder=holder)
+
+        locks = hold_partitions(self.root, stream, meta.partitions, f"rename to {new_name}",
+                                locked)
         try:
-            for partition in range(meta.partitions):
-                directory = partition_dir(self.root, stream, partition)
-                os.makedirs(directory, exist_ok=True)
-                for name, role in ((WRITER_LOCK, "writer"), (MAINTENANCE_LOCK, "maintenance")):
-                    lock = FileLock(os.path.join(directory, name))
-                    try:
-                        lock.acquire(f"rename to {new_name}")
-                    except LockBusy as busy:
-                        raise PartitionLockedError(
-                            f"cannot move stream '{self.system}.{stream}' aside: partition "
-                            f"{partition} has a live {role} (pid "
-                            f"{busy.holder.get('pid', '?')} on host "
-                            f"{busy.holder.get('host', '?')}, lock file {busy.path}); stop it "
-                            f"first", stream=stream, partition=partition,
-                            holder=busy.holder) from None
-                    locks.append(lock)
             os.rename(stream_dir(self.root, stream), target)
             fsync_dir(self.root)
         finally:
-            for lock in locks:
-                lock.release()
+            release_partitions(locks)
         self._scans = {k: v for k, v in self._scans.items()
                        if not k.startswith(stream_dir(self.root, stream) + os.sep)}
         return target

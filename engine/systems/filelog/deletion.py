@@ -1,8 +1,10 @@
 """Deleting a file-log stream, which only happens when asked (``weir log delete --yes``).
 
 :func:`delete_stream` refuses while any process writes to or maintains the stream: it takes
-the writer lock and the maintenance lock of every partition without waiting, and a held lock
-raises :class:`~weir.engine.errors.PartitionLockedError` naming the holder (pid, host, since).
+the writer lock, the maintenance lock and (exclusively) the producers lock of every partition
+without waiting (:func:`hold_partitions`, also used to move a stream aside), and a held lock
+raises :class:`~weir.engine.errors.PartitionLockedError` naming the holder (pid, host, since;
+a job's producers share their lock and are named by role only).
 Holding every lock, it renames ``<root>/<stream>`` to a hidden ``<root>/.deleted-<stream>-...``
 directory, so the stream disappears for every reader at once (its ``stream.json`` is no longer
 under the stream's name) and a new stream of the same name can be created right away; then it
@@ -32,15 +34,18 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from weir.engine.errors import PartitionLockedError
 
-from weir.engine.systems.filelog._files import (MAINTENANCE_LOCK, WRITER_LOCK, FileLock, LockBusy,
+from weir.engine.systems.filelog._files import (MAINTENANCE_LOCK, PRODUCERS_LOCK, WRITER_LOCK,
+                                                FileLock, FlockFile, LockBusy, flock_holders,
                                                 fsync_dir)
-from weir.engine.systems.filelog.stream import load_meta, stream_dir
+from weir.engine.systems.filelog.stream import load_meta, partition_dir, stream_dir
 
-__all__ = ["DeletedStream", "delete_stream", "DELETED_PREFIX"]
+__all__ = ["DeletedStream", "delete_stream", "hold_partitions", "release_partitions",
+           "DELETED_PREFIX"]
 
 DELETED_PREFIX = ".deleted-"
 """Name prefix of a stream directory being removed (never a valid stream name)."""
@@ -64,38 +69,74 @@ def delete_stream(root: str, stream: str, system: str) -> DeletedStream:
     """
     meta = load_meta(root, stream, system)
     directory = stream_dir(root, stream)
-    locks: list[FileLock] = []
+
+    def locked(partition: int, role: str, who: str, holder: dict) -> PartitionLockedError:
+        return PartitionLockedError(
+            f"cannot delete stream '{system}.{stream}': partition {partition} has a {role} "
+            f"({who}); stop the job or producer that writes to it, then delete again",
+            stream=stream, partition=partition, holder=holder)
+
+    locks = hold_partitions(root, stream, meta.partitions, "delete", locked)
     try:
-        for partition in range(meta.partitions):
-            partition_dir = os.path.join(directory, str(partition))
-            os.makedirs(partition_dir, exist_ok=True)
-            for name, role in ((WRITER_LOCK, "writer"), (MAINTENANCE_LOCK, "maintenance")):
-                lock = FileLock(os.path.join(partition_dir, name))
-                try:
-                    lock.acquire("delete")
-                except LockBusy as busy:
-                    raise _locked(system, stream, partition, role, busy) from None
-                locks.append(lock)
         files, size = _count(directory)
         hidden = os.path.join(root, f"{DELETED_PREFIX}{stream}-{os.getpid()}-{time.time_ns()}")
         os.rename(directory, hidden)
         fsync_dir(root)
     finally:
-        for lock in reversed(locks):
-            lock.release()
+        release_partitions(locks)
     shutil.rmtree(hidden)
     _remove_leftovers(root)
     return DeletedStream(stream, meta.partitions, files, size)
 
 
-def _locked(system: str, stream: str, partition: int, role: str,
-            busy: LockBusy) -> PartitionLockedError:
+def hold_partitions(root: str, stream: str, partitions: int, purpose: str,
+                    error: Callable[[int, str, str, dict], Exception]
+                    ) -> list[FileLock | FlockFile]:
+    """Take, without waiting, every lock of every partition of ``stream``: the writer and
+    maintenance locks (recording ``purpose``) and the producers lock exclusively, so that no
+    writer of any kind and no maintenance runs while the caller moves or removes the stream.
+    A held lock releases what was taken and raises ``error(partition, role, who, holder)``
+    (role ``writer``, ``maintenance`` or ``producer``; ``who`` describes the holder for a
+    message, ``holder`` is its record). Release with :func:`release_partitions`."""
+    locks: list[FileLock | FlockFile] = []
+    try:
+        for partition in range(partitions):
+            directory = partition_dir(root, stream, partition)
+            os.makedirs(directory, exist_ok=True)
+            for name, role in ((WRITER_LOCK, "writer"), (MAINTENANCE_LOCK, "maintenance")):
+                lock = FileLock(os.path.join(directory, name))
+                try:
+                    lock.acquire(purpose)
+                except LockBusy as busy:
+                    raise error(partition, role, _who(busy), busy.holder) from None
+                locks.append(lock)
+            producers = FlockFile(os.path.join(directory, PRODUCERS_LOCK))
+            if not producers.try_lock(shared=False):
+                producers.close()
+                pids = flock_holders(producers.path)
+                who = f"pid {', '.join(map(str, pids))}" if pids else "pid unknown"
+                raise error(partition, "producer", f"a producer of a running job: {who}, "
+                            f"lock file {producers.path}", {"pids": pids})
+            locks.append(producers)
+    except BaseException:
+        release_partitions(locks)
+        raise
+    return locks
+
+
+def release_partitions(locks: list[FileLock | FlockFile]) -> None:
+    """Release what :func:`hold_partitions` took."""
+    for lock in reversed(locks):
+        if isinstance(lock, FlockFile):
+            lock.close()
+        else:
+            lock.release()
+
+
+def _who(busy: LockBusy) -> str:
     holder = busy.holder
-    return PartitionLockedError(
-        f"cannot delete stream '{system}.{stream}': partition {partition} has a {role} "
-        f"(pid {holder.get('pid', '?')} on host {holder.get('host', '?')}, since "
-        f"{holder.get('since', '?')}, lock file {busy.path}); stop the job or producer that "
-        f"writes to it, then delete again", stream=stream, partition=partition, holder=holder)
+    return (f"pid {holder.get('pid', '?')} on host {holder.get('host', '?')}, since "
+            f"{holder.get('since', '?')}, lock file {busy.path}")
 
 
 def _count(directory: str) -> tuple[int, int]:

@@ -4,9 +4,11 @@
 buffer passes ``systems.<system>.producer.buffer.bytes``); ``flush(source)`` writes every
 buffered record of this producer and fsyncs per the stream's fsync policy. A record is
 *acknowledged* when a ``flush`` that follows its ``send`` returns (see ``writer.py`` for what
-survives which crash). The producer takes a partition's writer lock the first time it writes
-to it and keeps it until ``stop()``; producers of one process share that writer (see
-``_shared.py``), producers in another process get ``PartitionLockedError``.
+survives which crash). The producer opens a partition's *shared* writer the first time it
+writes to it and keeps it until ``stop()``: producers of one process share that writer (see
+``_shared.py``), and producers of other processes (the other containers of a job, other jobs)
+append to the same partition in turn (``WriterSharing.SHARED``); only an exclusive writer (a
+tool such as ``weir log produce``) refuses them with ``PartitionLockedError``.
 
 The partition of an envelope is ``envelope.partition`` when set, else
 ``partition_for(partition_key or key, count)``, else (no key at all) round-robin.
@@ -32,7 +34,7 @@ from weir.engine.model import NO_TIMESTAMP, OutgoingMessageEnvelope, SystemStrea
 from weir.engine.systems.filelog import _shared
 from weir.engine.systems.filelog.settings import FileLogSettings
 from weir.engine.systems.filelog.stream import StreamMeta, load_meta
-from weir.engine.systems.filelog.writer import PartitionWriter
+from weir.engine.systems.filelog.writer import PartitionWriter, WriterSharing
 
 __all__ = ["FileLogProducer"]
 
@@ -149,7 +151,9 @@ class FileLogProducer:
         settings, meta = self.settings, out.meta
         writer = _shared.acquire(settings.root, meta.name, partition, lambda: PartitionWriter(
             settings.root, meta, partition, settings.for_stream(meta.name, meta.config),
-            buffer_bytes=settings.producer_buffer_bytes, system=self.system))
+            buffer_bytes=settings.producer_buffer_bytes, system=self.system,
+            sharing=WriterSharing.SHARED,
+            append_lock_timeout_ms=settings.append_lock_timeout_ms))
         out.writers[partition] = writer
         self._open.append(writer)
         return writer

@@ -76,6 +76,12 @@ PRODUCER_BUFFER_BYTES = declare(
     "systems.<system>.producer.buffer.bytes", int, 1 << 20,
     "Bytes of framed records a partition writer buffers before it writes them to the file "
     "(flush always writes everything).", component=_C)
+PRODUCER_APPEND_LOCK_TIMEOUT_MS = declare(
+    "systems.<system>.producer.append.lock.timeout.ms", int, 30_000,
+    "How long a producer waits for its turn to append to a partition that producers of other "
+    "processes write too (each holds the partition's append lock only while it writes its "
+    "buffer out). Waiting longer than this means a holder is stopped or hung: the producer "
+    "raises PartitionLockedError naming the lock file.", component=_C)
 CONSUMER_READ_BYTES = declare(
     "systems.<system>.consumer.read.bytes", int, 1 << 20,
     "Bytes a consumer reads from a segment file at a time.", component=_C)
@@ -207,6 +213,7 @@ class FileLogSettings:
     transaction_timeout_ms: int = 60_000
     batch_size: int = 64 * 1024
     init_timeout_ms: int = 10_000
+    append_lock_timeout_ms: int = 30_000
 
     @classmethod
     def from_config(cls, system: str, config: Mapping[str, str]) -> "FileLogSettings":
@@ -220,7 +227,9 @@ class FileLogSettings:
                        transaction_timeout_ms=_positive(cfg, PRODUCER_TRANSACTION_TIMEOUT_MS,
                                                         system),
                        batch_size=_positive(cfg, PRODUCER_BATCH_SIZE, system),
-                       init_timeout_ms=max(0, PRODUCER_INIT_TIMEOUT_MS.get(cfg, system=system)))
+                       init_timeout_ms=max(0, PRODUCER_INIT_TIMEOUT_MS.get(cfg, system=system)),
+                       append_lock_timeout_ms=_positive(cfg, PRODUCER_APPEND_LOCK_TIMEOUT_MS,
+                                                        system))
         settings.for_stream("")  # validate the system-level storage keys now
         return settings
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from weir.engine.errors import StreamNotFoundError, SystemError_
 
 from weir.engine.systems.api import CleanupPolicy, StreamSpec
-from weir.engine.systems.filelog._files import (END_MARKER, MAINTENANCE_LOCK, STREAM_META, WRITER_LOCK,
+from weir.engine.systems.filelog._files import (END_MARKER, LOCK_FILES, STREAM_META,
                                                 write_atomic)
 from weir.engine.systems.filelog.errors import StreamConflictError, StreamMetaMissingError
 
@@ -151,7 +151,7 @@ def _partitions_with_records(directory: str) -> list[str]:
             files = os.listdir(os.path.join(directory, name))
         except (FileNotFoundError, NotADirectoryError):
             continue
-        if any(f not in (WRITER_LOCK, MAINTENANCE_LOCK) for f in files):
+        if any(f not in LOCK_FILES for f in files):
             found.append(name)
     return found
 

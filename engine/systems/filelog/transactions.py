@@ -73,7 +73,7 @@ from weir.engine.systems.filelog._format import NULL_LEN
 from weir.engine.systems.filelog._txn_format import MAX_EPOCH, MAX_PRODUCER_ID, ControlType
 from weir.engine.systems.filelog.settings import FileLogSettings
 from weir.engine.systems.filelog.stream import StreamMeta, load_meta, mark_transactional
-from weir.engine.systems.filelog.writer import PartitionWriter
+from weir.engine.systems.filelog.writer import PartitionWriter, WriterSharing
 
 __all__ = [
     "TRANSACTIONS_DIR",
@@ -817,7 +817,8 @@ class TransactionalProducer:
         meta = load_meta(self.root, stream, self.system)
         writer = _shared.acquire(self.root, stream, partition, lambda: PartitionWriter(
             settings.root, meta, partition, settings.for_stream(stream, meta.config),
-            buffer_bytes=settings.producer_buffer_bytes, system=self.system))
+            buffer_bytes=settings.producer_buffer_bytes, system=self.system,
+            sharing=WriterSharing.SHARED, append_lock_timeout_ms=settings.append_lock_timeout_ms))
         self._writers[slot] = writer
         return writer
 
@@ -890,8 +891,9 @@ class TransactionalProducer:
             _save_state(self.root, self._state)
 
     def newest_offset(self, stream: str, partition: int) -> int | None:
-        """The offset of the last frame in the partition when this producer has its writer
-        open (exact: this process is the partition's only writer), else None."""
+        """The offset of the last frame this process's writer of the partition wrote out (for a
+        changelog partition, whose task is its only writer, the partition's last frame) when
+        the producer has that writer open, else None. Call it after a flush."""
         writer = self._writers.get((stream, partition))
         if writer is None or writer.closed:
             return None
@@ -975,7 +977,9 @@ def complete_abandoned(settings: FileLogSettings, stream: str, partition: int,
                 writer = _shared.acquire(root, s, p, lambda s=s, p=p: PartitionWriter(
                     root, load_meta(root, s, settings.system), p,
                     settings.for_stream(s, load_meta(root, s, settings.system).config),
-                    buffer_bytes=settings.producer_buffer_bytes, system=settings.system))
+                    buffer_bytes=settings.producer_buffer_bytes, system=settings.system,
+                    sharing=WriterSharing.SHARED,
+                    append_lock_timeout_ms=settings.append_lock_timeout_ms))
             except (PartitionLockedError, StreamNotFoundError) as exc:
                 skipped.append(f"{s}#{p} ({exc.__class__.__name__})")
                 continue

@@ -16,6 +16,19 @@ segment; the next writer cuts it off (it was never acknowledged) and appends aft
 whole record, so offsets continue without gap or duplicate. Damage that is followed by valid
 records is never cut off: opening the writer raises ``CorruptRecordError``.
 
+Sharing (:class:`WriterSharing`): an **exclusive** writer (tools, the admin) is the only
+writer of its partition for its whole life (``.writer.lock``). **Shared** writers (every
+producer of a running job) let several processes append to one partition, as Kafka producers
+do: each holds the partition's ``.producers.lock`` shared for its life (so no exclusive writer
+and no deletion can start under it) and ``.append.lock`` exclusively while it writes its
+buffer out. Under that lock it first catches up with what the others appended since its last
+write (counting and checking their records; cutting off a torn record a crashed writer left),
+rolls the segment when its buffer does not fit, then appends. Offsets returned by ``append``
+are therefore provisional in a shared writer: records get their final offsets when written
+out (:attr:`upcoming` is exact right after a flush for what this writer knows). The buffer is
+written as one ``write`` under the lock, so records of one write-out -- a transactional batch
+with them -- are never interleaved with another writer's.
+
 Example::
 
     >>> import tempfile
@@ -35,14 +48,20 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from enum import Enum
+
+from weir.stores.locking import read_holder
 
 from crc32c import crc32c
 
 from weir.engine.errors import CorruptRecordError, PartitionLockedError, SystemError_
 
-from weir.engine.systems.filelog._files import (END_MARKER, STREAM_META, WRITER_LOCK, FileLock, LockBusy, SegmentName, fsync_dir,
-                     write_atomic)
+from weir.engine.systems.filelog._files import (APPEND_LOCK, END_MARKER, PRODUCERS_LOCK,
+                                                STREAM_META, WRITER_LOCK, FileLock, FlockFile,
+                                                LockBusy, SegmentName, flock_holders, fsync_dir,
+                                                write_atomic)
 from weir.engine.systems.filelog._format import NULL_LEN, ParseStop, TailState, classify_tail
 from weir.engine.systems.filelog._txn_format import (HEADER_FRAME, ControlType,
                                                      encode_batch_header, encode_marker)
@@ -54,7 +73,7 @@ from weir.engine.systems.filelog._tail import HINT_INTERVAL, TailHint, load_tail
 from weir.engine.systems.filelog.settings import StreamSettings
 from weir.engine.systems.filelog.stream import StreamMeta, partition_dir, read_end_marker
 
-__all__ = ["PartitionWriter"]
+__all__ = ["PartitionWriter", "WriterSharing"]
 
 _log = logging.getLogger(__name__)
 
@@ -64,14 +83,27 @@ _LEN_CRC = struct.Struct("<II").pack
 _NULL = _U32(NULL_LEN)
 
 
+class WriterSharing(Enum):
+    """Whether a :class:`PartitionWriter` is its partition's only writer."""
+
+    EXCLUSIVE = "exclusive"
+    """The only writer of the partition in any process, for its whole life (tools, the admin,
+    bulk loads); refused while shared writers or another exclusive writer hold it."""
+    SHARED = "shared"
+    """One of any number of writers, in any processes, that append in turn (a running job's
+    producers); refused while an exclusive writer holds the partition."""
+
+
 class PartitionWriter:
-    """Appends records to one partition; at most one per partition across all processes
-    (``PartitionLockedError`` names the holder otherwise). Not thread-safe by itself: callers
-    that share a writer between threads hold :attr:`mutex` around each call."""
+    """Appends records to one partition: as its only writer, or as one of several processes'
+    shared writers (see :class:`WriterSharing`; ``PartitionLockedError`` names the holder that
+    stands in the way). Not thread-safe by itself: callers that share a writer between threads
+    hold :attr:`mutex` around each call."""
 
     def __init__(self, root: str, meta: StreamMeta, partition: int,
                  settings: StreamSettings | None = None, *, buffer_bytes: int = 1 << 20,
-                 system: str = "filelog"):
+                 system: str = "filelog", sharing: WriterSharing = WriterSharing.EXCLUSIVE,
+                 append_lock_timeout_ms: int = 30_000):
         if not 0 <= partition < meta.partitions:
             raise SystemError_(f"stream '{meta.name}' has partitions 0..{meta.partitions - 1}, "
                                f"not {partition}")
@@ -86,7 +118,37 @@ class PartitionWriter:
             if os.path.exists(meta_path):  # create_stream made it: something deleted it since
                 raise PartitionMissingError(meta.name, partition, self._dir, meta_path)
             os.makedirs(self._dir, exist_ok=True)  # a writer without a created stream (tools)
+        self._sharing = sharing
         self._lock = FileLock(os.path.join(self._dir, WRITER_LOCK))
+        self._producers = FlockFile(os.path.join(self._dir, PRODUCERS_LOCK))
+        self._append: FlockFile | None = None
+        self._append_timeout_s = append_lock_timeout_ms / 1000
+        self._append_depth = 0
+        if sharing is WriterSharing.SHARED:
+            self._take_shared()
+            self._append = FlockFile(os.path.join(self._dir, APPEND_LOCK))
+        else:
+            self._take_exclusive()
+        self._fd = -1
+        self.mutex = threading.Lock()
+        self._pending: list[bytes] = []
+        self._push = self._pending.append
+        self._unsynced = 0
+        self._last_sync = time.monotonic()
+        self._last_compaction = time.monotonic()
+        try:
+            if self._append is None:
+                self._open()
+            else:
+                with self._appending():
+                    self._open()
+        except BaseException:
+            self._close_fd()
+            self._release_locks()
+            raise
+
+    def _take_exclusive(self) -> None:
+        meta, partition = self._meta, self.partition
         try:
             self._lock.acquire("writer")
         except LockBusy as busy:
@@ -96,19 +158,62 @@ class PartitionWriter:
                 f"since {busy.holder.get('since', '?')}, lock file {busy.path}); stop that "
                 f"producer or send through it. The lock is released when its process exits",
                 stream=meta.name, partition=partition, holder=busy.holder) from None
-        self._fd = -1
-        self.mutex = threading.Lock()
-        self._pending: list[bytes] = []
-        self._push = self._pending.append
-        self._unsynced = 0
-        self._last_sync = time.monotonic()
-        self._last_compaction = time.monotonic()
-        try:
-            self._open()
-        except BaseException:
-            self._close_fd()
+        if not self._producers.try_lock(shared=False):
+            self._producers.close()
             self._lock.release()
-            raise
+            pids = flock_holders(self._producers.path)
+            raise PartitionLockedError(
+                f"stream '{meta.name}' partition {partition} is being written by the producers "
+                f"of a running job or another writer (pid "
+                f"{', '.join(map(str, pids)) if pids else 'unknown'}; lock file "
+                f"{self._producers.path}); stop that job or tool first: this writer needs the "
+                f"partition to itself", stream=meta.name, partition=partition,
+                holder={"pids": pids})
+
+    def _take_shared(self) -> None:
+        if self._producers.try_lock(shared=True):
+            return
+        self._producers.close()
+        holder = read_holder(self._lock.path)
+        info = holder.as_dict() if holder is not None else {}
+        raise PartitionLockedError(
+            f"stream '{self._meta.name}' partition {self.partition} has an exclusive writer "
+            f"(pid {info.get('pid', '?')} on host {info.get('host', '?')}, since "
+            f"{info.get('since', '?')}: {info.get('command', 'a tool')}; lock file "
+            f"{self._lock.path}); producers can write to it once that tool has finished",
+            stream=self._meta.name, partition=self.partition, holder=info)
+
+    def _release_locks(self) -> None:
+        if self._append is not None:
+            self._append.close()
+        self._producers.close()
+        self._lock.release()
+
+    @contextmanager
+    def _appending(self) -> Iterator[None]:
+        """Hold the partition's append lock (shared writers take turns here)."""
+        if self._append_depth:  # already held by this writer (end_stream writing out)
+            self._append_depth += 1
+            try:
+                yield
+            finally:
+                self._append_depth -= 1
+            return
+        append = self._append
+        if not append.lock(self._append_timeout_s):
+            raise PartitionLockedError(
+                f"stream '{self.stream}' partition {self.partition}: another producer has held "
+                f"the append lock ({append.path}) for over {self._append_timeout_s:g} s; a "
+                f"stopped or hung process holds it (pid "
+                f"{', '.join(map(str, flock_holders(append.path))) or 'unknown'}); "
+                f"resume or stop it, or raise systems.{self.system}.producer.append.lock."
+                f"timeout.ms", stream=self.stream, partition=self.partition, holder={})
+        self._append_depth = 1
+        try:
+            yield
+        finally:
+            self._append_depth = 0
+            append.unlock()
 
     # -- opening ---------------------------------------------------------------------------
     def _open(self) -> None:
@@ -116,10 +221,33 @@ class PartitionWriter:
         maintain(self._dir, self._meta, self._settings, partition=self.partition,
                  system=self.system, compact=False, wait=False)
         segments = list_segments(self._dir)
-        if segments and not segments[-1].generation and not segments[-1].compressed:
-            self._open_active(segments[-1])
-        else:
-            self._create_active(self._end_of(segments[-1]) if segments else 0)
+        last = segments[-1] if segments else None
+        if last is not None and not last.generation and not last.compressed:
+            if not self._sealed(last):
+                self._open_active(last)
+                return
+        self._create_active(self._end_of(last) if last is not None else 0)
+
+    def _sealed(self, segment: Segment) -> bool:
+        """Whether the last plain segment was sealed by a writer that died before it created
+        the next one (its index describes it whole). An index that describes fewer bytes than
+        the file holds is stale (records were appended after it) and is removed: the segment
+        is the active one."""
+        try:
+            size = os.stat(segment.path).st_size
+        except FileNotFoundError:
+            return False
+        if not os.path.exists(segment.index_path):
+            return False
+        if load_index(segment.index_path, size) is not None:
+            return True
+        _log.info("stream '%s' partition %d: removing the stale index %s of the active "
+                  "segment", self.stream, self.partition, segment.index_path)
+        try:
+            os.unlink(segment.index_path)
+        except FileNotFoundError:
+            pass
+        return False
 
     def _end_of(self, segment: Segment) -> int:
         """The offset after the last one a sealed segment covers."""
@@ -135,12 +263,22 @@ class PartitionWriter:
         self._segment = segment
         self._fd = os.open(segment.path, os.O_RDWR | os.O_APPEND)
         st = os.fstat(self._fd)
-        size, self._inode = st.st_size, st.st_ino
-        scan = None
+        self._inode = st.st_ino
         hint = load_tail_hint(segment.path, st)
-        if hint is not None:  # walk only the tail; a hint that does not parse is ignored
-            scan = scan_plain(self._fd, size, start=hint.position, ordinal=hint.ordinal,
-                              sparse=list(hint.sparse), max_timestamp=hint.max_timestamp)
+        self._settle(st.st_size, hint)
+        self._hint_at = (self._written if hint is not None and self._written == hint.position
+                         else -1)
+
+    def _settle(self, size: int, known: TailHint | None) -> None:
+        """Walk the active segment from what is ``known`` (a tail hint, or this writer's own
+        last write; from the start without it) to ``size``: count and check the records,
+        collect sparse index entries, and cut off a torn final record or an incomplete batch
+        that a crashed writer left. Damage followed by valid records is never cut off."""
+        segment = self._segment
+        scan = None
+        if known is not None:  # walk only the tail; a hint that does not parse is ignored
+            scan = scan_plain(self._fd, size, start=known.position, ordinal=known.ordinal,
+                              sparse=list(known.sparse), max_timestamp=known.max_timestamp)
             if scan.stop is ParseStop.BAD:
                 scan = None
         if scan is None:
@@ -166,7 +304,48 @@ class PartitionWriter:
         self._sparse = [entry for entry in scan.sparse if entry[1] < end]
         self._next_index_at = (self._sparse[-1][1] + INDEX_INTERVAL) if self._sparse else 0
         self._max_ts = scan.max_timestamp
-        self._hint_at = end if hint is not None and end == hint.position else -1
+        self._sparse_written = len(self._sparse)
+
+    def _catch_up(self) -> None:
+        """Under the append lock (shared writers): learn what other writers appended since
+        this one last wrote -- a new active segment when one of them rolled (or the active one
+        was sealed), or records after this writer's last byte -- so that the buffer is written
+        at the true end with the right offsets. The buffer's bookkeeping is left to
+        :meth:`_write_shared`."""
+        ended = read_end_marker(self._dir)
+        if ended is not None:
+            self._ended = ended
+            self._raise_ended()
+        try:
+            st = os.stat(self._segment.path)
+            active = (st.st_ino == self._inode
+                      and not os.path.exists(self._segment.index_path))
+        except FileNotFoundError:
+            active = False
+        if not active:  # sealed (and maybe compressed or compacted) by another writer
+            if not os.path.isdir(self._dir):
+                raise PartitionMissingError(self._meta.name, self.partition, self._dir,
+                                            os.path.join(os.path.dirname(self._dir),
+                                                         STREAM_META))
+            max_ts = self._max_ts
+            self._close_fd()
+            self._open()
+            self._max_ts = max(self._max_ts, max_ts)  # an upper bound: the buffer's records
+            return
+        size = st.st_size
+        if size == self._written:
+            return
+        if size < self._written:
+            raise CorruptRecordError(
+                f"the active segment is shorter ({size} bytes) than what this writer wrote to "
+                f"it ({self._written} bytes): something outside the file log truncated it",
+                stream=self.stream, partition=self.partition,
+                offset=self._base + self._written_count, path=self._segment.path,
+                position=size)
+        max_ts = self._max_ts
+        self._settle(size, TailHint(self._inode, self._written_count, self._written, max_ts,
+                                    tuple(self._sparse)))
+        self._max_ts = max(self._max_ts, max_ts)
 
     def _create_active(self, base: int) -> None:
         name = SegmentName(base, 0, False)
@@ -177,6 +356,7 @@ class PartitionWriter:
         self._inode = os.fstat(self._fd).st_ino
         self._set_position(base, 0, 0)
         self._sparse, self._next_index_at, self._max_ts = [], 0, -1
+        self._sparse_written = 0
         self._hint_at = -1
 
     # -- state -----------------------------------------------------------------------------
@@ -274,7 +454,8 @@ class PartitionWriter:
                     self._pos, self._next, self._next_index_at = pos, nxt, next_index_at
                     own = False
                     self._roll()
-                    pos, base, next_index_at = 0, self._base, self._next_index_at
+                    first += self._next - nxt  # a shared writer's offsets moved on
+                    pos, nxt, base, next_index_at = 0, self._next, self._base, self._next_index_at
                     flush_at, sparse = self._flush_at, self._sparse
                     own = True
                     end = len(body) + 8
@@ -289,7 +470,10 @@ class PartitionWriter:
                     self._pos, self._next, self._next_index_at = pos, nxt, next_index_at
                     own = False
                     self._write_pending()
-                    flush_at = self._flush_at
+                    first += self._next - nxt  # a shared writer's offsets moved on
+                    pos, nxt, base, next_index_at = (self._pos, self._next, self._base,
+                                                     self._next_index_at)
+                    flush_at, sparse = self._flush_at, self._sparse
                     own = True
         finally:
             if own:
@@ -395,6 +579,40 @@ class PartitionWriter:
     def _write_pending(self) -> None:
         if not self._pending:
             return
+        if self._append is None:
+            self._write_out()
+        else:
+            self._write_shared()
+
+    def _write_shared(self) -> None:
+        """A shared writer's write-out: under the append lock, catch up with the other
+        writers, roll when the buffer does not fit, move the buffer's offsets and sparse
+        entries to where it really lands, append."""
+        count = self._next - self._base - self._written_count  # records buffered
+        size = self._pos - self._written                         # their bytes
+        own = self._sparse[self._sparse_written:]  # relative to the assumed start
+        del self._sparse[self._sparse_written:]
+        start, first = self._written, self._written_count
+        with self._appending():
+            try:
+                self._catch_up()
+                if self._written and self._written + size > self._segment_bytes:
+                    self._seal_and_create()
+            except BaseException:
+                self._sparse.extend(own)  # nothing written: the buffer stays as it was
+                raise
+            at, ordinal = self._written, self._written_count
+            moved = [(o - first + ordinal, p - start + at) for o, p in own]
+            if not moved or moved[0][1] != at:
+                next_indexed = (self._sparse[-1][1] + INDEX_INTERVAL) if self._sparse else 0
+                if at >= next_indexed:
+                    moved.insert(0, (ordinal, at))
+            self._sparse.extend(moved)
+            self._pos, self._next = at + size, self._base + ordinal + count
+            self._next_index_at = self._sparse[-1][1] + INDEX_INTERVAL
+            self._write_out()
+
+    def _write_out(self) -> None:
         data = b"".join(self._pending)
         view = memoryview(data)
         try:
@@ -415,12 +633,29 @@ class PartitionWriter:
         self._written_count += written
         self._unsynced += written
         self._flush_at = self._written + self._buffer_bytes
+        self._sparse_written = len(self._sparse)
         self._pending.clear()
 
     # -- rolling ---------------------------------------------------------------------------
     def _roll(self) -> None:
-        """Seal the active segment (write, fsync, index) and start the next one."""
-        self._write_pending()
+        """Seal the active segment (write, fsync, index) and start the next one. A shared
+        writer does it under the append lock, after catching up (another writer may have
+        rolled already: an empty active segment is not sealed)."""
+        if self._append is None:
+            self._write_pending()
+            self._seal_and_create()
+            return
+        with self._appending():
+            if self._pending:
+                self._write_pending()
+            else:
+                self._catch_up()
+            if self._written:
+                self._seal_and_create()
+
+    def _seal_and_create(self) -> None:
+        """Seal the active segment, whose records are all written (fsync, index), and start
+        the next one."""
         self._sync()
         base, count = self._base, self._written_count
         SegmentIndex(base, 0, count, base + count, time.time_ns() // 1_000_000, self._max_ts,
@@ -448,6 +683,22 @@ class PartitionWriter:
         Returns the upcoming offset recorded in it. Idempotent."""
         if self._ended is not None:
             return self._ended
+        if self._append is None:
+            return self._end()
+        with self._appending():
+            ended = read_end_marker(self._dir)
+            if ended is not None:  # another writer ended it
+                self._ended = ended
+                if self._pending:
+                    self._raise_ended()
+                return ended
+            if self._pending:
+                self._write_pending()
+            else:
+                self._catch_up()
+            return self._end()
+
+    def _end(self) -> int:
         self._write_pending()
         self._sync()
         self._write_hint()
@@ -473,7 +724,7 @@ class PartitionWriter:
             self._write_hint()
         finally:
             self._close_fd()
-            self._lock.release()
+            self._release_locks()
 
     def _close_fd(self) -> None:
         if self._fd >= 0:

@@ -261,7 +261,7 @@ def test_delete_is_refused_while_a_producer_holds_a_partition(capsys, root):
     producer.flush("t")
     try:
         code, _, err = run(capsys, "delete", "live", "--yes", "--root", root)
-        assert code == 2 and "partition 0 has a writer" in err and f"pid {os.getpid()}" in err
+        assert code == 2 and "partition 0 has a producer" in err and f"pid {os.getpid()}" in err
     finally:
         producer.stop()
     assert run(capsys, "delete", "live", "--yes", "--root", root)[0] == 0

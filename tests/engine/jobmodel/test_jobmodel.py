@@ -330,12 +330,25 @@ def test_automatic_container_count_is_tasks_or_usable_cores_whichever_is_fewer(
     assert len(build_job_model(config, {A: partitions}).containers) == expected
 
 
-def test_one_container_by_default_whatever_the_cores(monkeypatch):
-    """``auto`` is opt-in: tasks of two containers sending to one output partition of the file
-    log would refuse each other (one writer process per partition)."""
+def test_every_core_by_default_up_to_the_task_count(monkeypatch):
+    """``auto`` is the default: producers of several processes may write one file-log
+    partition, so nothing stands in the way of a container per core."""
     from weir.engine.jobmodel import model as jobmodel
     monkeypatch.setattr(jobmodel, "usable_cores", lambda: 8)
-    assert len(build_job_model(cfg(task__inputs="fl.a"), {A: 4}).containers) == 1
+    assert len(build_job_model(cfg(task__inputs="fl.a"), {A: 4}).containers) == 4
+    monkeypatch.setattr(jobmodel, "usable_cores", lambda: 2)
+    assert len(build_job_model(cfg(task__inputs="fl.a"), {A: 4}).containers) == 2
+
+
+def test_a_job_on_the_in_process_memory_system_runs_in_one_container_by_default(monkeypatch):
+    from weir.engine.jobmodel import model as jobmodel
+    monkeypatch.setattr(jobmodel, "usable_cores", lambda: 8)
+    mem = SystemStream("mem", "a")
+    config = cfg(task__inputs="mem.a", systems__mem__factory="memory")
+    assert len(build_job_model(config, {mem: 4}).containers) == 1
+    explicit = cfg(task__inputs="mem.a", systems__mem__factory="memory",
+                   job__container__count="2")  # a number is used exactly
+    assert len(build_job_model(explicit, {mem: 4}).containers) == 2
 
 
 def test_an_explicit_container_count_is_used_exactly_whatever_the_cores(monkeypatch):

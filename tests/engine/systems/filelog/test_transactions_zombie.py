@@ -118,7 +118,7 @@ def test_a_paused_zombie_resumed_after_its_replacement_cannot_add_records(log, t
         last_before = max(committed_before)
         # the locks stop protecting: gone, as if on another machine
         for lock in glob.glob(f"{log.root}/.transactions/*.lock") + \
-                glob.glob(f"{log.root}/s/*/.writer.lock"):
+                glob.glob(f"{log.root}/s/*/.*.lock"):
             os.unlink(lock)
         replacement = subprocess.run(
             [sys.executable, "-c", _script(_REPLACEMENT, log, progress)], timeout=60)
