@@ -58,6 +58,7 @@ from weir.stores.config import Config
 from weir.stores.errors import WeirError
 
 from weir.engine.config.streams import all_input_streams
+from weir.engine.coordinator.errors import JobAlreadyRunningError
 from weir.engine.coordinator.guard import (StateDirectories, check_immutable_settings,
                                            check_running_directories, directory_changes)
 from weir.engine.coordinator.messages import CoordinatorMessage, MessageType
@@ -223,8 +224,6 @@ class JobCoordinator:
         anything). A second run with the *same* directories is left to the job lock, which
         refuses it with ``JobLockedError`` naming the holder; :meth:`start` takes the run lock
         if this did not."""
-        from weir.engine.coordinator.errors import JobAlreadyRunningError
-
         self.directories = StateDirectories.of(self.submitted)
         try:
             self._run_lock = RunLock.acquire(self.registry, self.settings, self.directories)
