@@ -66,7 +66,8 @@ from weir.engine.systems.filelog._format import NULL_LEN, ParseStop, TailState, 
 from weir.engine.systems.filelog._txn_format import (HEADER_FRAME, ControlType,
                                                      encode_batch_header, encode_marker)
 from weir.engine.systems.filelog._index import INDEX_INTERVAL, SegmentIndex, load_index
-from weir.engine.systems.filelog.errors import PartitionMissingError, StreamEndedError
+from weir.engine.systems.filelog.errors import (PartitionMissingError, StreamEndedError,
+                                               StreamReplacedError)
 from weir.engine.systems.filelog.retention import maintain
 from weir.engine.systems.filelog.segment import Segment, build_index, list_segments, scan_plain
 from weir.engine.systems.filelog._tail import HINT_INTERVAL, TailHint, load_tail_hint, remove_tail_hint
@@ -217,6 +218,7 @@ class PartitionWriter:
 
     # -- opening ---------------------------------------------------------------------------
     def _open(self) -> None:
+        self._check_incarnation()
         self._ended = read_end_marker(self._dir)
         maintain(self._dir, self._meta, self._settings, partition=self.partition,
                  system=self.system, compact=False, wait=False)
@@ -227,6 +229,27 @@ class PartitionWriter:
                 self._open_active(last)
                 return
         self._create_active(self._end_of(last) if last is not None else 0)
+
+    def _check_incarnation(self) -> None:
+        """Refuse a stream deleted since :attr:`_meta` was read (by hand, or lock files gone):
+        a writer that (re)opens the partition -- at start, or after another writer rolled or
+        something replaced the active segment -- must not continue the old stream's offsets
+        in a new stream of the same name. A meta without an incarnation (unknown) is not
+        checked."""
+        incarnation = self._meta.incarnation
+        if not incarnation:
+            return
+        meta_path = os.path.join(os.path.dirname(self._dir), STREAM_META)
+        try:
+            with open(meta_path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            current = None
+        else:
+            current = StreamMeta.from_json(data, meta_path).incarnation
+        if current != incarnation:
+            raise StreamReplacedError(self.stream, self.partition, incarnation, current,
+                                      meta_path)
 
     def _sealed(self, segment: Segment) -> bool:
         """Whether the last plain segment was sealed by a writer that died before it created

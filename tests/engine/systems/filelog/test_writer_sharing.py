@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from weir.engine.errors import PartitionLockedError
-from weir.engine.systems.filelog import PartitionWriter, StreamEndedError, WriterSharing
+from weir.engine.systems.filelog import (PartitionWriter, StreamEndedError, StreamReplacedError,
+                                         WriterSharing)
 from weir.engine.systems.filelog._files import APPEND_LOCK
 from weir.engine.systems.filelog._index import load_index
 from weir.engine.systems.filelog.segment import list_segments
@@ -85,6 +86,42 @@ def test_deleting_a_stream_is_refused_while_a_shared_writer_is_open(log):
         with pytest.raises(PartitionLockedError, match="producer of a running job"):
             log.admin.delete_stream("s")
     log.admin.delete_stream("s")
+
+
+@pytest.mark.parametrize("new_has_records", [False, True])
+def test_a_shared_writer_never_writes_into_a_stream_recreated_under_it(log, new_has_records):
+    # Deleted by hand (or with its lock files gone, so `weir log delete` did not see the
+    # writer) and created again while a shared writer of the old stream sits idle: the old
+    # writer's offsets belong to the old stream, so its next write-out is refused.
+    log.create()
+    old = _shared(log)
+    try:
+        old.append(None, b"old-0"), old.flush()
+        os.rename(os.path.join(log.root, "s"), os.path.join(log.root, ".gone"))
+        log.create()
+        if new_has_records:
+            with _shared(log) as new:
+                new.append(None, b"new-0")
+        old.append(None, b"old-1")
+        with pytest.raises(StreamReplacedError, match="incarnation") as refused:
+            old.flush()
+        assert "not written" in str(refused.value)
+        with pytest.raises(StreamReplacedError):  # nor later: the buffer stays unwritten
+            old.flush()
+    finally:
+        old._pending.clear()
+        old.close()
+    assert _values(log) == ([b"new-0"] if new_has_records else [])
+
+
+def test_a_writer_opened_with_the_description_of_a_deleted_stream_is_refused(log):
+    log.create()
+    stale = log.admin.stream_meta("s")
+    os.rename(os.path.join(log.root, "s"), os.path.join(log.root, ".gone"))
+    log.create()
+    with pytest.raises(StreamReplacedError):
+        PartitionWriter(log.root, stale, 0, sharing=WriterSharing.SHARED)
+    _shared(log).close()  # the current description opens
 
 
 def test_segments_roll_under_shared_writers_and_every_index_is_whole(make_log):
