@@ -125,6 +125,7 @@ class PartitionWriter:
         self._append: FlockFile | None = None
         self._append_timeout_s = append_lock_timeout_ms / 1000
         self._append_depth = 0
+        self._maintain_due = False
         if sharing is WriterSharing.SHARED:
             self._take_shared()
             self._append = FlockFile(os.path.join(self._dir, APPEND_LOCK))
@@ -140,9 +141,11 @@ class PartitionWriter:
         try:
             if self._append is None:
                 self._open()
-            else:
+            else:  # housekeeping first: it needs only its own lock, and may take long
+                maintain(self._dir, self._meta, self._settings, partition=partition,
+                         system=self.system, compact=False, wait=False)
                 with self._appending():
-                    self._open()
+                    self._open(housekeeping=False)
         except BaseException:
             self._close_fd()
             self._release_locks()
@@ -215,13 +218,16 @@ class PartitionWriter:
         finally:
             self._append_depth = 0
             append.unlock()
+            if self._maintain_due:
+                self._maintain_after_roll()
 
     # -- opening ---------------------------------------------------------------------------
-    def _open(self) -> None:
+    def _open(self, *, housekeeping: bool = True) -> None:
         self._check_incarnation()
         self._ended = read_end_marker(self._dir)
-        maintain(self._dir, self._meta, self._settings, partition=self.partition,
-                 system=self.system, compact=False, wait=False)
+        if housekeeping:
+            maintain(self._dir, self._meta, self._settings, partition=self.partition,
+                     system=self.system, compact=False, wait=False)
         segments = list_segments(self._dir)
         last = segments[-1] if segments else None
         if last is not None and not last.generation and not last.compressed:
@@ -352,7 +358,7 @@ class PartitionWriter:
                                                          STREAM_META))
             max_ts = self._max_ts
             self._close_fd()
-            self._open()
+            self._open(housekeeping=False)  # under the append lock: the roller maintains
             self._max_ts = max(self._max_ts, max_ts)  # an upper bound: the buffer's records
             return
         size = st.st_size
@@ -687,6 +693,16 @@ class PartitionWriter:
         remove_tail_hint(self._segment.path)  # sealed: its index says it all
         self._close_fd()
         self._create_active(base + count)
+        if self._append is not None and self._append_depth:
+            self._maintain_due = True  # after the append lock is let go (see _appending)
+        else:
+            self._maintain_after_roll()
+
+    def _maintain_after_roll(self) -> None:
+        """Maintenance after a roll: compression, retention, compaction when due. A shared
+        writer runs it after letting go of the append lock: on a big partition it can take
+        longer than the other writers wait for that lock, and it needs only its own."""
+        self._maintain_due = False
         compact = (self._settings.compaction_interval_ms > 0 and
                    (time.monotonic() - self._last_compaction) * 1000
                    >= self._settings.compaction_interval_ms)

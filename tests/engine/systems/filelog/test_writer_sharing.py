@@ -327,3 +327,48 @@ def test_shared_writers_keep_an_append_only_log_of_each_writers_records_in_order
     finally:
         for w in writers:
             w.close()
+
+
+_SLOW_MAINTENANCE = """
+import sys, time
+sys.path[:0] = {path!r}
+from tests.engine.systems.filelog.conftest import Log
+from weir.engine.systems.filelog import PartitionWriter, WriterSharing
+from weir.engine.systems.filelog import writer as writer_mod
+plain = writer_mod.maintain
+def slow(*args, **kwargs):  # a long compaction or compression at a roll
+    report = plain(*args, **kwargs)
+    print("maintaining", flush=True)
+    time.sleep(3)
+    return report
+log = Log({root!r}, segment_bytes="300")
+meta = log.admin.stream_meta("s")
+w = PartitionWriter(log.root, meta, 0, log.settings.for_stream("s", meta.config),
+                    system=log.settings.system, sharing=WriterSharing.SHARED)
+writer_mod.maintain = slow
+for i in range(30):
+    w.append(None, b"m-%03d" % i)
+w.close()
+"""
+
+
+def test_maintenance_at_a_roll_does_not_hold_the_other_writers_up(make_log):
+    # Compaction and compression at a roll can take long on a big partition: the roller runs
+    # them after it let go of the append lock, so the other processes' writers carry on
+    # (instead of failing after append.lock.timeout.ms).
+    log = make_log(segment_bytes="300")
+    log.create()
+    roller = subprocess.Popen([sys.executable, "-c", _SLOW_MAINTENANCE.format(
+        path=sys.path, root=log.root)], stdout=subprocess.PIPE)
+    try:
+        assert roller.stdout.readline() == b"maintaining\n"
+        with _shared(log, append_lock_timeout_ms=1000) as other:
+            other.append(None, b"other")
+            other.flush()
+        assert roller.wait(timeout=60) == 0
+    finally:
+        roller.kill()
+        roller.wait()
+        roller.stdout.close()
+    values = _values(log)
+    assert sorted(values) == sorted([b"m-%03d" % i for i in range(30)] + [b"other"])
