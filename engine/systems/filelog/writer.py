@@ -429,9 +429,8 @@ class PartitionWriter:
         pos = self._pos
         end = pos + len(body) + 8
         if end > self._segment_bytes and pos:
-            self._roll()
-            pos = 0
-            end = len(body) + 8
+            pos = self._roll(len(body) + 8)
+            end = pos + len(body) + 8
         if pos >= self._next_index_at:
             self._sparse.append((self._next - self._base, pos))
             self._next_index_at = pos + INDEX_INTERVAL
@@ -482,12 +481,13 @@ class PartitionWriter:
                 if end > segment_bytes and pos:
                     self._pos, self._next, self._next_index_at = pos, nxt, next_index_at
                     own = False
-                    self._roll()
+                    self._roll(len(body) + 8)
                     first += self._next - nxt  # a shared writer's offsets moved on
-                    pos, nxt, base, next_index_at = 0, self._next, self._base, self._next_index_at
+                    pos, nxt, base, next_index_at = (self._pos, self._next, self._base,
+                                                     self._next_index_at)
                     flush_at, sparse = self._flush_at, self._sparse
                     own = True
-                    end = len(body) + 8
+                    end = pos + len(body) + 8
                 if pos >= next_index_at:
                     sparse.append((nxt - base, pos))
                     next_index_at = pos + interval
@@ -524,9 +524,8 @@ class PartitionWriter:
         pos = self._pos
         end = pos + HEADER_FRAME + nbytes
         if end > self._segment_bytes and pos:
-            self._roll()
-            pos = 0
-            end = HEADER_FRAME + nbytes
+            pos = self._roll(HEADER_FRAME + nbytes)
+            end = pos + HEADER_FRAME + nbytes
         if pos >= self._next_index_at:
             self._sparse.append((self._next - self._base, pos))
             self._next_index_at = pos + INDEX_INTERVAL
@@ -552,9 +551,8 @@ class PartitionWriter:
         pos = self._pos
         end = pos + len(frame)
         if end > self._segment_bytes and pos:
-            self._roll()
-            pos = 0
-            end = len(frame)
+            pos = self._roll(len(frame))
+            end = pos + len(frame)
         if pos >= self._next_index_at:
             self._sparse.append((self._next - self._base, pos))
             self._next_index_at = pos + INDEX_INTERVAL
@@ -666,21 +664,25 @@ class PartitionWriter:
         self._pending.clear()
 
     # -- rolling ---------------------------------------------------------------------------
-    def _roll(self) -> None:
-        """Seal the active segment (write, fsync, index) and start the next one. A shared
-        writer does it under the append lock, after catching up (another writer may have
-        rolled already: an empty active segment is not sealed)."""
+    def _roll(self, need: int) -> int:
+        """Make room for a frame of ``need`` bytes that does not fit after :attr:`_pos`: seal
+        the active segment (write, fsync, index) and start the next one. Returns the position
+        the frame goes to. A shared writer does it under the append lock, after catching up:
+        when another writer rolled already, the frame may fit in the segment that writer
+        started, which is then not sealed (sealing it would leave a segment of a few records
+        at every roll another writer saw coming too)."""
         if self._append is None:
             self._write_pending()
             self._seal_and_create()
-            return
+            return self._pos
         with self._appending():
             if self._pending:
                 self._write_pending()
             else:
                 self._catch_up()
-            if self._written:
+            if self._written and self._written + need > self._segment_bytes:
                 self._seal_and_create()
+        return self._pos
 
     def _seal_and_create(self) -> None:
         """Seal the active segment, whose records are all written (fsync, index), and start

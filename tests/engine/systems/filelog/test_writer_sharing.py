@@ -152,6 +152,28 @@ def test_segments_roll_under_shared_writers_and_every_index_is_whole(make_log):
     assert _values(log, offset=150) == values[150:]  # seeking through the indexes
 
 
+def test_a_segment_another_shared_writer_just_started_is_not_sealed_again(make_log):
+    # Writers taking turns each see the segment fill up; the first to need room rolls, the
+    # others find the new segment and append to it (they used to seal it again, leaving a
+    # segment of two records at every roll: half the segments of this run).
+    log = make_log(segment_bytes="600")
+    log.create()
+    writers = [_shared(log) for _ in range(3)]
+    try:
+        for i in range(300):
+            w = writers[i % 3]
+            w.append(b"k", b"v" * 40)
+            w.flush()
+    finally:
+        for w in writers:
+            w.close()
+    frame = 8 + 16 + 1 + 40  # length/CRC, timestamp/key length, key, value length, value
+    sealed = list_segments(log.pdir())[:-1]
+    assert sealed and all(os.path.getsize(s.path) + frame > 600 for s in sealed), \
+        sorted(os.path.getsize(s.path) for s in sealed)[:5]
+    assert len(_values(log)) == 300
+
+
 def test_a_torn_record_left_by_a_crashed_shared_writer_is_cut_off_by_the_next_write(log, caplog):
     log.create()
     with _shared(log) as a:
