@@ -617,10 +617,10 @@ class PartitionWriter:
         entries to where it really lands, append."""
         count = self._next - self._base - self._written_count  # records buffered
         size = self._pos - self._written                         # their bytes
-        own = self._sparse[self._sparse_written:]  # relative to the assumed start
-        del self._sparse[self._sparse_written:]
         start, first = self._written, self._written_count
-        with self._appending():
+        with self._appending():  # a timeout here leaves the buffer and its entries as they were
+            own = self._sparse[self._sparse_written:]  # relative to the assumed start
+            del self._sparse[self._sparse_written:]
             try:
                 self._catch_up()
                 if self._written and self._written + size > self._segment_bytes:

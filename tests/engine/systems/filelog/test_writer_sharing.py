@@ -19,7 +19,7 @@ from weir.engine.systems.filelog import (PartitionWriter, StreamEndedError, Stre
                                          WriterSharing)
 from weir.engine.systems.filelog._files import APPEND_LOCK
 from weir.engine.systems.filelog._index import load_index
-from weir.engine.systems.filelog.segment import list_segments
+from weir.engine.systems.filelog.segment import build_index, list_segments
 
 from tests.engine.systems.filelog.conftest import Log
 
@@ -394,3 +394,41 @@ def test_maintenance_at_a_roll_does_not_hold_the_other_writers_up(make_log):
         roller.stdout.close()
     values = _values(log)
     assert sorted(values) == sorted([b"m-%03d" % i for i in range(30)] + [b"other"])
+
+
+def test_a_write_out_that_timed_out_on_the_append_lock_keeps_its_index_entries(make_log):
+    # The buffer's sparse index entries must survive a failed turn at the append lock: the
+    # retry writes the same records and the sealed segment's index must say where they are.
+    log = make_log(segment_bytes=str(1 << 20))
+    log.create()
+    w = _shared(log, append_lock_timeout_ms=100, buffer_bytes=1 << 20)
+    path = os.path.join(log.pdir(), APPEND_LOCK)
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import fcntl, os, time
+        fd = os.open({path!r}, os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        print("held", flush=True)
+        time.sleep(60)
+        """)], stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline() == b"held\n"
+        for i in range(3000):  # ~300 KiB: several sparse entries (one per 64 KiB)
+            w.append(None, b"%05d" % i + b"x" * 95)
+        with pytest.raises(PartitionLockedError):
+            w.flush()
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+    w.flush()
+    w.append(None, b"y" * (800 << 10))  # does not fit: seals the segment, whose index is
+    w.close()                           # written from the writer's entries
+    sealed = list_segments(log.pdir())[0]
+    index = load_index(sealed.index_path, os.path.getsize(sealed.path))
+    fd = os.open(sealed.path, os.O_RDONLY)
+    try:
+        rebuilt = build_index(sealed, fd, os.path.getsize(sealed.path))
+    finally:
+        os.close(fd)
+    assert len(rebuilt.sparse) >= 4
+    assert index.sparse == rebuilt.sparse
