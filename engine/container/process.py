@@ -1,8 +1,8 @@
 """One container in its own OS process: the child side of the embedded runner.
 
-The runner starts :func:`container_process_main` with the *spawn* start method (a fresh
-interpreter: no forked locks, file handles or store locks; in particular the child does not
-share the runner's job lock). The child reads its job model and config from the job
+The runner starts :func:`container_process_main` from its fork server (or with *spawn*, see
+``starter.py``): either way no thread, lock or open file of the runner reaches the child; in
+particular the child does not share the runner's job lock. The child reads its job model and config from the job
 coordinator's HTTP endpoint named in its environment (``SAMZA_COORDINATOR_URL``,
 :mod:`weir.engine.coordinator.client`) and reports its host there, or rebuilds the model from
 JSON it was given. It takes its own container lock (``CONTAINER-<id>.LOCK`` in the checkpoint
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import signal
 import sys
 import threading
@@ -80,9 +81,15 @@ def _stop_when_parent_dies(container: Any, events: Any) -> None:
 
 
 def container_process_main(config: Config | None, model_json: str | None, container_id: str,
-                           events: Any, interval_ms: int) -> None:
+                           events: Any, interval_ms: int,
+                           environment: dict[str, str] | None = None) -> None:
     """The target of a container process; exits with 0 (done) or 1 (failed). With
-    ``model_json`` None, config and model come from the job coordinator."""
+    ``model_json`` None, config and model come from the job coordinator named in
+    ``environment``. ``environment`` (the runner's, when it started this container) replaces
+    this process's first: a process forked from the fork server starts with the server's."""
+    if environment is not None:
+        os.environ.clear()
+        os.environ.update(environment)
     from weir.engine.config.job import JobConfig
     from weir.engine.container.container import Container
     from weir.engine.jobmodel.model import JobModel

@@ -7,7 +7,7 @@
 2. read every input stream's partition count and build the job model
    (:func:`~weir.engine.jobmodel.model.build_job_model`);
 3. with ``job.container.count`` = 1, run the one container in this process; with more, run
-   each container in its own OS process (``multiprocessing`` *spawn*), which report progress
+   each container in its own OS process (forked from a warm fork server, ``starter.py``), which report progress
    and their result back over a queue. When one fails, the others are stopped (SIGTERM, so
    they commit) and the result names the failed container and why;
    The runner holds the job lock (:class:`~weir.recovery.job_lock.JobLock`, in
@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import os
 import signal
 import threading
@@ -52,6 +51,7 @@ from weir.stores.errors import ConfigError
 
 from weir.engine.container.progress import ContainerProgress, ContainerResult
 from weir.engine.container.process import ChildEvent, EventKind, container_process_main
+from weir.engine.container.starter import process_context, warm_up_for
 from weir.engine.config.job import JobConfig, load_all_declarations, warn_unknown_keys
 from weir.engine.container.container import Container, create_changelog_streams
 from weir.engine.container.preflight import check_job
@@ -278,6 +278,7 @@ def run_job(config: Config, *, status: StatusMode = StatusMode.AUTO,
     ConfigError / StreamNotFoundError from preparing the job propagate (nothing ran); every
     failure while running is in the result (``exit_code`` FAILED, ``failures``)."""
     started = time.perf_counter()
+    warm_up_for(config)  # the containers' fork server imports while the coordinator starts
     stack = contextlib.ExitStack()
     coordinator = JobCoordinator(config, reset=reset)
     # One run of a job at a time: the lock is held for the whole run (taken after the checks,
@@ -405,21 +406,25 @@ class _Child:
 def _run_processes(config: Config, job: JobConfig, model: JobModel, status: StatusMode,
                    settings: StatusSettings, console: Any, started: float,
                    coordinator: JobCoordinator | None = None) -> JobResult:
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context(config)
     events = ctx.Queue()
     interval_ms = settings.interval_ms if status.resolve(console) is StatusMode.LINE \
         else max(settings.interval_ms, 1000)
 
     def spawn(cid: str, version: int | None = None) -> _Child:
+        # The container takes this process's environment as of now (as a spawned child would;
+        # one forked from the fork server starts with the server's), plus, with a
+        # coordinator, the variables naming its HTTP endpoint, where it reads model and config.
         if coordinator is None:
             return _Child(cid, ctx.Process(
                 target=container_process_main, name=f"weir-container-{cid}",
-                args=(config, model.to_json(), cid, events, interval_ms)))
-        # The container reads its model and config from the coordinator's HTTP endpoint.
+                args=(config, model.to_json(), cid, events, interval_ms, dict(os.environ))))
+        extra = coordinator_environment(coordinator, cid, version)
         child = _Child(cid, ctx.Process(target=container_process_main,
                                         name=f"weir-container-{cid}",
-                                        args=(None, None, cid, events, interval_ms)))
-        child.environment = coordinator_environment(coordinator, cid, version)
+                                        args=(None, None, cid, events, interval_ms,
+                                              {**os.environ, **extra})))
+        child.environment = extra
         return child
 
     version = coordinator.version_of(model) if coordinator is not None else None
@@ -550,23 +555,9 @@ def coordinator_environment(coordinator: JobCoordinator, cid: str,
         timeout_ms=settings.client_timeout_ms, retry_ms=settings.client_retry_ms)
 
 
-_ENV_LOCK = threading.Lock()
-
-
 def _start_child(child: _Child) -> None:
-    """Start ``child``'s process with its extra environment variables (a *spawn* child
-    inherits the environment of the moment it is started)."""
-    with _ENV_LOCK:
-        saved = {k: os.environ.get(k) for k in child.environment}
-        os.environ.update(child.environment)
-        try:
-            child.process.start()
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+    """Start ``child``'s process (it sets its environment itself, see ``spawn``)."""
+    child.process.start()
 
 
 class _ModelFollower:

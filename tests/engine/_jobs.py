@@ -8,7 +8,7 @@ import signal
 from weir.engine.model import OutgoingMessageEnvelope, SystemStream
 from weir.engine.task import EndOfStreamListenerTask, InitableTask, StreamTask
 
-__all__ = ["PassThrough", "CountWords", "FailAt", "SigtermAt", "ShutdownAt"]
+__all__ = ["PassThrough", "CountWords", "FailAt", "SigtermAt", "ShutdownAt", "EnvProbe"]
 
 
 class PassThrough(StreamTask):
@@ -40,6 +40,17 @@ class CountWords(StreamTask, InitableTask, EndOfStreamListenerTask):
             for word, n in it:
                 collector.send(OutgoingMessageEnvelope(
                     SystemStream(self.system, "counts-out"), n, word, partition=self.partition))
+
+
+class EnvProbe(CountWords):
+    """CountWords that, at init, writes what its process sees into ``$WEIR_PROBE_DIR/<task>``:
+    ``$WEIR_PROBE_MARK``, its pid and its parent's pid (how the container process started)."""
+
+    def init(self, context):
+        super().init(context)
+        out = os.path.join(os.environ["WEIR_PROBE_DIR"], str(context.task_name))
+        with open(out, "w") as f:
+            f.write(f"{os.environ.get('WEIR_PROBE_MARK', '')} {os.getpid()} {os.getppid()}")
 
 
 class FailAt(CountWords):

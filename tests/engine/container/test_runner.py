@@ -223,13 +223,17 @@ def test_a_missing_input_stream_is_a_config_error_with_exit_code_2(tmp_path):
 
 
 def _container_processes(parent_pid: int) -> list[int]:
-    """The container processes (multiprocessing spawn children) of ``parent_pid``."""
+    """The container processes of runner ``parent_pid``: its multiprocessing children
+    (spawned), or the children of its fork server (the default)."""
     pids = []
     for children in Path(f"/proc/{parent_pid}/task").glob("*/children"):
         for pid in children.read_text().split():
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
             if b"spawn_main" in cmdline:
                 pids.append(int(pid))
+            elif b"forkserver" in cmdline:
+                for grand in Path(f"/proc/{pid}/task").glob("*/children"):
+                    pids.extend(int(p) for p in grand.read_text().split())
     return pids
 
 
