@@ -432,3 +432,17 @@ def test_a_write_out_that_timed_out_on_the_append_lock_keeps_its_index_entries(m
         os.close(fd)
     assert len(rebuilt.sparse) >= 4
     assert index.sparse == rebuilt.sparse
+
+
+def test_the_admin_ends_a_stream_that_another_processes_producer_writes(log):
+    log.create(bounded=True)
+    producer = _shared(log)  # another object: takes its turns like another process
+    producer.append(None, b"a")
+    producer.flush()
+    assert log.admin.end_stream("s") == {0: 1}
+    producer.append(None, b"late")
+    with pytest.raises(StreamEndedError):
+        producer.flush()
+    with pytest.raises(StreamEndedError):  # the refused record is still buffered at close
+        producer.close()
+    assert _values(log) == [b"a"]
