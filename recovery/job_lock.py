@@ -45,8 +45,8 @@ from weir.stores.locking import FileLock, LockHolder, acquire_lock
 
 from weir.recovery.errors import JobLockedError, RecoveryError
 
-__all__ = ["JOB_LOCK_FILE", "JobLock", "container_lock_path", "hold_container_lock",
-           "is_lock_file"]
+__all__ = ["JOB_LOCK_FILE", "JobLock", "command_line", "container_lock_path",
+           "hold_container_lock", "is_lock_file"]
 
 JOB_LOCK_FILE = "JOB.LOCK"
 _CONTAINER_PREFIX = "CONTAINER-"
@@ -75,7 +75,9 @@ def _make_directory(directory: Path) -> None:
             f"writable") from None
 
 
-def _command() -> str:
+def command_line() -> str:
+    """This process's command line as a lock record names it (program name without its
+    directory; at most 300 characters)."""
     return " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv))[:300]
 
 
@@ -114,7 +116,7 @@ class JobLock:
         directory = Path(directory)
         _make_directory(directory)
         what = f"job '{job}'" if job else f"the job of {directory}"
-        record = {"role": role, "job": job, "command": _command(), **(details or {})}
+        record = {"role": role, "job": job, "command": command_line(), **(details or {})}
         lock = acquire_lock(directory / JOB_LOCK_FILE,
                             error=functools.partial(_locked_error, what), details=record)
         try:
@@ -161,4 +163,4 @@ def hold_container_lock(directory: Path | str, container_id: str, *, job: str = 
     return acquire_lock(container_lock_path(directory, container_id),
                         error=functools.partial(_locked_error, what),
                         details={"role": f"container {container_id}", "job": job,
-                                 "command": _command()})
+                                 "command": command_line()})

@@ -20,7 +20,7 @@ from weir.stores.errors import WeirError
 __all__ = ["main", "build_parser"]
 
 _COMMAND_MODULES = (
-    "weir.engine.cli.log",      # weir log create|produce|tail|describe
+    "weir.engine.cli.log",      # weir log create|produce|tail|list|describe|delete|transactions
     "weir.engine.cli.config",   # weir config docs|show
     "weir.engine.cli.run",      # weir run job.properties
     "weir.engine.cli.checkpoint",  # weir checkpoint show|set|use-previous|reset job.properties

@@ -11,7 +11,6 @@ anything take the job lock first and refuse, naming the holder, while the job ru
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,6 +21,8 @@ from rich.console import Console
 from weir.recovery.job_lock import JobLock
 from weir.stores.config import Config
 from weir.stores.spec import StoreSpec
+
+from weir.engine.cli._console import console as rich_console
 
 __all__ = ["JobTools", "console", "job_arguments"]
 
@@ -36,10 +37,8 @@ def job_arguments() -> argparse.ArgumentParser:
 
 
 def console() -> Console:
-    """Rich output on stdout; wide enough not to wrap paths when it is not a terminal."""
-    interactive = sys.stdout.isatty()
-    return Console(file=sys.stdout, width=None if interactive else 160, soft_wrap=False,
-                   highlight=False)
+    """Rich output on stdout for the offline tools; 160 columns when it is not a terminal."""
+    return rich_console(width=160)
 
 
 @dataclass

@@ -22,12 +22,12 @@ import tempfile
 import tomllib
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
 from weir.stores.config import declared_keys
 
 from weir.engine.errors import EngineError
+from weir.engine.cli._console import console as _console
 from weir.engine.config.declarations import INDEX_PATH, render_index
 from weir.engine.config.job import (
     OVERRIDE_ORIGIN,
@@ -73,13 +73,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _help(parser: argparse.ArgumentParser) -> int:
     parser.print_help()
     return 0
-
-
-def _console(stream=None) -> Console:
-    stream = stream or sys.stdout
-    interactive = hasattr(stream, "isatty") and stream.isatty()
-    return Console(file=stream, width=None if interactive else 200, soft_wrap=False,
-                   highlight=False)
 
 
 def _default_text(value: object) -> str:

@@ -19,8 +19,9 @@ import sys
 from datetime import datetime, timezone
 
 import orjson
-from rich.console import Console
 from rich.table import Table
+
+from weir.engine.cli._console import console as _console
 
 __all__ = ["register", "WRITER_SOURCE"]
 
@@ -120,8 +121,10 @@ def _set_config(args: argparse.Namespace) -> int:
         elif decl is None:
             print(f"warning: {args.key} is not a key Weir declares (see docs/CONFIG.md); "
                   f"writing it anyway", file=sys.stderr)
-        counts = SystemRegistry(new).partition_counts(all_input_streams(new))
+        registry = SystemRegistry(new)
+        counts = registry.partition_counts(all_input_streams(new))
         check_immutable_settings(state, new, counts)
+        _check_running_directories(registry, settings, current, new)
         _check_runnable(args.job, new)
         message = (CoordinatorMessage.delete(MessageType.SET_CONFIG, args.key, source=WRITER_SOURCE)
                    if args.delete else
@@ -133,6 +136,20 @@ def _set_config(args: argparse.Namespace) -> int:
           f"job applies it within job.coordinator.catchup.interval.ms, restarting the "
           f"containers whose job model changes (each commits first)")
     return 0
+
+
+def _check_running_directories(registry, settings, current, new) -> None:
+    """While the job runs (its job coordinator holds the run lock), refuse a change that would
+    move the directories it keeps its state in, resolved as the running job resolves them
+    (its working directory and environment, from the run lock's record)."""
+    from weir.engine.coordinator.guard import check_running_directories
+    from weir.engine.coordinator.run_lock import read_run_record
+
+    running = read_run_record(registry, settings)
+    if running is None or running.directories is None:
+        return
+    check_running_directories(running.directories, current, new, cwd=running.cwd,
+                              environ=running.environ)
 
 
 def _check_runnable(path: str, config) -> None:
@@ -182,8 +199,7 @@ def _show(args: argparse.Namespace) -> int:
                 "locality": {c: loc.to_dict() for c, loc in sorted(state.locality.items())},
             }, option=orjson.OPT_INDENT_2).decode())
             return 0
-        console = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 200,
-                          soft_wrap=False, highlight=False)
+        console = _console()
         table = Table(title=f"Config in {name}", title_justify="left")
         for col in ("key", "value", "written by", "when", "offset"):
             table.add_column(col, overflow="fold", style="bold" if col == "key" else None)

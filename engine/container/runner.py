@@ -293,10 +293,12 @@ def run_job(config: Config, *, status: StatusMode = StatusMode.AUTO,
     coordinator = JobCoordinator(config, reset=reset)
     # One run of a job at a time: the lock is held for the whole run (taken after the checks,
     # which create nothing, and before the coordinator writes its stream or a reset moves
-    # state), and only under it are temp files of interrupted checkpoint writes removed.
+    # state), and only under it are temp files of interrupted checkpoint writes removed. The
+    # coordinator's run lock comes first: it also refuses a run with other directories.
     try:
         prepared = prepare(config, registry=coordinator.registry, coordinator=coordinator,
-                           before_writes=lambda job: _take_job_lock(job, stack))
+                           before_writes=lambda job: (coordinator.claim_run(),
+                                                      _take_job_lock(job, stack)))
         job, registry, model = prepared.job, prepared.registry, prepared.model
         job_settings = prepared.settings  # parsed once; handed to the container
         config = model.config  # the job's config as the coordinator stream holds it

@@ -7,7 +7,9 @@ containers' locality live in a one-partition compacted stream,
 :class:`JobCoordinator` reads the job's config back from it, refuses changes of immutable
 settings (:mod:`.guard`), builds the job model with stable assignments, follows config
 written while the job runs (``weir coordinator set-config``) and serves the model over HTTP
-(:mod:`.server`) to the containers (:mod:`.client`). docs/COORDINATOR.md is the guide.
+(:mod:`.server`) to the containers (:mod:`.client`). While it runs it holds the job's run lock
+(:mod:`.run_lock`): one run of a job at a time, whatever its directories.
+docs/COORDINATOR.md is the guide.
 """
 
 from __future__ import annotations
@@ -30,28 +32,34 @@ _LAZY = {
     "CoordinatorUnavailableError": "weir.engine.coordinator.errors",
     "CoordinatorWriteError": "weir.engine.coordinator.errors",
     "ImmutableSettingError": "weir.engine.coordinator.errors",
+    "JobAlreadyRunningError": "weir.engine.coordinator.errors",
     "JobCoordinator": "weir.engine.coordinator.coordinator",
     "Locality": "weir.engine.coordinator.state",
     "MessageType": "weir.engine.coordinator.messages",
     "ModelChange": "weir.engine.coordinator.coordinator",
     "ModelSnapshot": "weir.engine.coordinator.coordinator",
+    "RunLock": "weir.engine.coordinator.run_lock",
+    "StateDirectories": "weir.engine.coordinator.guard",
     "StateReset": "weir.engine.coordinator.coordinator",
     "check_immutable_settings": "weir.engine.coordinator.guard",
+    "check_running_directories": "weir.engine.coordinator.guard",
     "config_messages": "weir.engine.coordinator.submit",
     "coordinator_stream_name": "weir.engine.coordinator.settings",
     "coordinator_system": "weir.engine.coordinator.settings",
     "decode_message": "weir.engine.coordinator.messages",
     "plan_restarts": "weir.engine.coordinator.coordinator",
+    "read_run_record": "weir.engine.coordinator.run_lock",
 }
 
 __all__ = [
     "ConfigDiff", "ContainerSetup", "CoordinatorClient", "CoordinatorError",
     "CoordinatorMessage", "CoordinatorSettings", "CoordinatorState",
     "CoordinatorStreamCorruptError", "CoordinatorStreamStore", "CoordinatorUnavailableError",
-    "CoordinatorWriteError", "ImmutableSettingError", "JobCoordinator", "Locality",
-    "MessageType", "ModelChange", "ModelSnapshot", "StateReset", "check_immutable_settings",
-    "config_messages", "coordinator_stream_name", "coordinator_system", "decode_message",
-    "plan_restarts",
+    "CoordinatorWriteError", "ImmutableSettingError", "JobAlreadyRunningError", "JobCoordinator",
+    "Locality", "MessageType", "ModelChange", "ModelSnapshot", "RunLock", "StateDirectories",
+    "StateReset", "check_immutable_settings", "check_running_directories", "config_messages",
+    "coordinator_stream_name", "coordinator_system", "decode_message", "plan_restarts",
+    "read_run_record",
 ]
 
 

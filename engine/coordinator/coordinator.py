@@ -3,7 +3,11 @@
 A :class:`JobCoordinator` runs inside ``weir run`` (Samza's job coordinator / application
 master). :meth:`~JobCoordinator.start`:
 
-1. creates the coordinator stream if missing and bootstraps it
+1. takes the job's run lock beside the coordinator stream
+   (:class:`~weir.engine.coordinator.run_lock.RunLock`, held until :meth:`~JobCoordinator.stop`:
+   a second run of the job, even one with other directories, is refused with
+   :class:`~weir.engine.coordinator.errors.JobAlreadyRunningError`), creates the coordinator
+   stream if missing and bootstraps it
    (:class:`~weir.engine.coordinator.stream.CoordinatorStreamStore`);
 2. checks the submitted config against what the stream says about earlier runs
    (:func:`~weir.engine.coordinator.guard.check_immutable_settings`); with
@@ -18,9 +22,11 @@ master). :meth:`~JobCoordinator.start`:
 
 While the job runs, :meth:`~JobCoordinator.start_catch_up` reads new messages every
 ``job.coordinator.catchup.interval.ms``. New config (``weir coordinator set-config``) that
-passes the same checks gives a new model with the next version; listeners get a
-:class:`ModelChange` naming the containers to restart, stop and start. Config that fails the
-checks is refused (logged, shown by ``/health``); the running model stays.
+passes the same checks, and does not move the directories the job keeps its state in
+(:func:`~weir.engine.coordinator.guard.check_running_directories`), gives a new model with the
+next version; listeners get a :class:`ModelChange` naming the containers to restart, stop and
+start. Config that fails the checks is refused (logged, shown by ``/health``); the running
+model stays.
 
 :meth:`~JobCoordinator.serve` starts the HTTP endpoint
 (:class:`~weir.engine.coordinator.server.CoordinatorServer`); the runner calls it before it
@@ -55,9 +61,12 @@ from weir.stores.config import Config
 from weir.stores.errors import WeirError
 
 from weir.engine.config.streams import all_input_streams
-from weir.engine.coordinator.guard import check_immutable_settings
+from weir.engine.coordinator.errors import JobAlreadyRunningError
+from weir.engine.coordinator.guard import (StateDirectories, check_immutable_settings,
+                                           check_running_directories, directory_changes)
 from weir.engine.coordinator.messages import CoordinatorMessage, MessageType
 from weir.engine.coordinator.prometheus import Family
+from weir.engine.coordinator.run_lock import RunLock
 from weir.engine.coordinator.settings import CoordinatorSettings
 from weir.engine.coordinator.state import (CoordinatorState, Locality, assignment_messages,
                                             localities)
@@ -192,12 +201,17 @@ class JobCoordinator:
         """Why the last config read while running was refused (None: nothing refused)."""
         self.catch_up_error: str | None = None
         self.last_catch_up_ms = 0
+        self.directories: StateDirectories | None = None
+        """Where the job keeps its state (set by :meth:`start`; config written while it runs
+        may not move them)."""
+        self._run_lock: RunLock | None = None
 
     # -- start ---------------------------------------------------------------------------
     def start(self, *, local: Callable[[JobModel], Iterable[str]] | None = None) -> JobModel:
-        """Bootstrap, check, write the config, build the job model (see the module
-        docstring). Raises ImmutableSettingError / ConfigError / StreamNotFoundError with
-        nothing written when the submission is refused.
+        """Lock, bootstrap, check, write the config, build the job model (see the module
+        docstring). Raises JobAlreadyRunningError / ImmutableSettingError / ConfigError /
+        StreamNotFoundError with nothing written when the submission is refused (the run lock
+        is released again).
 
         The config's changes, the model's new assignments and the locality of the
         containers ``local(model)`` names (those that run on this host, in this process: the
@@ -205,6 +219,29 @@ class JobCoordinator:
         back from the stream. When it is not the config the model was built from (a
         ``weir coordinator set-config`` wrote between the bootstrap and this write), the
         model is built again from what the stream holds and its assignments written."""
+        if self._run_lock is None or not self._run_lock.held:
+            self.directories = StateDirectories.of(self.submitted)
+            self._run_lock = RunLock.acquire(self.registry, self.settings, self.directories)
+        try:
+            return self._start(local)
+        except BaseException:
+            self._run_lock.release()
+            raise
+
+    def claim_run(self) -> None:
+        """Take the run lock ahead of :meth:`start` (``weir run`` does, before it takes the
+        job lock, so that a second run with other directories is refused before it creates
+        anything). A second run with the *same* directories is left to the job lock, which
+        refuses it with ``JobLockedError`` naming the holder; :meth:`start` takes the run lock
+        if this did not."""
+        self.directories = StateDirectories.of(self.submitted)
+        try:
+            self._run_lock = RunLock.acquire(self.registry, self.settings, self.directories)
+        except JobAlreadyRunningError as exc:
+            if StateDirectories.from_record(exc.holder) != self.directories:
+                raise
+
+    def _start(self, local: Callable[[JobModel], Iterable[str]] | None) -> JobModel:
         store, config = self.store, self.submitted
         counts = self.registry.partition_counts(all_input_streams(config))
         read = store.bootstrap()  # a missing stream reads as empty; created when written
@@ -217,6 +254,7 @@ class JobCoordinator:
             previous = CoordinatorState(config=previous.config)
         else:
             check_immutable_settings(previous, config, counts)
+            self._warn_moved_directories(previous, config)
         diff = ConfigDiff.between(previous.config, config)
         # Once the submission is written, the stream holds the submitted config's values.
         model = build_job_model(config, counts, changelog_mapping=previous.changelog,
@@ -250,6 +288,18 @@ class JobCoordinator:
             del self._history[old]
         self._snapshot = snapshot
         self.counters.model_versions = snapshot.version
+
+    def _warn_moved_directories(self, previous: CoordinatorState, config: Config) -> None:
+        if previous.is_new:
+            return
+        for key, old, new in directory_changes(previous.config, config):
+            log.warning("%s changed since the last run (%s -> %s): the job reads its "
+                        "checkpoints and stores from %s. If its data was not moved there, a "
+                        "task whose changelog holds state refuses to start "
+                        "(StateWithoutCheckpointError): stop, then move the data there "
+                        "(docs/COORDINATOR.md, 'Moving a job's data') or put the old value "
+                        "back", key, old if old is not None else "not set",
+                        new if new is not None else "not set", self.directories.describe())
 
     def _warn_moved_hosts(self, previous: CoordinatorState, model: JobModel) -> None:
         if not self.settings.host_affinity:
@@ -395,6 +445,8 @@ class JobCoordinator:
             registry = SystemRegistry(config)
             counts = registry.partition_counts(all_input_streams(config))
             check_immutable_settings(replace(state, config=current.model.config), config, counts)
+            if self.directories is not None:
+                check_running_directories(self.directories, current.model.config, config)
             model = build_job_model(config, counts, changelog_mapping=state.changelog,
                                     task_assignment=current.model.task_assignment())
         except WeirError as exc:
@@ -487,6 +539,8 @@ class JobCoordinator:
             self._server.stop()
             self._server = None
         self.store.close()
+        if self._run_lock is not None:
+            self._run_lock.release()
 
     def __enter__(self) -> "JobCoordinator":
         return self

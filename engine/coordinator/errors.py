@@ -1,5 +1,5 @@
 """The coordinator's errors: a damaged coordinator stream, a refused change of an immutable
-setting, a coordinator that cannot be reached.
+setting, a second run of a job that already runs, a coordinator that cannot be reached.
 
 Each message names the stream and offset, the config key with its old and new value, or the
 URL, and says what to do.
@@ -15,6 +15,7 @@ __all__ = [
     "CoordinatorError",
     "CoordinatorStreamCorruptError",
     "ImmutableSettingError",
+    "JobAlreadyRunningError",
     "CoordinatorUnavailableError",
     "CoordinatorWriteError",
 ]
@@ -48,17 +49,38 @@ class CoordinatorStreamCorruptError(CoordinatorError):
 class ImmutableSettingError(ConfigError):
     """A setting that decides which state belongs to which task changed between runs (the
     grouper, the partition count of a stateful job's input, a store's changelog, the
-    container count of a job with host affinity)."""
+    container count of a job with host affinity), or a directory the running job keeps its
+    state in changed while it runs (``job.data.dir``, ``task.checkpoint.path``, the store base
+    directories).
 
-    def __init__(self, key: str, old: str, new: str, why: str, *, origin: str | None = None):
+    ``fix`` replaces the default advice (keep the old value, or ``--reset-state``)."""
+
+    def __init__(self, key: str, old: str, new: str, why: str, *, origin: str | None = None,
+                 fix: str | None = None):
+        if fix is None:
+            fix = (f"Keep {old!r}, or start the job's state over: stop the job and run `weir "
+                   f"run <config> --reset-state` (moves the stores' local state, changelogs "
+                   f"and checkpoints aside, renamed .reset-<time>; inputs are read again from "
+                   f"samza.offset.default)")
         super().__init__(
             f"changes from {old!r} (the job's state was built with it) to {new!r}; {why}. "
-            f"Keep {old!r}, or start the job's state over: stop the job and run `weir run "
-            f"<config> --reset-state` (moves the stores' local state, changelogs and "
-            f"checkpoints aside, renamed .reset-<time>; inputs are read again from "
-            f"samza.offset.default)",
+            f"{fix}",
             key=key, origin=origin)
-        self.old, self.new, self.why = old, new, why
+        self.old, self.new, self.why, self.fix = old, new, why, fix
+
+
+class JobAlreadyRunningError(CoordinatorError):
+    """Another job coordinator of the same job (the same coordinator stream) runs: a second
+    ``weir run`` of the job, started with other directories than the first (with the same
+    ones the job lock refuses it first). Names the other run's pid, host, command and
+    directories, and this run's.
+
+    Attributes: ``path`` (the run lock file), ``holder`` (what it records, ``{}`` when it
+    cannot be read)."""
+
+    def __init__(self, message: str, *, path: str, holder: dict | None = None):
+        super().__init__(message)
+        self.path, self.holder = path, dict(holder or {})
 
 
 class CoordinatorUnavailableError(CoordinatorError):

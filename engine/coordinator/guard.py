@@ -13,17 +13,33 @@ task, or lose track of it:
 
 A change raises :class:`~weir.engine.coordinator.errors.ImmutableSettingError` naming the key,
 the old and the new value, and the fix (put the old value back, or ``--reset-state``).
+
+While the job runs, the directories it keeps its state in may not change either
+(:func:`check_running_directories`): ``job.data.dir``, ``task.checkpoint.path``,
+``job.logged.store.base.dir`` and ``job.non-logged.store.base.dir``, compared as the directories
+they resolve to (:class:`StateDirectories`). The running job holds its job lock and checkpoints
+in one and its stores in the others; a container restarted with another would open other
+state, or none, under another job lock. Between runs they may change: moving a job's data is
+an operator's move (docs/COORDINATOR.md, "Moving a job's data"), and a directory without the
+job's checkpoints is refused by the restore (``StateWithoutCheckpointError``) as before.
 """
 
 from __future__ import annotations
 
+import os
+import shlex
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from weir.stores.config import Config
 from weir.stores.errors import ConfigError
 from weir.stores.spec import STORE_CHANGELOG, StoreSpec, stores_in
 
-from weir.engine.config.job import JOB_CHANGELOG_SYSTEM
+from weir.engine.config.job import (JOB_CHANGELOG_SYSTEM, JOB_DATA_DIR,
+                                    JOB_LOGGED_STORE_BASE_DIR, JOB_NON_LOGGED_STORE_BASE_DIR,
+                                    TASK_CHECKPOINT_PATH, JobConfig)
 from weir.engine.config.streams import JOB_DEFAULT_SYSTEM, TASK_INPUTS
 from weir.engine.coordinator.errors import ImmutableSettingError
 from weir.engine.coordinator.settings import JOB_HOST_AFFINITY_ENABLED
@@ -33,7 +49,8 @@ from weir.engine.jobmodel.model import (AUTO_CONTAINERS, CONTAINER_COUNT, SSP_GR
                                         requested_container_count, ssp_grouper)
 from weir.engine.model import SystemStream
 
-__all__ = ["check_immutable_settings", "is_stateful"]
+__all__ = ["check_immutable_settings", "check_running_directories", "directory_changes",
+           "is_stateful", "StateDirectories"]
 
 
 def is_stateful(config: Config) -> bool:
@@ -111,3 +128,110 @@ def _containers(config: Config, partition_counts: Mapping[SystemStream, int]) ->
 def _describe_count(config: Config, count: int) -> str:
     return str(count) if requested_container_count(config) is not None else (
         f"{AUTO_CONTAINERS} ({count} on this machine)")
+
+
+# -- while the job runs: the directories of its state -------------------------------------------
+
+@dataclass(frozen=True)
+class StateDirectories:
+    """Where a job keeps its state on this machine, as absolute paths: ``job.data.dir`` and
+    the directories it gives by default (checkpoints and the job lock, stores with and without
+    a changelog)."""
+
+    data_dir: Path
+    checkpoint_dir: Path
+    logged_store_base_dir: Path
+    non_logged_store_base_dir: Path
+
+    @classmethod
+    def of(cls, config: Config, *, cwd: Path | None = None,
+           environ: Mapping[str, str] | None = None) -> "StateDirectories":
+        """The directories ``config`` gives in working directory ``cwd`` (this process's by
+        default) with ``environ`` (for ``LOGGED_STORE_BASE_DIR``; ``os.environ`` by default)."""
+        job = JobConfig.from_config(config, cwd=cwd, environ=environ)
+        return cls(*(Path(os.path.abspath(p)) for p in (
+            job.data_dir, job.checkpoint_dir, job.logged_store_base_dir,
+            job.non_logged_store_base_dir)))
+
+    def to_record(self) -> dict[str, str]:
+        return {"data_dir": str(self.data_dir), "checkpoint_dir": str(self.checkpoint_dir),
+                "logged_store_base_dir": str(self.logged_store_base_dir),
+                "non_logged_store_base_dir": str(self.non_logged_store_base_dir)}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> "StateDirectories | None":
+        """The directories a :meth:`to_record` dict names; None when it lacks one."""
+        try:
+            return cls(*(Path(str(record[k])) for k in (
+                "data_dir", "checkpoint_dir", "logged_store_base_dir",
+                "non_logged_store_base_dir")))
+        except KeyError:
+            return None
+
+    def describe(self) -> str:
+        """``job.data.dir D (checkpoints C, stores S)`` for messages."""
+        stores = str(self.logged_store_base_dir)
+        if self.non_logged_store_base_dir != self.logged_store_base_dir:
+            stores += f" and {self.non_logged_store_base_dir}"
+        return (f"job.data.dir {self.data_dir} (checkpoints and job lock in "
+                f"{self.checkpoint_dir}, stores in {stores})")
+
+
+_DIRECTORY_KEYS = (
+    ("checkpoint_dir", TASK_CHECKPOINT_PATH, "its checkpoints and its job lock"),
+    ("logged_store_base_dir", JOB_LOGGED_STORE_BASE_DIR, "its stores with a changelog"),
+    ("non_logged_store_base_dir", JOB_NON_LOGGED_STORE_BASE_DIR,
+     "its stores without a changelog"),
+)
+
+
+def check_running_directories(running: StateDirectories, old: Config, new: Config, *,
+                              cwd: Path | None = None,
+                              environ: Mapping[str, str] | None = None) -> None:
+    """Raise ImmutableSettingError when config ``new``, written while the job runs with
+    ``old`` in directories ``running``, would move a directory of its state (see the module
+    docstring). ``cwd`` and ``environ`` are the running job's (this process's by default):
+    relative directories resolve against its working directory.
+
+    The key named is the one whose value moves the directory: ``task.checkpoint.path``,
+    ``job.logged.store.base.dir`` or ``job.non-logged.store.base.dir`` when its value changed,
+    else ``job.data.dir`` (the directories it gives by default)."""
+    after = StateDirectories.of(new, cwd=cwd, environ=environ)
+    moved = [(field, decl, what) for field, decl, what in _DIRECTORY_KEYS
+             if getattr(running, field) != getattr(after, field)]
+    if not moved:
+        return
+    for field, decl, what in moved:
+        if old.get(decl.name) != new.get(decl.name):
+            key, was, now = decl.name, getattr(running, field), getattr(after, field)
+            break
+    else:
+        key, was, now = JOB_DATA_DIR.name, running.data_dir, after.data_dir
+        by_directory: dict[Path, list[str]] = {}
+        for field, _, what in moved:
+            by_directory.setdefault(getattr(running, field), []).append(what)
+        what = "; ".join(f"{' and '.join(whats)} in {directory}"
+                         for directory, whats in by_directory.items())
+    kept = what if key == JOB_DATA_DIR.name else f"{what} in {was}"
+    value = old.get(key)
+    put_back = "--delete" if value is None else f"--value {shlex.quote(value)}"
+    raise ImmutableSettingError(
+        key, str(was), str(now),
+        f"the job runs and keeps {kept}; a container restarted with the new value "
+        f"would open other state, or none, under another job lock",
+        origin=new.origin(key),
+        fix=(f"The running job keeps {str(was)!r}; if the new value was written to the "
+             f"coordinator stream, write the old one back (`weir coordinator set-config --job "
+             f"<config> --key {key} {put_back}`). To move the job's data, stop the job, move "
+             f"the directories to the new place and start it with the new value "
+             f"(docs/COORDINATOR.md, 'Moving a job's data')"))
+
+
+def directory_changes(previous: Config, config: Config) -> list[tuple[str, str | None, str | None]]:
+    """``(key, old value, new value)`` of each directory key whose value differs between the
+    last run's config and this one (``None``: not set). Allowed between runs (the job's data
+    may have been moved); a start reports them, since a job pointed at directories without its
+    checkpoints is refused by its restore."""
+    return [(decl.name, previous.get(decl.name), config.get(decl.name))
+            for decl in (JOB_DATA_DIR, *(d for _, d, _ in _DIRECTORY_KEYS))
+            if previous.get(decl.name) != config.get(decl.name)]

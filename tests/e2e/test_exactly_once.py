@@ -234,11 +234,12 @@ def test_currency_join_killed_at_random_points_emits_every_amount_exactly_once(t
 def test_two_copies_of_a_job_started_at_once_never_count_twice(tmp_path):
     """A hostile operator starts the word count twice at the same moment, the second copy with
     its own job.data.dir (so the job lock does not see the first): same tasks, same
-    transactional ids, same log. The second copy waits for the first's producers; then it has
-    no checkpoint but the first's committed state is there, so it stops with a typed error
-    (or with TransactionalIdInUseError when the first is still running, or JobLockedError when
-    the copies' container processes meet at a container lock): never does it count on top of
-    the first's state."""
+    transactional ids, same log. Whichever copy takes the job's run lock (beside the coordinator
+    stream) first runs; the other is refused at start with JobAlreadyRunningError, nothing
+    written. A copy that starts after the other ended has no checkpoint but the first's
+    committed state is there, so it stops with a typed error (or TransactionalIdInUseError
+    while the other's producers are still there, or JobLockedError when the copies' container
+    processes meet at a container lock): never does it count on top of the first's state."""
     messages = 30_000
     registry, truth = _word_count(tmp_path, "exactly_once", messages)
     other = tmp_path / "other"
@@ -251,7 +252,8 @@ def test_two_copies_of_a_job_started_at_once_never_count_twice(tmp_path):
     assert 0 in codes, outputs
     for code, output in zip(codes, outputs):
         if code != 0:
-            assert ("StateWithoutCheckpointError" in output
+            assert ("already runs: its job coordinator" in output  # JobAlreadyRunningError
+                    or "StateWithoutCheckpointError" in output
                     or "TransactionalIdInUseError" in output
                     or ("JobLockedError" in output and "nothing was changed" in output)), output
     emitted = defaultdict(list)

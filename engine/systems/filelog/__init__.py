@@ -9,7 +9,7 @@ from weir.engine.systems.filelog.consumer import FileLogConsumer
 from weir.engine.systems.filelog.deletion import DeletedStream
 from weir.engine.systems.filelog.errors import (OffsetBeyondEndError, OffsetOutOfRangeError, StreamConflictError,
                                                StreamEndedError, PartitionMissingError,
-                                               StreamMetaMissingError)
+                                               StreamMetaMissingError, StreamReplacedError)
 from weir.engine.systems.filelog.factory import FileLogSystemFactory
 from weir.engine.systems.filelog.producer import FileLogProducer
 from weir.engine.systems.filelog.reader import LogRecord, PartitionReader
@@ -41,4 +41,5 @@ __all__ = [
     "StreamEndedError",
     "PartitionMissingError",
     "StreamMetaMissingError",
+    "StreamReplacedError",
 ]

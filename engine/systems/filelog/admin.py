@@ -40,7 +40,7 @@ from weir.engine.systems.filelog.settings import (CONSUMER_RESET, FileLogSetting
 from weir.engine.systems.filelog.stream import (TRANSACTIONAL_FORMAT, StreamMeta, create_stream,
                                                 list_streams, load_meta, partition_dir,
                                                 stream_dir)
-from weir.engine.systems.filelog.writer import PartitionWriter
+from weir.engine.systems.filelog.writer import PartitionWriter, WriterSharing
 
 __all__ = ["FileLogAdmin"]
 
@@ -137,8 +137,9 @@ class FileLogAdmin:
 
     def end_stream(self, stream: str) -> dict[int, int]:
         """End a bounded stream: flush and write every partition's end marker. Producers of
-        this process share their writers with the admin; a producer in another process holds
-        the partition (PartitionLockedError): end the stream through it instead.
+        this process share their writers with the admin, and producers of other processes
+        take turns with it (a shared writer: the marker goes after every record written out
+        before it; their later records are refused with StreamEndedError).
         Returns the upcoming offset per partition."""
         meta = self.stream_meta(stream)
         if not meta.bounded:
@@ -147,7 +148,8 @@ class FileLogAdmin:
         ends = {}
         for partition in range(meta.partitions):
             writer = _shared.acquire(self.root, stream, partition,
-                                     lambda p=partition: self.writer(stream, p, meta=meta))
+                                     lambda p=partition: self.writer(
+                                         stream, p, meta=meta, sharing=WriterSharing.SHARED))
             try:
                 with writer.mutex:
                     ends[partition] = writer.end_stream()
@@ -210,14 +212,16 @@ class FileLogAdmin:
         return Retention(self.root, meta, self.settings.for_stream(meta.name, meta.config),
                          self.system)
 
-    def writer(self, stream: str, partition: int, *, meta: StreamMeta | None = None
-               ) -> PartitionWriter:
-        """The writer of one partition (takes its lock; close it when done)."""
+    def writer(self, stream: str, partition: int, *, meta: StreamMeta | None = None,
+               sharing: WriterSharing = WriterSharing.EXCLUSIVE) -> PartitionWriter:
+        """A writer of one partition (exclusive by default: the partition's only writer while
+        it is open; close it when done)."""
         meta = meta or self.stream_meta(stream)
         return PartitionWriter(self.root, meta, partition,
                                self.settings.for_stream(stream, meta.config),
                                buffer_bytes=self.settings.producer_buffer_bytes,
-                               system=self.system)
+                               system=self.system, sharing=sharing,
+                               append_lock_timeout_ms=self.settings.append_lock_timeout_ms)
 
     def reader(self, stream: str, partition: int, offset: int, *,
                isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,

@@ -11,7 +11,8 @@ import os
 from weir.engine.errors import SystemError_
 
 __all__ = ["StreamConflictError", "OffsetOutOfRangeError", "OffsetBeyondEndError",
-           "StreamEndedError", "PartitionMissingError", "StreamMetaMissingError"]
+           "StreamEndedError", "PartitionMissingError", "StreamMetaMissingError",
+           "StreamReplacedError"]
 
 
 class StreamConflictError(SystemError_):
@@ -85,6 +86,24 @@ class PartitionMissingError(SystemError_):
             f"records are lost) and create it again: jobs that read it then refuse it until "
             f"their state is reset")
         self.stream, self.partition, self.path = stream, partition, path
+
+
+class StreamReplacedError(SystemError_):
+    """The stream a writer has open was deleted (and maybe created again under the same name)
+    since the writer opened it: the writer's records and offsets belong to the old stream, so
+    it writes nothing into what is there now."""
+
+    def __init__(self, stream: str, partition: int, incarnation: str, current: str | None,
+                 meta_path: str):
+        now = (f"a new stream of that name exists (incarnation {current})" if current
+               else f"{meta_path} is gone")
+        super().__init__(
+            f"stream '{stream}' partition {partition}: the stream this writer opened "
+            f"(incarnation {incarnation}) was deleted since ({now}); its buffered records were "
+            f"not written. Restart the producer (the job) so that it opens the stream as it is "
+            f"now; a job that read the old stream refuses the new one until its state is reset")
+        self.stream, self.partition = stream, partition
+        self.incarnation, self.current = incarnation, current
 
 
 class StreamMetaMissingError(SystemError_):

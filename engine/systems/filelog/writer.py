@@ -66,7 +66,8 @@ from weir.engine.systems.filelog._format import NULL_LEN, ParseStop, TailState, 
 from weir.engine.systems.filelog._txn_format import (HEADER_FRAME, ControlType,
                                                      encode_batch_header, encode_marker)
 from weir.engine.systems.filelog._index import INDEX_INTERVAL, SegmentIndex, load_index
-from weir.engine.systems.filelog.errors import PartitionMissingError, StreamEndedError
+from weir.engine.systems.filelog.errors import (PartitionMissingError, StreamEndedError,
+                                               StreamReplacedError)
 from weir.engine.systems.filelog.retention import maintain
 from weir.engine.systems.filelog.segment import Segment, build_index, list_segments, scan_plain
 from weir.engine.systems.filelog._tail import HINT_INTERVAL, TailHint, load_tail_hint, remove_tail_hint
@@ -124,6 +125,7 @@ class PartitionWriter:
         self._append: FlockFile | None = None
         self._append_timeout_s = append_lock_timeout_ms / 1000
         self._append_depth = 0
+        self._maintain_due = False
         if sharing is WriterSharing.SHARED:
             self._take_shared()
             self._append = FlockFile(os.path.join(self._dir, APPEND_LOCK))
@@ -139,9 +141,11 @@ class PartitionWriter:
         try:
             if self._append is None:
                 self._open()
-            else:
+            else:  # housekeeping first: it needs only its own lock, and may take long
+                maintain(self._dir, self._meta, self._settings, partition=partition,
+                         system=self.system, compact=False, wait=False)
                 with self._appending():
-                    self._open()
+                    self._open(housekeeping=False)
         except BaseException:
             self._close_fd()
             self._release_locks()
@@ -214,12 +218,16 @@ class PartitionWriter:
         finally:
             self._append_depth = 0
             append.unlock()
+            if self._maintain_due:
+                self._maintain_after_roll()
 
     # -- opening ---------------------------------------------------------------------------
-    def _open(self) -> None:
+    def _open(self, *, housekeeping: bool = True) -> None:
+        self._check_incarnation()
         self._ended = read_end_marker(self._dir)
-        maintain(self._dir, self._meta, self._settings, partition=self.partition,
-                 system=self.system, compact=False, wait=False)
+        if housekeeping:
+            maintain(self._dir, self._meta, self._settings, partition=self.partition,
+                     system=self.system, compact=False, wait=False)
         segments = list_segments(self._dir)
         last = segments[-1] if segments else None
         if last is not None and not last.generation and not last.compressed:
@@ -227,6 +235,27 @@ class PartitionWriter:
                 self._open_active(last)
                 return
         self._create_active(self._end_of(last) if last is not None else 0)
+
+    def _check_incarnation(self) -> None:
+        """Refuse a stream deleted since :attr:`_meta` was read (by hand, or lock files gone):
+        a writer that (re)opens the partition -- at start, or after another writer rolled or
+        something replaced the active segment -- must not continue the old stream's offsets
+        in a new stream of the same name. A meta without an incarnation (unknown) is not
+        checked."""
+        incarnation = self._meta.incarnation
+        if not incarnation:
+            return
+        meta_path = os.path.join(os.path.dirname(self._dir), STREAM_META)
+        try:
+            with open(meta_path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            current = None
+        else:
+            current = StreamMeta.from_json(data, meta_path).incarnation
+        if current != incarnation:
+            raise StreamReplacedError(self.stream, self.partition, incarnation, current,
+                                      meta_path)
 
     def _sealed(self, segment: Segment) -> bool:
         """Whether the last plain segment was sealed by a writer that died before it created
@@ -329,7 +358,7 @@ class PartitionWriter:
                                                          STREAM_META))
             max_ts = self._max_ts
             self._close_fd()
-            self._open()
+            self._open(housekeeping=False)  # under the append lock: the roller maintains
             self._max_ts = max(self._max_ts, max_ts)  # an upper bound: the buffer's records
             return
         size = st.st_size
@@ -400,9 +429,8 @@ class PartitionWriter:
         pos = self._pos
         end = pos + len(body) + 8
         if end > self._segment_bytes and pos:
-            self._roll()
-            pos = 0
-            end = len(body) + 8
+            pos = self._roll(len(body) + 8)
+            end = pos + len(body) + 8
         if pos >= self._next_index_at:
             self._sparse.append((self._next - self._base, pos))
             self._next_index_at = pos + INDEX_INTERVAL
@@ -453,12 +481,13 @@ class PartitionWriter:
                 if end > segment_bytes and pos:
                     self._pos, self._next, self._next_index_at = pos, nxt, next_index_at
                     own = False
-                    self._roll()
+                    self._roll(len(body) + 8)
                     first += self._next - nxt  # a shared writer's offsets moved on
-                    pos, nxt, base, next_index_at = 0, self._next, self._base, self._next_index_at
+                    pos, nxt, base, next_index_at = (self._pos, self._next, self._base,
+                                                     self._next_index_at)
                     flush_at, sparse = self._flush_at, self._sparse
                     own = True
-                    end = len(body) + 8
+                    end = pos + len(body) + 8
                 if pos >= next_index_at:
                     sparse.append((nxt - base, pos))
                     next_index_at = pos + interval
@@ -495,9 +524,8 @@ class PartitionWriter:
         pos = self._pos
         end = pos + HEADER_FRAME + nbytes
         if end > self._segment_bytes and pos:
-            self._roll()
-            pos = 0
-            end = HEADER_FRAME + nbytes
+            pos = self._roll(HEADER_FRAME + nbytes)
+            end = pos + HEADER_FRAME + nbytes
         if pos >= self._next_index_at:
             self._sparse.append((self._next - self._base, pos))
             self._next_index_at = pos + INDEX_INTERVAL
@@ -523,9 +551,8 @@ class PartitionWriter:
         pos = self._pos
         end = pos + len(frame)
         if end > self._segment_bytes and pos:
-            self._roll()
-            pos = 0
-            end = len(frame)
+            pos = self._roll(len(frame))
+            end = pos + len(frame)
         if pos >= self._next_index_at:
             self._sparse.append((self._next - self._base, pos))
             self._next_index_at = pos + INDEX_INTERVAL
@@ -590,10 +617,10 @@ class PartitionWriter:
         entries to where it really lands, append."""
         count = self._next - self._base - self._written_count  # records buffered
         size = self._pos - self._written                         # their bytes
-        own = self._sparse[self._sparse_written:]  # relative to the assumed start
-        del self._sparse[self._sparse_written:]
         start, first = self._written, self._written_count
-        with self._appending():
+        with self._appending():  # a timeout here leaves the buffer and its entries as they were
+            own = self._sparse[self._sparse_written:]  # relative to the assumed start
+            del self._sparse[self._sparse_written:]
             try:
                 self._catch_up()
                 if self._written and self._written + size > self._segment_bytes:
@@ -637,21 +664,25 @@ class PartitionWriter:
         self._pending.clear()
 
     # -- rolling ---------------------------------------------------------------------------
-    def _roll(self) -> None:
-        """Seal the active segment (write, fsync, index) and start the next one. A shared
-        writer does it under the append lock, after catching up (another writer may have
-        rolled already: an empty active segment is not sealed)."""
+    def _roll(self, need: int) -> int:
+        """Make room for a frame of ``need`` bytes that does not fit after :attr:`_pos`: seal
+        the active segment (write, fsync, index) and start the next one. Returns the position
+        the frame goes to. A shared writer does it under the append lock, after catching up:
+        when another writer rolled already, the frame may fit in the segment that writer
+        started, which is then not sealed (sealing it would leave a segment of a few records
+        at every roll another writer saw coming too)."""
         if self._append is None:
             self._write_pending()
             self._seal_and_create()
-            return
+            return self._pos
         with self._appending():
             if self._pending:
                 self._write_pending()
             else:
                 self._catch_up()
-            if self._written:
+            if self._written and self._written + need > self._segment_bytes:
                 self._seal_and_create()
+        return self._pos
 
     def _seal_and_create(self) -> None:
         """Seal the active segment, whose records are all written (fsync, index), and start
@@ -664,6 +695,16 @@ class PartitionWriter:
         remove_tail_hint(self._segment.path)  # sealed: its index says it all
         self._close_fd()
         self._create_active(base + count)
+        if self._append is not None and self._append_depth:
+            self._maintain_due = True  # after the append lock is let go (see _appending)
+        else:
+            self._maintain_after_roll()
+
+    def _maintain_after_roll(self) -> None:
+        """Maintenance after a roll: compression, retention, compaction when due. A shared
+        writer runs it after letting go of the append lock: on a big partition it can take
+        longer than the other writers wait for that lock, and it needs only its own."""
+        self._maintain_due = False
         compact = (self._settings.compaction_interval_ms > 0 and
                    (time.monotonic() - self._last_compaction) * 1000
                    >= self._settings.compaction_interval_ms)

@@ -15,10 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from weir.engine.errors import PartitionLockedError
-from weir.engine.systems.filelog import PartitionWriter, StreamEndedError, WriterSharing
+from weir.engine.systems.filelog import (PartitionWriter, StreamEndedError, StreamReplacedError,
+                                         WriterSharing)
 from weir.engine.systems.filelog._files import APPEND_LOCK
 from weir.engine.systems.filelog._index import load_index
-from weir.engine.systems.filelog.segment import list_segments
+from weir.engine.systems.filelog.segment import build_index, list_segments
 
 from tests.engine.systems.filelog.conftest import Log
 
@@ -87,6 +88,42 @@ def test_deleting_a_stream_is_refused_while_a_shared_writer_is_open(log):
     log.admin.delete_stream("s")
 
 
+@pytest.mark.parametrize("new_has_records", [False, True])
+def test_a_shared_writer_never_writes_into_a_stream_recreated_under_it(log, new_has_records):
+    # Deleted by hand (or with its lock files gone, so `weir log delete` did not see the
+    # writer) and created again while a shared writer of the old stream sits idle: the old
+    # writer's offsets belong to the old stream, so its next write-out is refused.
+    log.create()
+    old = _shared(log)
+    try:
+        old.append(None, b"old-0"), old.flush()
+        os.rename(os.path.join(log.root, "s"), os.path.join(log.root, ".gone"))
+        log.create()
+        if new_has_records:
+            with _shared(log) as new:
+                new.append(None, b"new-0")
+        old.append(None, b"old-1")
+        with pytest.raises(StreamReplacedError, match="incarnation") as refused:
+            old.flush()
+        assert "not written" in str(refused.value)
+        with pytest.raises(StreamReplacedError):  # nor later: the buffer stays unwritten
+            old.flush()
+    finally:
+        old._pending.clear()
+        old.close()
+    assert _values(log) == ([b"new-0"] if new_has_records else [])
+
+
+def test_a_writer_opened_with_the_description_of_a_deleted_stream_is_refused(log):
+    log.create()
+    stale = log.admin.stream_meta("s")
+    os.rename(os.path.join(log.root, "s"), os.path.join(log.root, ".gone"))
+    log.create()
+    with pytest.raises(StreamReplacedError):
+        PartitionWriter(log.root, stale, 0, sharing=WriterSharing.SHARED)
+    _shared(log).close()  # the current description opens
+
+
 def test_segments_roll_under_shared_writers_and_every_index_is_whole(make_log):
     log = make_log(segment_bytes="600")
     log.create()
@@ -113,6 +150,28 @@ def test_segments_roll_under_shared_writers_and_every_index_is_whole(make_log):
         mine = [v for v in values if int(v) % 3 == k]
         assert mine == sorted(mine)
     assert _values(log, offset=150) == values[150:]  # seeking through the indexes
+
+
+def test_a_segment_another_shared_writer_just_started_is_not_sealed_again(make_log):
+    # Writers taking turns each see the segment fill up; the first to need room rolls, the
+    # others find the new segment and append to it (they used to seal it again, leaving a
+    # segment of two records at every roll: half the segments of this run).
+    log = make_log(segment_bytes="600")
+    log.create()
+    writers = [_shared(log) for _ in range(3)]
+    try:
+        for i in range(300):
+            w = writers[i % 3]
+            w.append(b"k", b"v" * 40)
+            w.flush()
+    finally:
+        for w in writers:
+            w.close()
+    frame = 8 + 16 + 1 + 40  # length/CRC, timestamp/key length, key, value length, value
+    sealed = list_segments(log.pdir())[:-1]
+    assert sealed and all(os.path.getsize(s.path) + frame > 600 for s in sealed), \
+        sorted(os.path.getsize(s.path) for s in sealed)[:5]
+    assert len(_values(log)) == 300
 
 
 def test_a_torn_record_left_by_a_crashed_shared_writer_is_cut_off_by_the_next_write(log, caplog):
@@ -290,3 +349,100 @@ def test_shared_writers_keep_an_append_only_log_of_each_writers_records_in_order
     finally:
         for w in writers:
             w.close()
+
+
+_SLOW_MAINTENANCE = """
+import sys, time
+sys.path[:0] = {path!r}
+from tests.engine.systems.filelog.conftest import Log
+from weir.engine.systems.filelog import PartitionWriter, WriterSharing
+from weir.engine.systems.filelog import writer as writer_mod
+plain = writer_mod.maintain
+def slow(*args, **kwargs):  # a long compaction or compression at a roll
+    report = plain(*args, **kwargs)
+    print("maintaining", flush=True)
+    time.sleep(3)
+    return report
+log = Log({root!r}, segment_bytes="300")
+meta = log.admin.stream_meta("s")
+w = PartitionWriter(log.root, meta, 0, log.settings.for_stream("s", meta.config),
+                    system=log.settings.system, sharing=WriterSharing.SHARED)
+writer_mod.maintain = slow
+for i in range(30):
+    w.append(None, b"m-%03d" % i)
+w.close()
+"""
+
+
+def test_maintenance_at_a_roll_does_not_hold_the_other_writers_up(make_log):
+    # Compaction and compression at a roll can take long on a big partition: the roller runs
+    # them after it let go of the append lock, so the other processes' writers carry on
+    # (instead of failing after append.lock.timeout.ms).
+    log = make_log(segment_bytes="300")
+    log.create()
+    roller = subprocess.Popen([sys.executable, "-c", _SLOW_MAINTENANCE.format(
+        path=sys.path, root=log.root)], stdout=subprocess.PIPE)
+    try:
+        assert roller.stdout.readline() == b"maintaining\n"
+        with _shared(log, append_lock_timeout_ms=1000) as other:
+            other.append(None, b"other")
+            other.flush()
+        assert roller.wait(timeout=60) == 0
+    finally:
+        roller.kill()
+        roller.wait()
+        roller.stdout.close()
+    values = _values(log)
+    assert sorted(values) == sorted([b"m-%03d" % i for i in range(30)] + [b"other"])
+
+
+def test_a_write_out_that_timed_out_on_the_append_lock_keeps_its_index_entries(make_log):
+    # The buffer's sparse index entries must survive a failed turn at the append lock: the
+    # retry writes the same records and the sealed segment's index must say where they are.
+    log = make_log(segment_bytes=str(1 << 20))
+    log.create()
+    w = _shared(log, append_lock_timeout_ms=100, buffer_bytes=1 << 20)
+    path = os.path.join(log.pdir(), APPEND_LOCK)
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import fcntl, os, time
+        fd = os.open({path!r}, os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        print("held", flush=True)
+        time.sleep(60)
+        """)], stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline() == b"held\n"
+        for i in range(3000):  # ~300 KiB: several sparse entries (one per 64 KiB)
+            w.append(None, b"%05d" % i + b"x" * 95)
+        with pytest.raises(PartitionLockedError):
+            w.flush()
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+    w.flush()
+    w.append(None, b"y" * (800 << 10))  # does not fit: seals the segment, whose index is
+    w.close()                           # written from the writer's entries
+    sealed = list_segments(log.pdir())[0]
+    index = load_index(sealed.index_path, os.path.getsize(sealed.path))
+    fd = os.open(sealed.path, os.O_RDONLY)
+    try:
+        rebuilt = build_index(sealed, fd, os.path.getsize(sealed.path))
+    finally:
+        os.close(fd)
+    assert len(rebuilt.sparse) >= 4
+    assert index.sparse == rebuilt.sparse
+
+
+def test_the_admin_ends_a_stream_that_another_processes_producer_writes(log):
+    log.create(bounded=True)
+    producer = _shared(log)  # another object: takes its turns like another process
+    producer.append(None, b"a")
+    producer.flush()
+    assert log.admin.end_stream("s") == {0: 1}
+    producer.append(None, b"late")
+    with pytest.raises(StreamEndedError):
+        producer.flush()
+    with pytest.raises(StreamEndedError):  # the refused record is still buffered at close
+        producer.close()
+    assert _values(log) == [b"a"]

@@ -1,5 +1,5 @@
 """Text in and out for ``weir log``: parsing input lines, fitting them to a stream's serdes,
-and printing records readably. Kept apart from the command wiring in :mod:`weir.engine.cli.log`."""
+and printing records readably."""
 
 from __future__ import annotations
 
