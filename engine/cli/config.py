@@ -33,6 +33,7 @@ from weir.engine.config.job import (
     OVERRIDE_ORIGIN,
     config_docs_markdown,
     load_all_declarations,
+    load_every_declaration,
     load_config,
     validate_config,
 )
@@ -160,7 +161,7 @@ def _docs(args: argparse.Namespace) -> int:
     text = config_docs_markdown()
     path = _docs_target(args)
     keys = len(declared_keys())
-    modules = len(load_all_declarations())
+    modules = len(load_every_declaration())
     if path is None:
         if args.check:
             raise EngineError("--check compares with a file: pass --output FILE")

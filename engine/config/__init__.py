@@ -13,6 +13,7 @@ from weir.engine.config.job import (
     apply_overrides,
     config_docs_markdown,
     load_all_declarations,
+    load_every_declaration,
     load_config,
     load_declarations_for,
     parse_override,
@@ -31,7 +32,8 @@ from weir.engine.config.streams import (
 __all__ = [
     "ConfigWarning", "UnknownSamzaKeyError", "WarningKind", "check_config",
     "JobConfig", "StoreBase", "apply_overrides", "config_docs_markdown",
-    "load_all_declarations", "load_config", "load_declarations_for", "parse_override",
+    "load_all_declarations", "load_every_declaration", "load_config", "load_declarations_for",
+    "parse_override",
     "validate_config",
     "warn_unknown_keys",
     "SerdeManager", "StreamSerdes", "stream_serdes",

@@ -22,38 +22,56 @@ __all__ = ["import_all_modules", "import_module", "render_markdown", "DOC_PACKAG
 DOC_PACKAGES = ("weir.stores", "weir.recovery", "weir.engine")
 
 
-def import_module(name: str) -> None:
+OPTIONAL_EXTRAS = {"pyspark": "spark", "py4j": "spark", "pandas": "spark", "pyarrow": "spark"}
+"""Libraries of optional extras (``pip install 'weir[spark]'``): a module that needs one cannot
+be imported without it, and its keys cannot be used without it either."""
+
+
+def import_module(name: str, *, extras_optional: bool = False) -> bool:
     """Import module ``name`` to collect its config declarations; a failure raises
-    EngineError naming it."""
+    EngineError naming it. With ``extras_optional`` a module that needs a missing optional
+    extra (:data:`OPTIONAL_EXTRAS`) is skipped instead (False is returned): checking a
+    config must work without the extras, generating the docs must not skip anything."""
     try:
         importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        top = (exc.name or "").split(".")[0]
+        if extras_optional and top in OPTIONAL_EXTRAS:
+            return False
+        raise EngineError(
+            f"cannot import module '{name}' to collect its config declarations "
+            f"({type(exc).__name__}: {exc}); fix the module, then run `weir config docs` again"
+        ) from exc
     except Exception as exc:  # noqa: BLE001 - any failure means missing declarations
         raise EngineError(
             f"cannot import module '{name}' to collect its config declarations "
             f"({type(exc).__name__}: {exc}); fix the module, then run `weir config docs` again"
         ) from exc
+    return True
 
 
-def _walk(package: str) -> list[str]:
-    import_module(package)
+def _walk(package: str, extras_optional: bool) -> list[str]:
+    if not import_module(package, extras_optional=extras_optional):
+        return []
     names = [package]
     pkg = importlib.import_module(package)
     for info in pkgutil.iter_modules(pkg.__path__, prefix=package + "."):
         if info.name.rsplit(".", 1)[-1] == "__main__":
             continue
         if info.ispkg:
-            names += _walk(info.name)
-        else:
-            import_module(info.name)
+            names += _walk(info.name, extras_optional)
+        elif import_module(info.name, extras_optional=extras_optional):
             names.append(info.name)
     return names
 
 
-def import_all_modules(packages: tuple[str, ...] = DOC_PACKAGES) -> list[str]:
-    """Import every module of ``packages`` (except ``__main__``); return their names, sorted."""
+def import_all_modules(packages: tuple[str, ...] = DOC_PACKAGES, *,
+                       extras_optional: bool = False) -> list[str]:
+    """Import every module of ``packages`` (except ``__main__``); return their names, sorted.
+    ``extras_optional``: skip the modules that need a missing optional extra."""
     names: list[str] = []
     for package in packages:
-        names += _walk(package)
+        names += _walk(package, extras_optional)
     return sorted(names)
 
 

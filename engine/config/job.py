@@ -49,6 +49,7 @@ __all__ = [
     "warn_unknown_keys",
     "config_docs_markdown",
     "load_all_declarations",
+    "load_every_declaration",
     "load_declarations_for",
     "StoreBase",
     "JobConfig",
@@ -175,7 +176,16 @@ def load_config(path: str | os.PathLike, overrides: Iterable[str] = ()) -> Confi
 @functools.cache
 def load_all_declarations() -> tuple[str, ...]:
     """Import every module of ``stores``, ``recovery`` and ``engine`` once, so every declared
-    key is known; returns the module names. A module that fails to import raises EngineError."""
+    key is known; returns the module names. A module that fails to import raises EngineError,
+    except one that needs a missing optional extra (Spark without ``weir[spark]``): checking a
+    config works without the extras."""
+    return tuple(import_all_modules(extras_optional=True))
+
+
+@functools.cache
+def load_every_declaration() -> tuple[str, ...]:
+    """:func:`load_all_declarations` that skips nothing (generating ``docs/CONFIG.md``: a
+    missing extra is an error naming the module)."""
     return tuple(import_all_modules())
 
 
@@ -229,7 +239,7 @@ def warn_unknown_keys(config: Config, logger: logging.Logger | None = None,
 
 def config_docs_markdown() -> str:
     """The text of ``docs/CONFIG.md``: every declared key, a table per component."""
-    load_all_declarations()
+    load_every_declaration()
     return render_markdown()
 
 

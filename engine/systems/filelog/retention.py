@@ -27,8 +27,6 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from weir.engine.errors import PartitionLockedError, SystemError_
 
@@ -277,6 +275,10 @@ class Retention:
                                          self.settings, partition=p, system=self.system,
                                          compact=compact, wait=True))
         if progress:
+            from rich.console import Console  # only when drawing (start-up imports no rich)
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                       TimeElapsedColumn)
+
             console = Console(stderr=True)
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=console, transient=True) as bar:

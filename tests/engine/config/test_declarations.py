@@ -148,3 +148,30 @@ def test_a_bad_value_of_a_key_the_index_misses_is_still_refused():
             print(type(exc).__name__, exc.key)
     """)
     assert out.split() == ["ConfigError", "spark.weir.max.records.per.batch"]
+
+
+def test_checking_a_config_works_without_the_spark_extra(tmp_path):
+    # A fresh process where pyspark cannot be imported (as without `pip install weir[spark]`):
+    # loading every declaration for a check skips the Spark modules; the docs refuse.
+    import subprocess
+    import sys
+    import textwrap
+    script = textwrap.dedent("""
+        import sys
+        sys.modules["pyspark"] = None  # `import pyspark` raises ModuleNotFoundError
+        from weir.engine.config.job import load_all_declarations, load_every_declaration
+        from weir.engine.errors import EngineError
+        modules = load_all_declarations()
+        assert "weir.engine.container.runner" in modules
+        assert "weir.engine.spark.logsource" not in modules
+        try:
+            load_every_declaration()
+        except EngineError as exc:
+            assert "pyspark" in str(exc), exc
+        else:
+            raise AssertionError("the docs must not skip a module")
+        print("ok")
+        """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout.strip() == "ok", out.stderr
