@@ -93,8 +93,8 @@ def test_the_readme_kill_demo_shows_what_it_says(checkout):
     here = checkout / "examples" / "word_count"
     assert _run(run_it, checkout).returncode == 0
 
-    result = _run(demo.replace("timeout -s KILL 5 weir run job.properties",
-                               "timeout -s KILL 5 weir run job.properties || test $? = 137"),
+    result = _run(demo.replace("timeout -s KILL 3 weir run job.properties",
+                               "timeout -s KILL 3 weir run job.properties || test $? = 137"),
                   here)
 
     assert result.returncode == 0, result.stdout + result.stderr
@@ -111,11 +111,11 @@ def test_the_readme_exactly_once_demo_shows_what_it_says(checkout):
     assert _run(run_it, checkout).returncode == 0
 
     result = _run(demo.replace(
-        "timeout -s KILL 5 weir run job.properties --set task.processing.guarantee=exactly_once",
-        "timeout -s KILL 5 weir run job.properties --set task.processing.guarantee=exactly_once"
+        "timeout -s KILL 3 weir run job.properties --set task.processing.guarantee=exactly_once",
+        "timeout -s KILL 3 weir run job.properties --set task.processing.guarantee=exactly_once"
         " || test $? = 137"), here)
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "of its previous run" in result.stderr
-    assert "300,000 counts emitted (0 emitted again" in result.stdout
+    assert "1,000,000 counts emitted (0 emitted again" in result.stdout
     assert "nothing counted twice" in result.stdout
