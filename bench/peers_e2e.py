@@ -62,6 +62,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,21 +183,59 @@ def snapshot(rev: str, work: Path) -> Path:
     return pkg
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux /proc; [] elsewhere)."""
+    found, todo = [], [pid]
+    while todo:
+        for children in Path(f"/proc/{todo.pop()}/task").glob("*/children"):
+            try:
+                kids = [int(k) for k in children.read_text().split()]
+            except OSError:
+                continue
+            found += kids
+            todo += kids
+    return found
+
+
+def _peak_rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def _timed(cmd: list[str], log: Path, weir_path: Path | None = None) -> Run:
-    """Wall time and max RSS of one whole process (``wait4`` on it)."""
+    """Wall time and max RSS of one whole process: ``wait4`` on it, and the peak RSS of every
+    process below it sampled every 0.1 s (containers forked from a fork server are not the
+    runner's children, so ``wait4`` does not account them)."""
     with open(log, "wb") as out:
         started = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                 env=_env(weir_path, log.parent / "pycache"),
                                 cwd=str(log.parent))  # ROOT's weir/
         # would come first on sys.path (the working directory) and hide a snapshot
+        peak = [0]
+        done = threading.Event()
+
+        def sample() -> None:
+            while not done.wait(0.1):
+                for pid in _descendants(proc.pid):
+                    peak[0] = max(peak[0], _peak_rss_kib(pid))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
+        done.set()
+        sampler.join()
         proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(map(shlex.quote, cmd))} exited {proc.returncode}:\n"
                          + log.read_text()[-3000:])
-    return Run(wall, usage.ru_maxrss / 1024)
+    return Run(wall, max(usage.ru_maxrss, peak[0]) / 1024)
 
 
 def run_variant(name: str, work: Path, log_root: Path, n: int, keys: int,
