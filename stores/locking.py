@@ -61,7 +61,7 @@ from typing import Any
 from weir.stores.errors import StoreError, StoreLockedError
 
 __all__ = ["LOCK_FILE_NAME", "LockHolder", "FileLock", "DirectoryLock", "LockErrorFactory",
-           "acquire_lock", "read_holder", "read_lock_holder"]
+           "acquire_lock", "drop_in_forked_children", "read_holder", "read_lock_holder"]
 
 LOCK_FILE_NAME = "WEIR.LOCK"
 
@@ -173,8 +173,19 @@ class FileLock:
         return f"{type(self).__name__}({str(self.path)!r}, {state})"
 
 
-_HELD: "weakref.WeakSet[FileLock]" = weakref.WeakSet()
-"""The locks this process holds, for :func:`_drop_inherited_locks`."""
+_HELD: "weakref.WeakSet[Any]" = weakref.WeakSet()
+"""The locks this process holds, for :func:`_drop_inherited_locks`: :class:`FileLock`\ s and
+whatever else was handed to :func:`drop_in_forked_children`."""
+
+
+def drop_in_forked_children(lock: Any, *, held: bool = True) -> None:
+    """Have a forked child close ``lock``'s file without unlocking it (the lock stays the
+    parent's), or with ``held=False`` stop doing so. ``lock`` is any object whose ``_fd``
+    attribute is its open lock file (-1 when closed), such as the file log's ``FlockFile``."""
+    if held:
+        _HELD.add(lock)
+    else:
+        _HELD.discard(lock)
 
 
 def _drop_inherited_locks() -> None:

@@ -26,7 +26,6 @@ import os
 import re
 import sys
 import time
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -206,7 +205,7 @@ class FlockFile:
     def _open(self) -> int:
         if self._fd < 0:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            _FLOCKS.add(self)
+            locking.drop_in_forked_children(self)
         return self._fd
 
     def try_lock(self, *, shared: bool) -> bool:
@@ -242,7 +241,7 @@ class FlockFile:
         """Drop the lock and close the file."""
         fd, self._fd = self._fd, -1
         if fd >= 0:
-            _FLOCKS.discard(self)
+            locking.drop_in_forked_children(self, held=False)
             os.close(fd)
 
 
@@ -267,20 +266,3 @@ def flock_holders(path: str) -> list[int]:
         except ValueError:
             continue
     return sorted(set(pids))
-
-
-_FLOCKS: "weakref.WeakSet[FlockFile]" = weakref.WeakSet()
-
-
-def _drop_inherited_flocks() -> None:
-    for lock in list(_FLOCKS):
-        fd, lock._fd = lock._fd, -1
-        if fd >= 0:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-    _FLOCKS.clear()
-
-
-os.register_at_fork(after_in_child=_drop_inherited_flocks)
