@@ -30,6 +30,22 @@ def _shared(log: Log, stream: str = "s", partition: int = 0, **kw) -> PartitionW
                            system=log.settings.system, sharing=WriterSharing.SHARED, **kw)
 
 
+def _hold_lock(path: str) -> subprocess.Popen:
+    """Another process that holds ``path``'s flock until it is killed (a hung producer)."""
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import fcntl, os, time
+        fd = os.open({path!r}, os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        print("held", flush=True)
+        time.sleep(60)
+        """)], stdout=subprocess.PIPE)
+    if holder.stdout.readline() != b"held\n":
+        holder.kill()
+        holder.wait()
+        raise AssertionError(f"the process meant to hold {path} did not take it")
+    return holder
+
+
 def _values(log: Log, offset: int = 0) -> list[bytes]:
     return [r.value for r in log.read(offset=offset)]
 
@@ -192,15 +208,8 @@ def test_a_hung_holder_of_the_append_lock_fails_the_writer_after_the_timeout(log
     log.create()
     w = _shared(log, append_lock_timeout_ms=200)
     path = os.path.join(log.pdir(), APPEND_LOCK)
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
-        import fcntl, os, sys, time
-        fd = os.open({path!r}, os.O_RDWR)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        print("held", flush=True)
-        time.sleep(60)
-        """)], stdout=subprocess.PIPE)
+    holder = _hold_lock(path)
     try:
-        assert holder.stdout.readline() == b"held\n"
         w.append(None, b"v")
         with pytest.raises(PartitionLockedError, match="append lock") as waited:
             w.flush()
@@ -403,15 +412,8 @@ def test_a_write_out_that_timed_out_on_the_append_lock_keeps_its_index_entries(m
     log.create()
     w = _shared(log, append_lock_timeout_ms=100, buffer_bytes=1 << 20)
     path = os.path.join(log.pdir(), APPEND_LOCK)
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
-        import fcntl, os, time
-        fd = os.open({path!r}, os.O_RDWR)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        print("held", flush=True)
-        time.sleep(60)
-        """)], stdout=subprocess.PIPE)
+    holder = _hold_lock(path)
     try:
-        assert holder.stdout.readline() == b"held\n"
         for i in range(3000):  # ~300 KiB: several sparse entries (one per 64 KiB)
             w.append(None, b"%05d" % i + b"x" * 95)
         with pytest.raises(PartitionLockedError):
