@@ -30,6 +30,7 @@ from weir.engine.model import SystemStream, SystemStreamPartition
 from weir.engine.systems.api import StreamSpec
 from weir.engine.systems.registry import SystemRegistry
 from weir.recovery.checkpoint import FileCheckpointManager
+from tests.e2e._words_input import produce_words
 
 pytestmark = pytest.mark.slow
 
@@ -131,21 +132,7 @@ def _word_count(tmp_path: Path, guarantee: str, messages: int) -> tuple[SystemRe
     admin = registry.admin("filelog")
     admin.create_stream(StreamSpec("words", PARTITIONS, bounded=True))
     admin.create_stream(StreamSpec("word-counts", PARTITIONS))
-    rng = random.Random(2024)
-    words = [f"w{rng.randrange(800):03d}" for _ in range(messages)]
-    producer = registry.producer("filelog")
-    producer.register("test")
-    producer.start()
-    serdes = registry.serdes_for(SystemStream("filelog", "words"))
-    from weir.engine.model import OutgoingMessageEnvelope, partition_for
-    for word in words:
-        key = serdes.serialize_key(word)
-        producer.send("test", OutgoingMessageEnvelope(
-            SystemStream("filelog", "words"), serdes.serialize_message({"word": word}), key,
-            partition=partition_for(key, PARTITIONS)))
-    producer.end_stream("words")
-    producer.stop()
-    return registry, Counter(words)
+    return registry, produce_words(registry, messages, 800, 2024, PARTITIONS)
 
 
 def test_word_count_killed_at_random_points_emits_every_count_exactly_once(tmp_path):

@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 
 from weir.engine.config.job import load_config
-from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition, \
-    partition_for
+from weir.engine.model import SystemStream, SystemStreamPartition
 from weir.engine.systems.api import StreamSpec
 from weir.engine.systems.registry import SystemRegistry
 
 from tests.e2e.test_exactly_once import ROOT, _kill_at, _start
+from tests.e2e._words_input import produce_words
 
 pytestmark = pytest.mark.slow
 
@@ -46,20 +46,7 @@ def _setup(tmp_path: Path, guarantee: str, messages: int) -> tuple[SystemRegistr
     admin = registry.admin("filelog")
     admin.create_stream(StreamSpec("words", PARTITIONS, bounded=True))
     admin.create_stream(StreamSpec("word-counts", 1))          # every task writes here
-    rng = random.Random(7)
-    words = [f"w{rng.randrange(500):03d}" for _ in range(messages)]
-    producer = registry.producer("filelog")
-    producer.register("test")
-    producer.start()
-    serdes = registry.serdes_for(SystemStream("filelog", "words"))
-    for word in words:
-        key = serdes.serialize_key(word)
-        producer.send("test", OutgoingMessageEnvelope(
-            SystemStream("filelog", "words"), serdes.serialize_message({"word": word}), key,
-            partition=partition_for(key, PARTITIONS)))
-    producer.end_stream("words")
-    producer.stop()
-    return registry, Counter(words)
+    return registry, produce_words(registry, messages, 500, 7, PARTITIONS)
 
 
 def _run_with_kills(tmp_path: Path, messages: int, seed: str) -> int:
