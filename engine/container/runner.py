@@ -19,7 +19,10 @@
    of an old one whose runner died;
 4. SIGINT / SIGTERM stop the job gracefully: work in flight finishes (up to
    ``task.shutdown.ms``), every task commits, stores close. A second SIGINT stops at once
-   without the final commit (processing resumes from the last checkpoint);
+   without the final commit (processing resumes from the last checkpoint). No container
+   process outlives ``run_job``: when the runner leaves abnormally (a second SIGINT kills
+   them; any other error SIGTERMs them and waits ``task.shutdown.ms`` + 10 s, reading their
+   reports, before it kills what is left);
 5. the job ends by itself when all its inputs are bounded and have ended.
 
 The :class:`JobResult` has the exit code (:class:`ExitCode`), per-stream message counts of all
@@ -60,6 +63,7 @@ from weir.engine.container.preflight import check_job
 from weir.engine.container.settings import JobSettings
 from weir.engine.errors import EngineError, UnwritableDirectoryError
 from weir.engine.jobmodel.model import JobModel, build_job_model
+from weir.engine.runloop.settings import TASK_SHUTDOWN_MS
 from weir.engine.model import SystemStream
 from weir.engine.container.status import StatusMode, StatusReporter, StatusSettings
 from weir.engine.config.streams import all_input_streams
@@ -73,6 +77,9 @@ __all__ = ["ExitCode", "JobResult", "ContainerFailure", "PreparedJob", "containe
 log = logging.getLogger("weir.runner")
 
 _POLL_S = 0.2
+_EXIT_MARGIN_S = 10.0
+"""How long past ``task.shutdown.ms`` a container may take to commit and exit when the runner
+leaves abnormally, before it is killed."""
 
 
 class ExitCode(IntEnum):
@@ -449,21 +456,31 @@ def _run_processes(config: Config, job: JobConfig, model: JobModel, status: Stat
 
     version = coordinator.version_of(model) if coordinator is not None else None
     children = {cid: spawn(cid, version) for cid in model.containers}
-    for child in children.values():
-        _start_child(child)
-    log.info("started %d containers of job '%s' as processes %s", len(children), job.name,
-             ", ".join(f"{c.container_id}:{c.process.pid}" for c in children.values()))
 
     def stop_all(signum: int = signal.SIGTERM) -> None:
         _stop_children(children)
 
-    reporter = StatusReporter(
-        job.name, lambda: [c.progress for c in list(children.values()) if c.progress is not None],
-        _status_registry(config), status, settings, console=console)
-    follower = None if coordinator is None else _ModelFollower(
-        coordinator, model, children, spawn, lambda: signals.received is not None)
-    with _Signals(stop_all) as signals, reporter:
-        _supervise(children, events, stop_all, follower)
+    signals = _Signals(stop_all)
+    try:
+        for child in children.values():
+            _start_child(child)
+        log.info("started %d containers of job '%s' as processes %s", len(children), job.name,
+                 ", ".join(f"{c.container_id}:{c.process.pid}" for c in children.values()))
+        reporter = StatusReporter(
+            job.name, lambda: [c.progress for c in list(children.values())
+                               if c.progress is not None],
+            _status_registry(config), status, settings, console=console)
+        follower = None if coordinator is None else _ModelFollower(
+            coordinator, model, children, spawn, lambda: signals.received is not None)
+        with signals, reporter:
+            _supervise(children, events, stop_all, follower)
+    except BaseException as exc:
+        # No container outlives run_job: whatever stopped the runner (a second Ctrl-C, a bug),
+        # the containers stop too before it propagates.
+        _end_children(children, events, stop_all,
+                      at_once=isinstance(exc, KeyboardInterrupt),
+                      grace_s=TASK_SHUTDOWN_MS.get(config) / 1000 + _EXIT_MARGIN_S)
+        raise
     events.close()
     everyone = [*(follower.retired if follower else []), *children.values()]
     failures = tuple(c.failure for c in everyone if c.failure is not None)
@@ -480,9 +497,35 @@ def _run_processes(config: Config, job: JobConfig, model: JobModel, status: Stat
 def _stop_children(children: dict[str, _Child]) -> None:
     """SIGTERM every live child once: each stops after its work in flight and commits."""
     for child in children.values():
-        if not child.stop_sent and child.process.is_alive():
-            child.stop_sent = True
-            os.kill(child.process.pid, signal.SIGTERM)
+        _stop_child(child)
+
+
+def _stop_child(child: _Child) -> None:
+    """SIGTERM ``child`` once unless it has exited (an exit racing the signal is fine)."""
+    if not child.stop_sent and child.process.pid is not None and child.process.is_alive():
+        child.stop_sent = True
+        child.process.terminate()  # ignores a process that exited since is_alive()
+
+
+def _end_children(children: dict[str, _Child], events: Any, stop_all: Callable[[], None], *,
+                  at_once: bool, grace_s: float) -> None:
+    """Make sure no child process is left when the runner leaves abnormally: SIGTERM them
+    (their final commit) and keep reading their reports, so none blocks on a full queue,
+    for up to ``grace_s``; SIGKILL what is left then, or at once with ``at_once`` (a second
+    Ctrl-C: stop without the final commit, as the runner itself does)."""
+    started = [c for c in children.values() if c.process.pid is not None]
+    if not at_once:
+        stop_all()
+        deadline = time.monotonic() + grace_s
+        while any(c.process.is_alive() for c in started) and time.monotonic() < deadline:
+            _drain(children, events, stop_all, timeout=_POLL_S)
+    for child in started:
+        if child.process.is_alive():
+            log.error("container %s (pid %s) did not stop%s: killing it", child.container_id,
+                      child.process.pid, "" if at_once else f" within {grace_s:.0f} s")
+            child.process.kill()
+    for child in started:
+        child.process.join()
 
 
 def _unreported_exit(child: _Child) -> ContainerFailure | None:
@@ -617,10 +660,7 @@ class _ModelFollower:
                      "then starting %s", snap.version, ", ".join(self._stopped) or "none",
                      ", ".join(self._start) or "none")
             for cid in self._stopped:
-                child = self.children[cid]
-                if not child.stop_sent and child.process.is_alive():
-                    child.stop_sent = True
-                    os.kill(child.process.pid, signal.SIGTERM)
+                _stop_child(self.children[cid])
         for cid in self._stopped:
             child = self.children[cid]
             if child.process.is_alive() or (child.result is None and child.failure is None

@@ -315,3 +315,67 @@ def test_an_unknown_store_key_fails_the_run_with_one_error_and_no_ignored_warnin
     assert err.count("stores.counts.cache.size") == 1
     assert "job.properties:" in err and "did you mean stores.counts.object.cache.size" in err
     assert not (tmp_path / "job").exists()  # nothing ran
+
+
+def test_stopping_a_container_that_exited_since_it_was_seen_alive_is_not_an_error():
+    # The race of the intermittent failure: is_alive() said yes, the process exited (and was
+    # reaped by the fork server) before the SIGTERM went out.
+    ctx = multiprocessing.get_context("forkserver")
+    child = _Child("0", ctx.Process(target=time.sleep, args=(0,)))
+    child.process.start()
+    deadline = time.monotonic() + 30
+    while not _exited(child.process.pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+    child.process.is_alive = lambda: True  # what it said a moment before
+    _stop_children({"0": child})
+
+    child.process.join(timeout=30)
+    assert child.process.exitcode == 0
+
+
+class _RunnerBug(Exception):
+    pass
+
+
+def _run_until_runner_leaves(tmp_path: Path, monkeypatch, error: BaseException) -> list[int]:
+    """Run a two-container job on an unbounded input and make the runner leave abnormally
+    (``error`` from its supervision loop) once both containers report progress; return the
+    containers' pids."""
+    import weir.engine.container.runner as runner
+
+    write_job(tmp_path, **{"job.container.count": "2", "job.status.log.interval.ms": "100"})
+    produce(tmp_path, words(1000), end=False)  # the containers never end by themselves
+    pids: list[int] = []
+    real_drain = runner._drain
+
+    def drain(children, events, stop_all, *, timeout):
+        real_drain(children, events, stop_all, timeout=timeout)
+        if not pids and all(c.progress is not None and c.progress.processed >= 500
+                            for c in children.values()):
+            pids.extend(c.process.pid for c in children.values())
+            raise error
+
+    monkeypatch.setattr(runner, "_drain", drain)
+    with pytest.raises(type(error)):
+        runner.run_job(config_of(tmp_path), status=StatusMode.LINE)
+    monkeypatch.setattr(runner, "_drain", real_drain)
+    return pids
+
+
+def test_no_container_outlives_a_runner_that_fails_and_they_commit_first(tmp_path, monkeypatch):
+    pids = _run_until_runner_leaves(tmp_path, monkeypatch, _RunnerBug("supervision broke"))
+
+    assert len(pids) == 2 and all(_exited(pid) for pid in pids)
+    # Stopped with SIGTERM, they committed everything they processed.
+    assert checkpoints(tmp_path) == {0: 499, 1: 499}
+
+
+def test_a_second_ctrl_c_in_the_runner_kills_the_containers_without_a_final_commit(
+        tmp_path, monkeypatch):
+    pids = _run_until_runner_leaves(tmp_path, monkeypatch, KeyboardInterrupt())
+
+    assert len(pids) == 2 and all(_exited(pid) for pid in pids)
+    # Killed: processing resumes from the last checkpoint, and ends exactly.
+    produce(tmp_path, [], create=False, end=True, first=1000)
+    assert finish_and_count(tmp_path, words(1000)) == Counter(words(1000))
