@@ -61,7 +61,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import quote
 
-import crc32c
+from weir.stores import _crc as crc32c
 import orjson
 
 from weir.stores.changelog import NO_OFFSET

@@ -46,7 +46,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import crc32c
+from weir.stores import _crc as crc32c
 import orjson
 
 from weir.recovery._atomic import atomic_write, remove_durably, remove_stray_temps

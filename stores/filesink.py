@@ -42,7 +42,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-import crc32c
+from weir.stores import _crc as crc32c
 import msgpack
 
 from weir.stores.changelog import NO_OFFSET, ChangelogRecord

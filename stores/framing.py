@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import struct
 
-import crc32c
+from weir.stores import _crc as crc32c
 import msgpack
 
 __all__ = ["FRAME_HEADER", "encode_frame", "decode_frame", "parse_frame_header", "FrameError"]

@@ -55,7 +55,7 @@ from enum import Enum
 from typing import Any
 
 import orjson
-from crc32c import crc32c
+from weir.stores._crc import crc32c
 
 from weir.stores.config import Config
 from weir.stores.errors import WeirError

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import crc32c
+from weir.stores import _crc as crc32c
 import orjson
 
 from weir.engine.spark.errors import (PartitionCountChangedError, SparkError,

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-import crc32c
+from weir.stores import _crc as crc32c
 import orjson
 import zstandard
 

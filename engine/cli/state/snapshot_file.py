@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-import crc32c
+from weir.stores import _crc as crc32c
 import msgpack
 import zstandard
 

@@ -40,7 +40,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from enum import Enum
 
-from crc32c import crc32c
+from weir.stores._crc import crc32c
 
 __all__ = [
     "NULL_LEN",

@@ -24,7 +24,7 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from crc32c import crc32c
+from weir.stores._crc import crc32c
 
 from weir.engine.systems.filelog._files import write_atomic
 

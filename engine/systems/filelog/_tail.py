@@ -24,7 +24,7 @@ import struct
 from array import array
 from dataclasses import dataclass
 
-from crc32c import crc32c
+from weir.stores._crc import crc32c
 
 __all__ = ["HINT_INTERVAL", "TailHint", "tail_path", "load_tail_hint", "remove_tail_hint"]
 

@@ -36,7 +36,7 @@ import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
-from crc32c import crc32c
+from weir.stores._crc import crc32c
 
 from weir.engine.systems.filelog._format import (BATCH_BODY, CONTROL_BODY, MAX_BODY, MIN_BODY,
                                                  NULL_LEN, TAG_BATCH, TAG_CONTROL, TAG_MIN,

@@ -37,7 +37,7 @@ import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from crc32c import crc32c
+from weir.stores._crc import crc32c
 
 from weir.engine.errors import OpenTransactionError, SystemError_
 from weir.engine.systems.filelog._format import MAX_BODY, NULL_LEN, TAG_MIN, ParseStop

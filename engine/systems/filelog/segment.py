@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import zstandard
-from crc32c import crc32c
+from weir.stores._crc import crc32c
 
 from weir.engine.systems.filelog._files import SegmentName, fsync_dir, parse_segment_name
 from weir.engine.systems.filelog._format import (MAX_BODY, MIN_BODY, TAG_BATCH, TAG_MIN, NULL_LEN,

@@ -58,9 +58,10 @@ from enum import Enum
 from typing import Any
 from urllib.parse import quote
 
-import crc32c
 import orjson
-from crc32c import crc32c as _crc
+
+from weir.stores import _crc as crc32c
+from weir.stores._crc import crc32c as _crc
 
 from weir.engine.errors import (PartitionLockedError, ProducerFencedError,
                                 ProducerStateCorruptError, StreamNotFoundError, SystemError_,

@@ -54,7 +54,7 @@ from enum import Enum
 
 from weir.stores.locking import read_holder
 
-from crc32c import crc32c
+from weir.stores._crc import crc32c
 
 from weir.engine.errors import CorruptRecordError, PartitionLockedError, SystemError_
 
