@@ -174,7 +174,7 @@ class FileLock:
 
 
 _HELD: "weakref.WeakSet[Any]" = weakref.WeakSet()
-"""The locks this process holds, for :func:`_drop_inherited_locks`: :class:`FileLock`\ s and
+"""The locks this process holds, for :func:`_drop_inherited_locks`: :class:`FileLock` objects and
 whatever else was handed to :func:`drop_in_forked_children`."""
 
 

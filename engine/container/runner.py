@@ -46,6 +46,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
+from multiprocessing.connection import wait
 from typing import Any
 
 from weir.recovery.checkpoint import FileCheckpointManager
@@ -543,7 +544,7 @@ def _supervise(children: dict[str, _Child], events: Any, stop_all: Callable[[], 
     """Collect events until every child has exited; stop the others when one fails.
     ``follower`` restarts children for new job model versions (dynamic config)."""
     while True:
-        _drain(children, events, stop_all, timeout=_POLL_S)
+        _wait_for_news(children, events, stop_all)
         if follower is not None:
             follower.tick()
         alive = False
@@ -569,6 +570,19 @@ def _supervise(children: dict[str, _Child], events: Any, stop_all: Callable[[], 
                     child.unreported = True
                     child.failure = _unreported_exit(child)
             return
+
+
+def _wait_for_news(children: dict[str, _Child], events: Any,
+                   stop_all: Callable[[], None]) -> None:
+    """Wait up to ``_POLL_S`` for the children's reports, or, once every live child has
+    reported its end, for their exits (its process sentinel): the runner notices the last
+    exit at once, not at its next poll."""
+    live = [c for c in children.values() if c.process.pid is not None and c.process.is_alive()]
+    if live and all(c.result is not None or c.failure is not None for c in live):
+        wait([c.process.sentinel for c in live], timeout=_POLL_S)
+        _drain(children, events, stop_all, timeout=0.0)
+    else:
+        _drain(children, events, stop_all, timeout=_POLL_S)
 
 
 def _drain(children: dict[str, _Child], events: Any, stop_all: Callable[[], None], *,

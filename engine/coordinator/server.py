@@ -75,6 +75,53 @@ class _HttpMetrics:
         ]
 
 
+def _prompt_server(uvicorn: Any) -> type:
+    """uvicorn's ``Server`` that stops as soon as asked: its main loop waits for
+    :meth:`request_stop` instead of polling a flag every 0.1 s, and its shutdown waits for open
+    connections in 5 ms steps (up to ``timeout_graceful_shutdown``) instead of a fixed 0.1 s
+    sleep first. uvicorn's own took 0.1-0.2 s off the end of every job with container
+    processes (bench/RESULTS.md)."""
+
+    class PromptServer(uvicorn.Server):  # type: ignore[misc,name-defined]
+        def __init__(self, config: Any) -> None:
+            super().__init__(config)
+            self._wake: asyncio.Event | None = None
+            self._loop: asyncio.AbstractEventLoop | None = None
+
+        def request_stop(self) -> None:
+            """Ask the server to stop (from any thread)."""
+            self.should_exit = True
+            loop, wake = self._loop, self._wake
+            if loop is not None and wake is not None:
+                try:
+                    loop.call_soon_threadsafe(wake.set)
+                except RuntimeError:
+                    pass  # the loop has already closed: the server is stopped
+
+        async def main_loop(self) -> None:
+            self._wake = asyncio.Event()
+            self._loop = asyncio.get_running_loop()  # set last: request_stop sees both
+            if not self.should_exit:
+                await self._wake.wait()
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            for server in self.servers:
+                server.close()
+            for sock in sockets or []:
+                sock.close()
+            state = self.server_state
+            for connection in list(state.connections):
+                connection.shutdown()  # idle ones close now, busy ones after their response
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.config.timeout_graceful_shutdown
+            while (state.connections or state.tasks) and loop.time() < deadline:
+                await asyncio.sleep(0.005)
+            for task in list(state.tasks):
+                task.cancel()
+
+    return PromptServer
+
+
 class CoordinatorServer:
     """Serves one :class:`~weir.engine.coordinator.coordinator.JobCoordinator` over HTTP."""
 
@@ -116,7 +163,7 @@ class CoordinatorServer:
             limit_concurrency=self.settings.http_max_connections,
             timeout_keep_alive=max(1, self.settings.http_keepalive_ms // 1000),
             timeout_graceful_shutdown=2)
-        self._server = uvicorn.Server(config)
+        self._server = _prompt_server(uvicorn)(config)
 
         def run() -> None:
             try:
@@ -140,7 +187,7 @@ class CoordinatorServer:
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.should_exit = True
+            self._server.request_stop()
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None

@@ -162,3 +162,56 @@ def test_a_port_in_use_gives_an_error_naming_the_key(tmp_path):
         with JobCoordinator(busy) as second, pytest.raises(Exception,
                                                            match="job.coordinator.http.port"):
             second.serve()
+
+
+def test_stop_closes_idle_keepalive_connections_and_refuses_new_ones(tmp_path):
+    config = job_config(tmp_path, **{"job.container.count": "2"})
+    create_inputs(config, 4)
+    coordinator = JobCoordinator(config)
+    coordinator.start()
+    parts = urlsplit(coordinator.serve())
+    idle = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    idle.request("GET", "/health")
+    assert idle.getresponse().read()  # the connection stays open (keep-alive)
+
+    coordinator.stop()
+
+    with pytest.raises((ConnectionError, http.client.HTTPException, OSError)):
+        idle.request("GET", "/health")
+        idle.getresponse()
+    idle.close()
+    with pytest.raises(OSError):
+        request(f"http://{parts.hostname}:{parts.port}/health")
+
+
+def test_stop_while_a_request_is_in_flight_lets_it_be_answered(tmp_path, monkeypatch):
+    import threading
+
+    import weir.engine.coordinator.server as server
+
+    config = job_config(tmp_path, **{"job.container.count": "2"})
+    create_inputs(config, 4)
+    coordinator = JobCoordinator(config)
+    coordinator.start()
+    url = coordinator.serve()
+    entered, release = threading.Event(), threading.Event()
+    real_route = server.CoordinatorServer._route
+
+    async def slow_route(self, *args):
+        import asyncio
+        entered.set()
+        while not release.is_set():
+            await asyncio.sleep(0.01)
+        return await real_route(self, *args)
+
+    monkeypatch.setattr(server.CoordinatorServer, "_route", slow_route)
+    with ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(request, url + "/health")
+        assert entered.wait(10)
+        stopper = threading.Thread(target=coordinator.stop)
+        stopper.start()
+        release.set()
+        status, _, body = answer.result(timeout=10)
+        stopper.join(timeout=10)
+    assert status == 200 and orjson.loads(body)["status"] == "ok"
+    assert not stopper.is_alive()
