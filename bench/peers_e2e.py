@@ -20,6 +20,12 @@ between rounds; three rounds by default):
 ``quix-txn100k``       the same, a transaction per 100,000 events
 ``rocksdict-hand``     a hand-written rocksdict loop: read-through dict, WriteBatch and a
                        zstd-L1 changelog file per 1000 events (``bench/_peer_jobs.py``)
+``ceiling-1``          not a peer: the machine's parallel ceiling. Pure-Python work of the
+                       same shape (draw N keys, count them in a dict, 8 passes) in one process
+``ceiling-2``          the same work split over two processes running at once (N/2 each,
+                       no coordination): ``ceiling-2`` / ``ceiling-1`` is the most two
+                       containers can gain over one on this machine at this moment (a VM's
+                       second core is not always a whole core)
 =====================  =======================================================================
 
 The Weir jobs read their events from the file log (written once per key count before the
@@ -143,7 +149,9 @@ def _job_file(work: Path, log_root: Path, run: Path, engine: str,
 WEIR = {"weir-rocksdb-1": ("rocksdb", "1"), "weir-rocksdb-auto": ("rocksdb", "auto"),
         "weir-lmdb-1": ("lmdb", "1"), "weir-lmdb-auto": ("lmdb", "auto")}
 PEERS = ("bytewax-b1000", "quix-txn1000", "quix-txn100k", "rocksdict-hand")
-VARIANTS = (*WEIR, *PEERS)
+CEILING = ("ceiling-1", "ceiling-2")
+VARIANTS = (*WEIR, *PEERS, *CEILING)
+_CEILING_PASSES = 8
 _PEER_MODULE = {"bytewax-b1000": "bytewax", "quix-txn1000": "quixstreams",
                 "quix-txn100k": "quixstreams", "rocksdict-hand": "rocksdict"}
 
@@ -251,6 +259,9 @@ def run_variant(name: str, work: Path, log_root: Path, n: int, keys: int,
                    "--status", "off"]
             if count is not None:
                 cmd += ["--set", f"job.container.count={count}"]
+        elif name in CEILING:
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--ceiling",
+                   name.rpartition("-")[2], "--n", str(n), "--keys", str(keys)]
         else:
             cmd = [sys.executable, str(Path(__file__).resolve()), "--child", name, "--n", str(n),
                    "--keys", str(keys), "--workdir", str(run)]
@@ -276,6 +287,34 @@ def child(name: str, n: int, keys: int, work: Path) -> None:
         rocksdict_job(work / "hand", 1000)(events)
     else:
         raise SystemExit(f"unknown peer {name!r}; one of {', '.join(PEERS)}")
+
+
+def ceiling(processes: int, n: int, keys: int) -> None:
+    """``ceiling-<processes>``: the pure-Python counting work split over ``processes``
+    processes started at once (``fork``); returns when all are done."""
+    share = n // processes
+    pids = []
+    for i in range(processes):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _count_work(share, keys, seed=12345 + i)
+            finally:
+                os._exit(0)
+        pids.append(pid)
+    for pid in pids:
+        os.waitpid(pid, 0)
+
+
+def _count_work(n: int, keys: int, seed: int) -> None:
+    import random
+    rng = random.Random(seed)
+    fmt = "k%07d"
+    events = [fmt % rng.randrange(keys) for _ in range(n)]
+    for _ in range(_CEILING_PASSES):
+        counts: dict[str, int] = {}
+        for key in events:
+            counts[key] = counts.get(key, 0) + 1
 
 
 def warm_bytecode(work: Path, weir_path: Path | None) -> None:
@@ -449,6 +488,7 @@ def report(runs: dict[str, list[Run]], n: int, keys: int) -> list[str]:
              ("weir-rocksdb-1", "quix-txn1000", 2.5 if keys <= 10_000 else None),
              ("weir-lmdb-1", "bytewax-b1000", 1.3 if keys <= 10_000 else None),
              ("weir-rocksdb-auto", "weir-rocksdb-1", 1.8),
+             ("ceiling-2", "ceiling-1", None),
              ("weir-lmdb-auto", "weir-lmdb-1", None),
              ("weir-rocksdb-1", "rocksdict-hand", None)]
     lines += ["", "| ratio (median of per-round ratios) | measured | goal |", "|---|---:|---|"]
@@ -503,6 +543,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-log", type=Path, metavar="FILE",
                         help="print the tables of an earlier run from its output")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--ceiling", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--startup-child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.from_log:
@@ -511,6 +552,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.startup_child:
         sys.path.append(str(ROOT))  # after a snapshot on PYTHONPATH
         _startup_child(args.startup_child)
+        return 0
+    if args.ceiling:
+        ceiling(args.ceiling, args.n, int(args.keys))
         return 0
     if args.child:
         child(args.child, args.n, int(args.keys), args.workdir)

@@ -86,17 +86,18 @@ _APP_CLASS = "app.class"
 def _run(args: argparse.Namespace) -> int:
     # Imported here so that `weir --help` and the other subcommands start fast.
     from weir.engine.config.job import load_config
-    from weir.engine.container.runner import run_job
-    from weir.engine.container.status import StatusMode, configure_logging
-    from weir.engine.coordinator.coordinator import StateReset
 
     config = load_config(args.path, args.overrides)
     add_config_dir_to_path(args.path)
     if args.runner != "spark":
         # Before importing the runner: the containers' fork server imports Weir in its own
-        # process while this one does (run_job would start it ~0.15 s later).
+        # process while this one imports the runner (run_job would start it ~0.15 s later).
         from weir.engine.container.starter import warm_up_for
         warm_up_for(config)
+    from weir.engine.container.runner import run_job
+    from weir.engine.container.status import StatusMode, configure_logging
+    from weir.engine.coordinator.coordinator import StateReset
+
     mode = StatusMode(args.status)
     console = configure_logging(mode)
     reset = StateReset.RESET if args.reset_state else StateReset.KEEP

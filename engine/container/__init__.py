@@ -1,12 +1,41 @@
 """Containers and the embedded runner: a container owns the consumers, producers, chooser,
 storage and task instances of a set of tasks; the runner starts one per process, supervises
-them, and shows the status line."""
+them, and shows the status line.
 
-from weir.engine.container.container import Container, ContainerState, run_container
-from weir.engine.container.progress import ContainerProgress, ContainerResult, SspPosition
-from weir.engine.container.runner import ContainerFailure, ExitCode, JobResult, prepare_job, run_job
-from weir.engine.container.status import StatusMode
+Names are imported on first use: ``weir run`` imports ``starter`` (the fork server) before the
+runner, and a container process needs the container, not the runner's coordinator and
+status display.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "Container": "weir.engine.container.container",
+    "ContainerState": "weir.engine.container.container",
+    "run_container": "weir.engine.container.container",
+    "ContainerFailure": "weir.engine.container.progress",
+    "ContainerProgress": "weir.engine.container.progress",
+    "ContainerResult": "weir.engine.container.progress",
+    "SspPosition": "weir.engine.container.progress",
+    "ExitCode": "weir.engine.container.runner",
+    "JobResult": "weir.engine.container.runner",
+    "prepare_job": "weir.engine.container.runner",
+    "run_job": "weir.engine.container.runner",
+    "StatusMode": "weir.engine.container.status",
+}
 
 __all__ = ["Container", "ContainerState", "run_container",
            "ContainerProgress", "ContainerResult", "SspPosition",
            "ContainerFailure", "ExitCode", "JobResult", "prepare_job", "run_job", "StatusMode"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'weir.engine.container' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

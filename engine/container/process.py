@@ -93,7 +93,7 @@ def container_process_main(config: Config | None, model_json: str | None, contai
     from weir.engine.config.job import JobConfig
     from weir.engine.container.container import Container
     from weir.engine.jobmodel.model import JobModel
-    from weir.engine.container.runner import ContainerFailure
+    from weir.engine.container.progress import ContainerFailure
     from weir.recovery.job_lock import hold_container_lock
 
     _configure_child_logging(container_id)

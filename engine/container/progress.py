@@ -13,7 +13,8 @@ from typing import Any
 from weir.engine.model import SystemStream, SystemStreamPartition
 from weir.engine.systems.api import SystemProducer
 
-__all__ = ["CountingProducer", "SspPosition", "ContainerProgress", "ContainerResult"]
+__all__ = ["CountingProducer", "SspPosition", "ContainerProgress", "ContainerResult",
+           "ContainerFailure"]
 
 
 class CountingProducer:
@@ -110,3 +111,17 @@ class ContainerResult:
         return (f"container {self.container_id} stopped ({self.reason}): "
                 f"{self.messages_in:,} messages in, {self.messages_out:,} out in "
                 f"{self.seconds:.2f} s ({rate:,.0f} msg/s)")
+
+
+@dataclass(frozen=True)
+class ContainerFailure:
+    """Why a container failed: the error type and message (with the user traceback for a
+    task error), or how its process died."""
+
+    container_id: str
+    error_type: str
+    message: str
+
+    def headline(self) -> str:
+        first = self.message.strip().splitlines()[0] if self.message.strip() else ""
+        return f"container {self.container_id} failed: {self.error_type}: {first}"

@@ -55,7 +55,7 @@ from weir.recovery.storage import ProgressMode
 from weir.stores.config import Config
 from weir.stores.errors import ConfigError
 
-from weir.engine.container.progress import ContainerProgress, ContainerResult
+from weir.engine.container.progress import ContainerFailure, ContainerProgress, ContainerResult
 from weir.engine.container.process import ChildEvent, EventKind, container_process_main
 from weir.engine.container.starter import process_context, warm_up_for
 from weir.engine.config.job import JobConfig, validate_config
@@ -95,20 +95,6 @@ class ExitCode(IntEnum):
     every container that failed failed with a ConfigError of its own."""
     INTERRUPTED = 130
     """Stopped by SIGINT (Ctrl-C) after the final commit."""
-
-
-@dataclass(frozen=True)
-class ContainerFailure:
-    """Why a container failed: the error type and message (with the user traceback for a
-    task error), or how its process died."""
-
-    container_id: str
-    error_type: str
-    message: str
-
-    def headline(self) -> str:
-        first = self.message.strip().splitlines()[0] if self.message.strip() else ""
-        return f"container {self.container_id} failed: {self.error_type}: {first}"
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@
 A container process needs Weir's engine, its stores and the coordinator client imported
 before it can read its job model; in a fresh interpreter (``spawn``) that costs ~0.3-0.5 s of
 CPU per container, a sixth of a one-million-event job on two cores. With
-``job.container.start.method=forkserver`` (the default where the platform has it) the runner
-starts one *fork server* as soon as it knows the job may use more than one process: a
+``job.container.start.method=forkserver`` (the default where the platform has it) ``weir run``
+starts one *fork server* as soon as it has read the config and knows the job may use more than
+one process (before it imports the runner; :func:`run_job` does it too when called directly): a
 single-threaded process that imports those modules once and forks each container from
 itself. Its import overlaps the runner's own start (coordinator stream, job model), and every
 container, including ones restarted for a new job model version, starts in milliseconds.

@@ -57,3 +57,17 @@ def test_containers_see_the_runners_environment_as_of_their_start(tmp_path, monk
         assert parents == {str(os.getpid())}
     else:  # forked from the fork server, not from the runner
         assert len(parents) == 1 and parents != {str(os.getpid())}
+
+
+def test_the_starter_imports_without_the_runner_or_the_container():
+    # `weir run` starts the fork server before it imports the runner, so that the server's
+    # imports overlap the runner's: importing the starter must not import them itself.
+    import subprocess
+    import sys
+
+    code = ("import sys, weir.engine.container.starter\n"
+            "print(' '.join(m for m in ('weir.engine.container.runner',\n"
+            "                           'weir.engine.container.container',\n"
+            "                           'weir.engine.coordinator.coordinator') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
