@@ -11,6 +11,7 @@ anything take the job lock first and refuse, naming the holder, while the job ru
 from __future__ import annotations
 
 import argparse
+import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -146,9 +147,24 @@ class JobTools:
 
     @contextmanager
     def locked(self, role: str) -> Iterator[JobLock]:
-        """The job lock, for ``role`` (refused, naming the holder, while the job runs)."""
-        with JobLock.acquire(self.job.checkpoint_dir, job=self.job.name, role=role) as lock:
+        """The job's run lock and job lock, for ``role``: refused, naming the holder, while
+        the job runs, also when it runs with other directories than this config names (the
+        run lock beside its coordinator stream, :mod:`weir.engine.coordinator.run_lock`),
+        and a ``weir run`` of the job waits for nothing: it is refused while the tool works."""
+        with self._run_lock(role), \
+                JobLock.acquire(self.job.checkpoint_dir, job=self.job.name, role=role) as lock:
             yield lock
+
+    def _run_lock(self, role: str) -> Any:
+        from weir.engine.coordinator.guard import StateDirectories
+        from weir.engine.coordinator.run_lock import RunLock
+        from weir.engine.coordinator.settings import CoordinatorSettings
+
+        settings = CoordinatorSettings.from_config(self.config)
+        if settings.system not in self.registry.systems():
+            return contextlib.nullcontext()  # no coordinator system: nothing to lock
+        return RunLock.acquire(self.registry, settings, StateDirectories.of(self.config),
+                               tool=role)
 
     def close(self) -> None:
         if self._checkpoints is not None:

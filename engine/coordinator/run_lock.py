@@ -118,9 +118,11 @@ class RunLock:
 
     @classmethod
     def acquire(cls, registry: Any, settings: CoordinatorSettings,
-                directories: StateDirectories) -> "RunLock":
+                directories: StateDirectories, *, tool: str | None = None) -> "RunLock":
         """Lock the job's coordinator stream for this process, recording ``directories``;
-        raise JobAlreadyRunningError naming the other run when another process holds it."""
+        raise JobAlreadyRunningError naming the other run when another process holds it.
+        ``tool`` names an offline command (``weir state rebuild``) that takes the lock to keep
+        the job from starting while it works, and is refused while the job runs."""
         path = run_lock_path(registry, settings)
         if path is None:
             return cls(None, None)
@@ -133,12 +135,12 @@ class RunLock:
                 f"coordinator stream ({exc.strerror}); make the file log's root writable",
                 path=str(path.parent), key=key) from None
         environ = {k: os.environ[k] for k in (_LOGGED_BASE_ENV,) if os.environ.get(k)}
-        record = {"role": "job coordinator", "job": settings.job_name,
+        record = {"role": tool or "job coordinator", "job": settings.job_name,
                   "job_id": settings.job_id, "stream": f"{settings.system}.{settings.stream}",
                   "command": command_line(), "cwd": os.getcwd(), "environ": environ,
                   **directories.to_record()}
         lock = acquire_lock(path, details=record, error=functools.partial(
-            _already_running, settings, directories))
+            _already_running, settings, directories, tool))
         return cls(path, lock)
 
     @property
@@ -160,17 +162,22 @@ class RunLock:
         return f"RunLock({str(self.path)!r}, {'held' if self.held else 'not held'})"
 
 
-def _already_running(settings: CoordinatorSettings, directories: StateDirectories, path: Path,
+def _already_running(settings: CoordinatorSettings, directories: StateDirectories,
+                     tool: str | None, path: Path,
                      holder: LockHolder | None) -> JobAlreadyRunningError:
     job = f"job '{settings.job_name}' (id {settings.job_id})"
     stream = f"{settings.system}.{settings.stream}"
     theirs = None
+    role = "its job coordinator"
     if holder is None:
         who = "another process (its record in the lock file could not be read)"
         stop = "Stop that process (`lsof` on the lock file finds it)"
     else:
         command = holder.details.get("command")
         cwd = holder.details.get("cwd")
+        held_by = holder.details.get("role")
+        if isinstance(held_by, str) and held_by != "job coordinator":
+            role = f"`{held_by}`"
         who = (f"pid {holder.pid} on host {holder.host} (since {holder.since}"
                + (f", command `{command}`" if command else "")
                + (f", working directory {cwd}" if cwd else "") + ")")
@@ -178,9 +185,16 @@ def _already_running(settings: CoordinatorSettings, directories: StateDirectorie
         stop = (f"Stop process {holder.pid} on {holder.host} (SIGTERM stops it with a final "
                 f"commit) or wait for it to end")
     where = f", with {theirs.describe()}" if theirs is not None else ""
+    if tool is not None:
+        return JobAlreadyRunningError(
+            f"{job} is in use: {role}, {who}, holds the job's coordinator stream {stream} "
+            f"(run lock {path}){where}. `{tool}` works only on a stopped job, whatever its "
+            f"directories. {stop}, then run `{tool}` again. Nothing was changed",
+            path=str(path), holder=holder.as_dict() if holder is not None else None)
     ours = "the same directories" if theirs == directories else directories.describe()
     return JobAlreadyRunningError(
-        f"{job} already runs: its job coordinator, {who}, holds the job's coordinator stream "
+        f"{job} {'already runs' if role == 'its job coordinator' else 'is in use'}: {role}, "
+        f"{who}, holds the job's coordinator stream "
         f"{stream} (run lock {path}){where}. This run was started with {ours}. Two runs of "
         f"one job share its coordinator stream and changelogs, and each would take up the "
         f"other's config. {stop}, then start the job again; to move the job's data to this "

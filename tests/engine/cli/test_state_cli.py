@@ -181,3 +181,39 @@ def test_state_repair_and_the_old_store_repair_name_are_the_same_command(capsys)
             main([*prefix, "repair", "--help"])
         assert exit_.value.code == 0
         assert "--keep-local" in capsys.readouterr().out
+
+
+def test_state_commands_refuse_while_the_job_runs_with_other_directories(job, capsys):
+    # A run of the job started with another job.data.dir holds a free-looking job lock
+    # elsewhere; the run lock beside the coordinator stream still names it.
+    import subprocess
+    import sys
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\n"
+         "from weir.engine.config.job import load_config\n"
+         "from weir.engine.coordinator.guard import StateDirectories\n"
+         "from weir.engine.coordinator.run_lock import RunLock\n"
+         "from weir.engine.coordinator.settings import CoordinatorSettings\n"
+         "from weir.engine.systems.registry import SystemRegistry\n"
+         "config = load_config('job.properties', ['job.data.dir=elsewhere'])\n"
+         "lock = RunLock.acquire(SystemRegistry(config), CoordinatorSettings.from_config(config),\n"
+         "                       StateDirectories.of(config))\n"
+         "print('held', flush=True)\n"
+         "sys.stdin.read()\n"],
+        cwd=job.base, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = job.files()
+        code, _, err = weir(capsys, "state", "rebuild", "job.properties")
+        assert code == 2, err
+        assert "is in use: its job coordinator" in err and f"pid {holder.pid}" in err
+        assert "`weir state rebuild` works only on a stopped job" in err
+        assert job.files() == before
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    # Once the run is gone the command works, and a run of the job waits for nothing.
+    code, _, err = weir(capsys, "state", "verify", "job.properties")
+    assert code == 0, err
