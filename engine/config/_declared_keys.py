@@ -87,6 +87,7 @@ KEYS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ('stores.<store>.rocksdb.compression', (), 'weir.stores.engines._rocksdb_options'),
     ('stores.<store>.rocksdb.max.open.files', (), 'weir.stores.engines._rocksdb_options'),
     ('stores.<store>.rocksdb.max.write.buffer.number', ('stores.<store>.rocksdb.num.write.buffers',), 'weir.stores.engines._rocksdb_options'),
+    ('stores.<store>.rocksdb.memtable.bloom.percent', (), 'weir.stores.engines._rocksdb_options'),
     ('stores.<store>.rocksdb.write.buffer.size.bytes', ('stores.<store>.container.write.buffer.size.bytes',), 'weir.stores.engines._rocksdb_options'),
     ('stores.<store>.write.batch.size', (), 'weir.stores.spec'),
     ('stores.default.changelog.min.compaction.lag.ms', (), 'weir.stores.spec'),

@@ -40,6 +40,7 @@ def test_options_defaults_are_documented_values():
     assert opts.write_buffer_size_bytes == 32 * 1024 * 1024
     assert opts.max_write_buffer_number == 3
     assert opts.bloom_filter_bits == 10
+    assert opts.memtable_bloom_percent == 10
     assert RocksDBOptions.from_config(Config({}), "s") == opts
 
 
@@ -50,6 +51,7 @@ def test_options_read_every_key_of_the_store():
         "stores.s.rocksdb.max.write.buffer.number": "4",
         "stores.s.rocksdb.compression": "ZSTD",
         "stores.s.rocksdb.bloom.filter.bits": "0",
+        "stores.s.rocksdb.memtable.bloom.percent": "0",
         "stores.s.rocksdb.block.size.bytes": "16384",
         "stores.s.rocksdb.max.open.files": "500",
         "stores.s.rocksdb.compaction.style": "universal",
@@ -58,7 +60,26 @@ def test_options_read_every_key_of_the_store():
     assert RocksDBOptions.from_config(cfg, "s") == RocksDBOptions(
         block_cache_size_bytes=1048576, write_buffer_size_bytes=2097152,
         max_write_buffer_number=4, compression=Compression.ZSTD, bloom_filter_bits=0,
-        block_size_bytes=16384, max_open_files=500, compaction_style=CompactionStyle.UNIVERSAL)
+        memtable_bloom_percent=0, block_size_bytes=16384, max_open_files=500, compaction_style=CompactionStyle.UNIVERSAL)
+
+
+@pytest.mark.parametrize("percent, in_options", [("10", True), ("0", False)])
+def test_the_memtable_bloom_filter_reaches_rocksdb(tmp_path, percent, in_options):
+    opts = RocksDBOptions.from_config(
+        Config({"stores.s.rocksdb.memtable.bloom.percent": percent}), "s")
+    engine = RocksDBEngine("s", tmp_path / "s", options=opts, logged=True)
+    engine.put(b"k", b"v")
+    assert engine.get(b"k") == b"v" and engine.get(b"missing") is None
+    engine.close()
+    written = "".join(p.read_text() for p in (tmp_path / "s").glob("OPTIONS-*"))
+    assert ("memtable_whole_key_filtering=true" in written) is in_options
+    assert ("memtable_prefix_bloom_size_ratio=0.100000" in written) is in_options
+
+
+def test_a_memtable_bloom_above_a_quarter_of_the_write_buffer_is_refused_naming_the_key():
+    with pytest.raises(ConfigError, match="stores.s.rocksdb.memtable.bloom.percent.*at most 25"):
+        RocksDBOptions.from_config(
+            Config({"stores.s.rocksdb.memtable.bloom.percent": "40"}), "s")
 
 
 def test_options_accept_samza_key_names_and_split_container_sizes_among_tasks():
