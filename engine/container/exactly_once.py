@@ -34,9 +34,9 @@ from weir.stores.spec import StoreSpec
 
 from weir.engine.config.job import JobConfig
 from weir.engine.errors import FencedCheckpointError, ProducerStateMissingError
-from weir.engine.systems.filelog.transactions import (CHECKPOINT_EXTRAS_KEY, InitResult,
-                                                      TransactionalProducer, TxnId,
-                                                      load_producer_state, producer_state_path)
+from weir.engine.systems.filelog.producer_state import (CHECKPOINT_EXTRAS_KEY, TxnId,
+                                                        load_producer_state, producer_state_path)
+from weir.engine.systems.filelog.transactions import InitResult, TransactionalProducer
 
 __all__ = [
     "TASK_PROCESSING_GUARANTEE",

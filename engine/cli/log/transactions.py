@@ -22,7 +22,8 @@ def show_transactions(args: argparse.Namespace) -> int:
     reg, ss, admin, count = existing_stream(args)
     if not callable(getattr(admin, "open_transactions", None)):
         raise EngineError(f"system '{ss.system}' has no transactions (only the file log has)")
-    from weir.engine.systems.filelog.transactions import (complete_abandoned, producer_states)
+    from weir.engine.systems.filelog.abandoned import complete_abandoned
+    from weir.engine.systems.filelog.producer_state import producer_states
     states = {s.producer_id: s for s in producer_states(admin.root)}
     console = _console()
     table = Table(title=f"{ss}: open transactions" + where(reg, ss.system))

@@ -16,7 +16,7 @@ Transactions (docs/EXACTLY-ONCE.md): ``systems.<system>.consumer.isolation.level
 records and committed transactions, up to the last stable offset) or ``read_uncommitted``. A
 ``read_committed`` reader held back by a transaction whose producer is gone for longer than
 its ``transaction.timeout.ms`` completes that transaction
-(:class:`~weir.engine.systems.filelog.transactions.AbandonedTransactions`). Tools call
+(:class:`~weir.engine.systems.filelog.abandoned.AbandonedTransactions`). Tools call
 :meth:`FileLogConsumer.annotate_transactions`: markers then arrive as envelopes whose message
 is a :class:`TransactionMarker`, and (read_uncommitted) records of transactions that did not
 commit carry an :class:`UncommittedValue`.
@@ -42,7 +42,7 @@ from weir.engine.systems.filelog._txn_view import OpenTransaction, Outcome
 from weir.engine.systems.filelog.reader import PartitionReader
 from weir.engine.systems.filelog.settings import CONSUMER_RESET, FileLogSettings, IsolationLevel
 from weir.engine.systems.filelog.stream import load_meta
-from weir.engine.systems.filelog.transactions import AbandonedTransactions
+from weir.engine.systems.filelog.abandoned import AbandonedTransactions
 
 __all__ = ["FileLogConsumer", "TransactionMarker", "UncommittedValue"]
 

@@ -250,7 +250,7 @@ class PartitionReader:
         if self._stale_checked.get(key, 0.0) > now:
             return False
         self._stale_checked[key] = now + 0.05
-        from weir.engine.systems.filelog.transactions import is_resolved_elsewhere
+        from weir.engine.systems.filelog.producer_state import is_resolved_elsewhere
         if not is_resolved_elsewhere(self.root, txn.producer_id, txn.epoch, txn.sequence):
             return False
         self.view.fence(txn.producer_id)

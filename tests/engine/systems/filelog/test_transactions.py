@@ -22,8 +22,9 @@ from weir.engine.systems.filelog._txn_view import Outcome
 from weir.engine.systems.filelog.segment import list_segments
 from weir.engine.systems.filelog.settings import IsolationLevel
 from weir.engine.systems.filelog.stream import load_meta
-from weir.engine.systems.filelog.transactions import (CHECKPOINT_EXTRAS_KEY, TransactionalProducer,
-                                                      TxnState, complete_abandoned)
+from weir.engine.systems.filelog.abandoned import complete_abandoned
+from weir.engine.systems.filelog.producer_state import CHECKPOINT_EXTRAS_KEY, TxnState
+from weir.engine.systems.filelog.transactions import TransactionalProducer
 from weir.recovery.checkpoint import Checkpoint, FileCheckpointManager
 
 from tests.engine.systems.filelog.conftest import SYSTEM

@@ -12,7 +12,8 @@ import pytest
 
 from weir.engine.errors import CorruptRecordError, ProducerStateCorruptError
 from weir.engine.systems.filelog.segment import list_segments
-from weir.engine.systems.filelog.transactions import complete_abandoned, load_producer_state
+from weir.engine.systems.filelog.abandoned import complete_abandoned
+from weir.engine.systems.filelog.producer_state import load_producer_state
 
 from tests.engine.systems.filelog.test_transactions import (COMMITTED, UNCOMMITTED, _commit,
                                                             _die, _producer, _send, _values)
