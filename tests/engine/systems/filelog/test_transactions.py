@@ -1,6 +1,7 @@
 """Transactions on the file log: batches and markers on disk, read_committed and
 read_uncommitted, producer ids and epochs, fencing, recovery of the previous incarnation's
-transaction, transactions abandoned by dead producers, compaction (docs/EXACTLY-ONCE.md)."""
+transaction, compaction (docs/EXACTLY-ONCE.md). Transactions abandoned by dead producers:
+test_abandoned.py."""
 
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ from weir.engine.systems.filelog._txn_view import Outcome
 from weir.engine.systems.filelog.segment import list_segments
 from weir.engine.systems.filelog.settings import IsolationLevel
 from weir.engine.systems.filelog.stream import load_meta
-from weir.engine.systems.filelog.abandoned import complete_abandoned
 from weir.engine.systems.filelog.producer_state import CHECKPOINT_EXTRAS_KEY, TxnState
 from weir.engine.systems.filelog.transactions import TransactionalProducer
 from weir.recovery.checkpoint import Checkpoint, FileCheckpointManager
@@ -85,6 +85,26 @@ def _frames(log, partition=0, isolation=UNCOMMITTED):
         return reader.read_records(10**6)
     finally:
         reader.close()
+
+
+def _child(log, body: str, timeout_ms: int = 300, killed: bool = False) -> None:
+    script = textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {ROOT!r})
+        from weir.stores.config import Config
+        from weir.engine.model import OutgoingMessageEnvelope, SystemStream
+        from weir.engine.systems.filelog import FileLogSettings
+        from weir.engine.systems.filelog.transactions import TransactionalProducer
+        settings = FileLogSettings.from_config("{SYSTEM}", Config({{
+            "systems.{SYSTEM}.root": {log.root!r},
+            "systems.{SYSTEM}.producer.transaction.timeout.ms": "{timeout_ms}"}}))
+        p = TransactionalProducer(settings, "dead/Partition 0")
+        p.init_transactions()
+        out = SystemStream("{SYSTEM}", "s")
+    """) + textwrap.dedent(body) + "\nos._exit(0)\n"
+    done = subprocess.run([sys.executable, "-c", script], check=not killed, timeout=60)
+    if killed:
+        assert done.returncode == -signal.SIGKILL
 
 
 # -- reading ------------------------------------------------------------------------------------
@@ -335,92 +355,6 @@ def test_a_zombies_batch_after_its_successors_batch_is_never_visible(log):
         assert b"z2" not in _values(log, offset=start)
     successor.stop()
     zombie.stop()
-
-
-# -- transactions abandoned by dead producers ----------------------------------------------------
-
-def _child(log, body: str, timeout_ms: int = 300, killed: bool = False) -> None:
-    script = textwrap.dedent(f"""
-        import os, sys
-        sys.path.insert(0, {ROOT!r})
-        from weir.stores.config import Config
-        from weir.engine.model import OutgoingMessageEnvelope, SystemStream
-        from weir.engine.systems.filelog import FileLogSettings
-        from weir.engine.systems.filelog.transactions import TransactionalProducer
-        settings = FileLogSettings.from_config("{SYSTEM}", Config({{
-            "systems.{SYSTEM}.root": {log.root!r},
-            "systems.{SYSTEM}.producer.transaction.timeout.ms": "{timeout_ms}"}}))
-        p = TransactionalProducer(settings, "dead/Partition 0")
-        p.init_transactions()
-        out = SystemStream("{SYSTEM}", "s")
-    """) + textwrap.dedent(body) + "\nos._exit(0)\n"
-    done = subprocess.run([sys.executable, "-c", script], check=not killed, timeout=60)
-    if killed:
-        assert done.returncode == -signal.SIGKILL
-
-
-def _poll_all(log, wait_s: float):
-    consumer = FileLogConsumer(log.settings)
-    ssp = SystemStreamPartition(SYSTEM, "s", 0)
-    consumer.register(ssp, 0)
-    consumer.start()
-    got = []
-    deadline = time.monotonic() + wait_s
-    try:
-        while time.monotonic() < deadline:
-            for env in consumer.poll([ssp], 0.05).get(ssp, []):
-                got.append(env.message)
-            if got and got[-1] == b"after":
-                break
-        return got, consumer.held_back_by(ssp)
-    finally:
-        consumer.stop()
-
-
-def test_a_reader_aborts_the_open_transaction_of_a_dead_producer_after_its_timeout(log):
-    log.create()
-    _child(log, """
-        p.send("t", OutgoingMessageEnvelope(out, b"never", b"k", partition=0))
-        p.flush()
-    """)
-    _plain(log, b"after")
-    got, held = _poll_all(log, 0.1)
-    assert got == [] and held is not None  # within the timeout: held back
-    got, held = _poll_all(log, 5.0)
-    assert got == [b"after"] and held is None
-
-
-def test_a_reader_rolls_forward_a_dead_producers_transaction_its_checkpoint_committed(
-        log, tmp_path):
-    log.create()
-    checkpoints = FileCheckpointManager(tmp_path / "cp")
-    checkpoints.register("T")
-    checkpoints.start()
-    path = str(checkpoints.path_for("T"))
-    _child(log, f"""
-        from weir.recovery.checkpoint import Checkpoint, FileCheckpointManager
-        p.send("t", OutgoingMessageEnvelope(out, b"committed", b"k", partition=0))
-        txn = p.prepare({{"kind": "weir-checkpoint", "path": {path!r}, "task": "T"}})
-        m = FileCheckpointManager({str(tmp_path / "cp")!r}); m.register("T"); m.start()
-        m.write("T", Checkpoint({{}}, {{}}, {{"transactions": [txn.to_extras()]}}))
-    """)
-    _plain(log, b"after")
-    got, held = _poll_all(log, 5.0)
-    assert got == [b"committed", b"after"] and held is None
-
-
-def test_a_live_producer_is_never_overruled(log):
-    log.create()
-    producer = _producer(log)
-    _send(producer, b"open")
-    producer.flush()
-    state = producer.state()
-    assert "left alone" in complete_abandoned(log.settings, "s", 0, state.producer_id,
-                                              producer.epoch)
-    assert _values(log) == []
-    _commit(producer)
-    assert _values(log) == [b"open"]
-    producer.stop()
 
 
 # -- compaction ----------------------------------------------------------------------------------
