@@ -309,7 +309,9 @@ def run_job(config: Config, *, status: StatusMode = StatusMode.AUTO,
                                          console, progress or ProgressMode.AUTO, started,
                                          coordinator, job_settings)
             else:
-                coordinator.serve()  # the container processes read their model over HTTP
+                # The container processes read their model over HTTP: they start while the
+                # endpoint does (their requests wait in its socket's backlog).
+                coordinator.serve(wait=False)
                 result = _run_processes(config, job, model, status, settings, console,
                                         started, coordinator)
             generations.append(result)
@@ -453,6 +455,8 @@ def _run_processes(config: Config, job: JobConfig, model: JobModel, status: Stat
             _start_child(child)
         log.info("started %d containers of job '%s' as processes %s", len(children), job.name,
                  ", ".join(f"{c.container_id}:{c.process.pid}" for c in children.values()))
+        if coordinator is not None:
+            coordinator.wait_served()  # a failed endpoint stops the containers (below)
         reporter = StatusReporter(
             job.name, lambda: [c.progress for c in list(children.values())
                                if c.progress is not None],
