@@ -15,27 +15,51 @@ Example::
     >>> store.close()
 """
 
-from weir.stores.adjunct import SEAL_KEY, AdjunctSpec, RejectedKeys, adjunct_specs
-from weir.stores.api import KeyValueIterator, KeyValueSnapshot, KeyValueStore, ReadOnlyKeyValueStore
-from weir.stores.budget import MemoryBudget
-from weir.stores.builder import build_store, open_engine
-from weir.stores.changelog import NO_OFFSET, ChangelogSink, ChangelogSource
-from weir.stores.config import Config, ConfigKey, declare, declared_keys
-from weir.stores.engines import BytesEngine, BytesIterator, BytesSnapshot
-from weir.stores.errors import (
-    ConfigError,
-    NullKeyOrValueError,
-    ReadOnlyStoreError,
-    SerdeError,
-    StoreClosedError,
-    StoreError,
-    StoreLockedError,
-    StoredDataError,
-    WeirError,
-)
-from weir.stores.filesink import FileChangelog
-from weir.stores.serdes import BUILTIN_SERDES, Serde, serde_from_name
-from weir.stores.spec import EngineKind, StoreSpec, stores_in
+import importlib
+from typing import Any
+
+# Loaded on first use: `import weir` (a task module's first line) and `weir run` up to reading
+# its config need only the config and error types, not the builder, the engines or the
+# changelog file format; the containers' fork server starts that much sooner.
+_LAZY = {
+    "SEAL_KEY": "weir.stores.adjunct",
+    "AdjunctSpec": "weir.stores.adjunct",
+    "RejectedKeys": "weir.stores.adjunct",
+    "adjunct_specs": "weir.stores.adjunct",
+    "KeyValueIterator": "weir.stores.api",
+    "KeyValueSnapshot": "weir.stores.api",
+    "KeyValueStore": "weir.stores.api",
+    "ReadOnlyKeyValueStore": "weir.stores.api",
+    "MemoryBudget": "weir.stores.budget",
+    "build_store": "weir.stores.builder",
+    "open_engine": "weir.stores.builder",
+    "NO_OFFSET": "weir.stores.changelog",
+    "ChangelogSink": "weir.stores.changelog",
+    "ChangelogSource": "weir.stores.changelog",
+    "Config": "weir.stores.config",
+    "ConfigKey": "weir.stores.config",
+    "declare": "weir.stores.config",
+    "declared_keys": "weir.stores.config",
+    "BytesEngine": "weir.stores.engines",
+    "BytesIterator": "weir.stores.engines",
+    "BytesSnapshot": "weir.stores.engines",
+    "ConfigError": "weir.stores.errors",
+    "NullKeyOrValueError": "weir.stores.errors",
+    "ReadOnlyStoreError": "weir.stores.errors",
+    "SerdeError": "weir.stores.errors",
+    "StoreClosedError": "weir.stores.errors",
+    "StoreError": "weir.stores.errors",
+    "StoreLockedError": "weir.stores.errors",
+    "StoredDataError": "weir.stores.errors",
+    "WeirError": "weir.stores.errors",
+    "FileChangelog": "weir.stores.filesink",
+    "BUILTIN_SERDES": "weir.stores.serdes",
+    "Serde": "weir.stores.serdes",
+    "serde_from_name": "weir.stores.serdes",
+    "EngineKind": "weir.stores.spec",
+    "StoreSpec": "weir.stores.spec",
+    "stores_in": "weir.stores.spec",
+}
 
 __all__ = [
     "MemoryBudget",
@@ -51,3 +75,12 @@ __all__ = [
     "BUILTIN_SERDES", "Serde", "serde_from_name",
     "EngineKind", "StoreSpec", "stores_in",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'weir.stores' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

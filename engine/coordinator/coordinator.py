@@ -381,15 +381,22 @@ class JobCoordinator:
                 self._listeners.remove(listener)
         return unsubscribe
 
-    def serve(self) -> str:
-        """Start the HTTP endpoint; returns its URL."""
+    def serve(self, *, wait: bool = True) -> str:
+        """Start the HTTP endpoint; returns its URL. With ``wait`` False it returns once the
+        socket listens, and :meth:`wait_served` says whether the endpoint started."""
         from weir.engine.coordinator.server import CoordinatorServer
         if self._server is None:
             self._server = CoordinatorServer(self, self.settings)
-            self._server.start()
+            self._server.start(wait=wait)
             log.info("job coordinator of '%s' serves the job model at %s",
                      self.settings.job_name, self._server.url)
         return self._server.url
+
+    def wait_served(self) -> None:
+        """Raise CoordinatorError when the HTTP endpoint started by ``serve(wait=False)``
+        failed to start (nothing when it runs, or when nothing was served)."""
+        if self._server is not None:
+            self._server.wait_started()
 
     def start_catch_up(self) -> None:
         """Read new coordinator messages every ``job.coordinator.catchup.interval.ms``."""

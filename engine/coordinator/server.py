@@ -136,7 +136,11 @@ class CoordinatorServer:
         self._failure: BaseException | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
-    def start(self) -> str:
+    def start(self, *, wait: bool = True) -> str:
+        """Listen on the configured address and serve from a thread; returns the URL. With
+        ``wait`` False it returns as soon as the socket listens (clients that connect before
+        the server runs wait in the socket's backlog) and :meth:`wait_started` reports how
+        the start went."""
         import uvicorn
 
         host, port = self.settings.http_host, self.settings.http_port
@@ -174,6 +178,15 @@ class CoordinatorServer:
 
         self._thread = threading.Thread(target=run, name="weir-coordinator-http", daemon=True)
         self._thread.start()
+        if wait:
+            self.wait_started()
+        return self.url
+
+    def wait_started(self) -> None:
+        """Return once the server runs; raise CoordinatorError when it failed to start or did
+        not start within 10 s."""
+        if self._server is None or self._thread is None:
+            return
         deadline = time.monotonic() + _START_TIMEOUT_S
         while not self._server.started:
             if self._failure is not None or not self._thread.is_alive():
@@ -183,7 +196,6 @@ class CoordinatorServer:
                 raise CoordinatorError(f"the job coordinator's HTTP endpoint at {self.url} "
                                        f"did not start within {_START_TIMEOUT_S:.0f} s")
             time.sleep(0.005)
-        return self.url
 
     def stop(self) -> None:
         if self._server is not None:

@@ -40,7 +40,8 @@ Both call ``_service`` when the attention flag is set: it turns due timers into 
 flags, takes coordinator requests, and starts what each task is ready for (COMMIT > WINDOW >
 END_OF_STREAM > PROCESS, SAMZA-REFERENCE 6.3). Timers only flip flags; the loop blocks on
 the source or on its completion queue, never spins. Per-task state lives in
-:class:`~weir.engine.runloop.worker.Worker`; only the loop thread touches it.
+:class:`~weir.engine.runloop.worker.Worker`, which tasks read each input partition in
+:class:`~weir.engine.runloop.routing.SspRoutes`; only the loop thread touches them.
 
 Example (the container does this with its SystemConsumers and storage)::
 
@@ -71,6 +72,7 @@ from weir.engine.runloop.settings import (JOB_CONTAINER_THREAD_POOL_SIZE, TASK_C
                                           TASK_COMMIT_MS, TASK_MAX_CONCURRENCY, TASK_MAX_IDLE_MS,
                                           TASK_SHUTDOWN_MS, TASK_WINDOW_MS, RunLoopConfig,
                                           StoreAccess, store_access)
+from weir.engine.runloop.routing import SspRoutes
 from weir.engine.runloop.timers import Ticker
 from weir.engine.runloop.worker import (DUPLICATE, FAILED, OP_DONE, WAKE, Op, TaskCallback, Worker,
                                         duplicate_completion_error, log_ignored, op_outcome,
@@ -150,12 +152,12 @@ class RunLoop:
         names = [w.inst.task_name for w in self._workers]
         if len(set(names)) != len(names):
             raise EngineError(f"run loop '{name}': duplicate task names in {names}")
-        owners: dict[Any, list[Worker]] = {}
-        for w in self._workers:
-            for ssp in w.inst.ssps:
-                owners.setdefault(ssp, []).append(w)
-        self._single = {s: ws[0] for s, ws in owners.items() if len(ws) == 1}
-        self._shared = {s: tuple(ws) for s, ws in owners.items() if len(ws) > 1}
+        self.metrics = MetricsRegistry("run-loop")
+        self._m_null = self.metrics.counter("null-choices")
+        self._m_waits = self.metrics.counter("blocked-waits")
+        skipped = self.metrics.counter("skipped-envelopes")
+        self.metrics.gauge("in-flight", lambda: self._busy)
+        self._routes = SspRoutes(self._workers, source, skipped, name)
         self._inline = (self.settings.thread_pool_size == 0
                         and all(w.kind is TaskKind.SYNC for w in self._workers))
         for w in self._workers:
@@ -182,20 +184,15 @@ class RunLoop:
         self._backlogged = 0    # workers whose pending queue is full
         self._pool: TaskPool | None = None
         self._ran = False
-        self._warned: set = set()
+        self._warned: set = set()  # (warning, task) pairs logged once
         # Control bookkeeping (weir.engine.control): the watermark timer's flag, and the
-        # partitions no task reads any more (drained sources, ended intermediate streams).
+        # partitions no task reads any more (drained sources, ended intermediate streams)
+        # leave the routes.
         self._control_due = False
-        self._released: set = set()
         for w in self._workers:
             started = getattr(w.inst, "control_started", None)
             if started is not None and started.released:
-                self._release(w, started.released)
-        self.metrics = MetricsRegistry("run-loop")
-        self._m_null = self.metrics.counter("null-choices")
-        self._m_waits = self.metrics.counter("blocked-waits")
-        self._m_skipped = self.metrics.counter("skipped-envelopes")
-        self.metrics.gauge("in-flight", lambda: self._busy)
+                self._routes.release(w, started.released)
         if reporter is None:  # made here (from ``metrics``, else from config): closed by run()
             reporter = (MetricsReporter.from_settings(metrics, name) if metrics is not None
                         else MetricsReporter.from_config(job_config, name))
@@ -359,7 +356,8 @@ class RunLoop:
         ``_RUN_LIMIT`` envelopes at once: exactly what successive ``choose()`` calls would have
         returned, handled one by one in that order (a request made while handling one is
         served before the next)."""
-        choose, single, idle = self._source.choose, self._single, self.settings.max_idle_ms / 1000
+        choose, single = self._source.choose, self._routes.single
+        idle = self.settings.max_idle_ms / 1000
         run = getattr(self._source, "choose_run", None)
         exhausted = self._exhausted
         null = self._m_null
@@ -420,7 +418,7 @@ class RunLoop:
         """An envelope of a shared SSP (or not a message) to each of its owners in turn; a
         request made by one owner's ``process`` is taken before the next owner's starts. True
         when the loop must stop."""
-        for w in self._owners(env):
+        for w in self._routes.owners(env):
             if w.control is not None and (env.kind is _EOS or env.kind is _CONTROL):
                 if not w.complete:
                     w.control_env = env
@@ -473,7 +471,7 @@ class RunLoop:
             self._complete(item)
 
     def _route(self, env: IncomingMessageEnvelope) -> None:
-        for w in self._owners(env):
+        for w in self._routes.owners(env):
             if w.complete or env.kind is EnvelopeKind.WATERMARK:
                 continue
             w.pending.append(env)
@@ -481,30 +479,6 @@ class RunLoop:
                 w.backlogged = True
                 self._backlogged += 1
             self._mark(w)
-
-    def _owners(self, env: IncomingMessageEnvelope) -> tuple[Worker, ...] | list[Worker]:
-        """The workers an envelope goes to; envelopes of a shared SSP before a task's
-        starting offset are skipped for that task (SAMZA-REFERENCE 1.8)."""
-        w = self._single.get(env.ssp)
-        if w is not None:
-            return (w,)
-        ws = self._shared.get(env.ssp)
-        if ws is None:
-            self._m_skipped.count += 1
-            if env.ssp in self._released:  # drained or ended: deliberately not read
-                return ()
-            if env.ssp not in self._warned:
-                self._warned.add(env.ssp)
-                log.warning("run loop '%s': no task consumes %s; skipping its envelopes",
-                            self.name, env.ssp)
-            return ()
-        if env.kind is not _MESSAGE:
-            return ws
-        out = [w for w in ws if w.inst.is_caught_up(env)]
-        for w in ws:
-            if w not in out:
-                w.inst.metrics.skipped.count += 1
-        return out
 
     def _mark(self, w: Worker) -> None:
         if not w.dirty:
@@ -712,33 +686,9 @@ class RunLoop:
         for ssp in outcome.ended:
             w.ssp_ended(ssp)
         if outcome.released:
-            self._release(w, outcome.released)
+            self._routes.release(w, outcome.released)
         if w.end_of_stream:
             self._attention = True
-
-    def _release(self, w: Worker, ssps) -> None:
-        """``w`` stops reading ``ssps`` (drained sources, ended intermediate partitions): the
-        loop skips their envelopes and, once no task reads one, the source stops polling it."""
-        gone = []
-        for ssp in ssps:
-            if self._single.get(ssp) is w:
-                del self._single[ssp]
-                gone.append(ssp)
-            elif ssp in self._shared:
-                rest = tuple(x for x in self._shared[ssp] if x is not w)
-                if len(rest) > 1:
-                    self._shared[ssp] = rest
-                else:
-                    del self._shared[ssp]
-                    if rest:
-                        self._single[ssp] = rest[0]
-                    else:
-                        gone.append(ssp)
-        if gone:
-            self._released.update(gone)
-            release = getattr(self._source, "release", None)
-            if callable(release):
-                release(gone)
 
     def _check_window_time(self, w: Worker) -> None:
         timer, period = w.inst.metrics.window_ns, self.settings.window_ms

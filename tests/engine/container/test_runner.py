@@ -8,7 +8,6 @@ non-zero exit naming the container, task, SSP and offset, and stops the other co
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import subprocess
@@ -22,9 +21,7 @@ import pytest
 pytest.importorskip("weir.engine.systems.filelog", reason="the file log system is not built yet")
 
 from weir.engine.model import OutgoingMessageEnvelope, SystemStream  # noqa: E402
-from weir.engine.container.process import ChildEvent, EventKind  # noqa: E402
-from weir.engine.container.runner import (ContainerFailure, ExitCode, _Child, _stop_children,  # noqa: E402
-                           _supervise, run_job)
+from weir.engine.container.runner import ExitCode, run_job  # noqa: E402
 from weir.engine.container.status import StatusMode  # noqa: E402
 from weir.engine.systems.api import StreamSpec  # noqa: E402
 from weir.engine.systems.registry import SystemRegistry  # noqa: E402
@@ -283,26 +280,6 @@ def test_an_unimportable_task_class_is_a_config_error_with_exit_code_2(tmp_path)
     assert not (tmp_path / "log" / "counts-changelog").exists()  # nothing was set up
 
 
-def test_a_container_the_runner_stops_while_it_starts_is_not_reported_as_failed():
-    # Container 1 fails; the runner SIGTERMs container 0, which has not installed its
-    # handler yet (here: a process that never does) and dies of the signal. Only container
-    # 1's failure is reported: container 0 did not fail, it was stopped.
-    ctx = multiprocessing.get_context("spawn")
-    events = ctx.Queue()
-    children = {"0": _Child("0", ctx.Process(target=time.sleep, args=(60,))),
-                "1": _Child("1", ctx.Process(target=time.sleep, args=(0,)))}
-    for child in children.values():
-        child.process.start()
-    events.put(ChildEvent(EventKind.FAILED, "1", ContainerFailure("1", "TaskError", "boom")))
-
-    _supervise(children, events, lambda: _stop_children(children))
-    events.close()
-
-    assert children["0"].process.exitcode == -signal.SIGTERM
-    assert children["0"].failure is None
-    assert children["1"].failure == ContainerFailure("1", "TaskError", "boom")
-
-
 def test_an_unknown_store_key_fails_the_run_with_one_error_and_no_ignored_warning(tmp_path):
     write_job(tmp_path, **{"stores.counts.cache.size": "10"})
     produce(tmp_path, words(4))
@@ -317,23 +294,6 @@ def test_an_unknown_store_key_fails_the_run_with_one_error_and_no_ignored_warnin
     assert not (tmp_path / "job").exists()  # nothing ran
 
 
-def test_stopping_a_container_that_exited_since_it_was_seen_alive_is_not_an_error():
-    # The race of the intermittent failure: is_alive() said yes, the process exited (and was
-    # reaped by the fork server) before the SIGTERM went out.
-    ctx = multiprocessing.get_context("forkserver")
-    child = _Child("0", ctx.Process(target=time.sleep, args=(0,)))
-    child.process.start()
-    deadline = time.monotonic() + 30
-    while not _exited(child.process.pid) and time.monotonic() < deadline:
-        time.sleep(0.01)
-
-    child.process.is_alive = lambda: True  # what it said a moment before
-    _stop_children({"0": child})
-
-    child.process.join(timeout=30)
-    assert child.process.exitcode == 0
-
-
 class _RunnerBug(Exception):
     pass
 
@@ -343,11 +303,12 @@ def _run_until_runner_leaves(tmp_path: Path, monkeypatch, error: BaseException) 
     (``error`` from its supervision loop) once both containers report progress; return the
     containers' pids."""
     import weir.engine.container.runner as runner
+    import weir.engine.container.supervisor as supervisor
 
     write_job(tmp_path, **{"job.container.count": "2", "job.status.log.interval.ms": "100"})
     produce(tmp_path, words(1000), end=False)  # the containers never end by themselves
     pids: list[int] = []
-    real_drain = runner._drain
+    real_drain = supervisor._drain
 
     def drain(children, events, stop_all, *, timeout):
         real_drain(children, events, stop_all, timeout=timeout)
@@ -356,10 +317,10 @@ def _run_until_runner_leaves(tmp_path: Path, monkeypatch, error: BaseException) 
             pids.extend(c.process.pid for c in children.values())
             raise error
 
-    monkeypatch.setattr(runner, "_drain", drain)
+    monkeypatch.setattr(supervisor, "_drain", drain)
     with pytest.raises(type(error)):
         runner.run_job(config_of(tmp_path), status=StatusMode.LINE)
-    monkeypatch.setattr(runner, "_drain", real_drain)
+    monkeypatch.setattr(supervisor, "_drain", real_drain)
     return pids
 
 
