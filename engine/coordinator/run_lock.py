@@ -188,8 +188,8 @@ def _already_running(settings: CoordinatorSettings, directories: StateDirectorie
     if tool is not None:
         return JobAlreadyRunningError(
             f"{job} is in use: {role}, {who}, holds the job's coordinator stream {stream} "
-            f"(run lock {path}){where}. `{tool}` works only on a stopped job, whatever its "
-            f"directories. {stop}, then run `{tool}` again. Nothing was changed",
+            f"(run lock {path}){where}. `{tool}` needs the job stopped, whatever directories it "
+            f"runs with. {stop}, then run `{tool}` again. Nothing was changed",
             path=str(path), holder=holder.as_dict() if holder is not None else None)
     ours = "the same directories" if theirs == directories else directories.describe()
     return JobAlreadyRunningError(

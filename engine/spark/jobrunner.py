@@ -189,9 +189,18 @@ def run_on_spark(config: Config, *, trigger: Trigger = Trigger.CONTINUOUS,
     StreamNotFoundError from checking the job propagate (nothing ran); failures while running
     are in the result."""
     started = time.perf_counter()
+    from weir.engine.coordinator.guard import StateDirectories
+    from weir.engine.coordinator.run_lock import RunLock
+    from weir.engine.coordinator.settings import CoordinatorSettings
+
     prepared = plan_job(config, config_dir=config_dir)
     job = prepared.job
-    with JobLock.acquire(job.checkpoint_dir, job=job.name, role="weir run --runner spark"):
+    role = "weir run --runner spark"
+    # The job's run lock (beside its coordinator stream) and its job lock: one run of a job at a
+    # time, embedded or on Spark, whatever directories either names.
+    with RunLock.acquire(SystemRegistry(config), CoordinatorSettings.from_config(config),
+                         StateDirectories.of(config), tool=role), \
+            JobLock.acquire(job.checkpoint_dir, job=job.name, role=role):
         return _run(prepared, trigger, started)
 
 

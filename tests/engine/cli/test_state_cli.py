@@ -209,7 +209,7 @@ def test_state_commands_refuse_while_the_job_runs_with_other_directories(job, ca
         code, _, err = weir(capsys, "state", "rebuild", "job.properties")
         assert code == 2, err
         assert "is in use: its job coordinator" in err and f"pid {holder.pid}" in err
-        assert "`weir state rebuild` works only on a stopped job" in err
+        assert "`weir state rebuild` needs the job stopped" in err
         assert job.files() == before
     finally:
         holder.stdin.close()

@@ -80,3 +80,40 @@ def _base(props: Path, key: str) -> str | None:
         if line.startswith(f"{key}="):
             return line.split("=", 1)[1]
     return None
+
+
+def test_the_job_on_spark_is_refused_while_it_runs_embedded(example, tmp_path):
+    # One run of a job at a time, embedded or on Spark: the run lock beside the coordinator
+    # stream is held by the embedded run's job coordinator (here: a process holding it).
+    from weir.engine.coordinator.errors import JobAlreadyRunningError
+    from weir.engine.spark.jobrunner import run_on_spark
+    from weir.stores.config import Config
+
+    generate, job_config, _ = example
+    config = job_config(tmp_path / "job")
+    generate(config, transactions=10, replay=0)
+    props = tmp_path / "job.properties"
+    _write_properties(props, config)
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys\n"
+         "from weir.engine.config.job import load_config\n"
+         "from weir.engine.coordinator.guard import StateDirectories\n"
+         "from weir.engine.coordinator.run_lock import RunLock\n"
+         "from weir.engine.coordinator.settings import CoordinatorSettings\n"
+         "from weir.engine.systems.registry import SystemRegistry\n"
+         f"config = load_config({str(props)!r}, [])\n"
+         "lock = RunLock.acquire(SystemRegistry(config), CoordinatorSettings.from_config(config),\n"
+         "                       StateDirectories.of(config))\n"
+         "print('held', flush=True)\n"
+         "sys.stdin.read()\n"],
+        env={**os.environ, "PYTHONPATH": str(EXAMPLE)},
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(JobAlreadyRunningError, match=f"pid {holder.pid}.*`weir run "
+                                                         f"--runner spark` needs the job stopped"):
+            run_on_spark(Config(dict(config)))
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
