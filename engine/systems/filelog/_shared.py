@@ -11,10 +11,15 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from weir.engine.systems.filelog.writer import PartitionWriter
+from weir.engine.systems.filelog.writer import PartitionWriter, WriterSharing
 
-__all__ = ["acquire", "release"]
+if TYPE_CHECKING:
+    from weir.engine.systems.filelog.settings import FileLogSettings
+    from weir.engine.systems.filelog.stream import StreamMeta
+
+__all__ = ["acquire", "acquire_for_producer", "release"]
 
 _registry: dict[tuple[str, str, int], PartitionWriter] = {}
 _refs: dict[int, int] = {}
@@ -33,6 +38,17 @@ def acquire(root: str, stream: str, partition: int,
             _refs[id(writer)] = 0
         _refs[id(writer)] += 1
         return writer
+
+
+def acquire_for_producer(settings: "FileLogSettings", meta: "StreamMeta",
+                         partition: int) -> PartitionWriter:
+    """:func:`acquire` for a producer (plain, transactional, or one completing a dead
+    producer's transaction): a writer shared with other processes, with the producers'
+    buffer size and append-lock timeout."""
+    return acquire(settings.root, meta.name, partition, lambda: PartitionWriter(
+        settings.root, meta, partition, settings.for_stream(meta.name, meta.config),
+        buffer_bytes=settings.producer_buffer_bytes, system=settings.system,
+        sharing=WriterSharing.SHARED, append_lock_timeout_ms=settings.append_lock_timeout_ms))
 
 
 def release(writer: PartitionWriter) -> None:

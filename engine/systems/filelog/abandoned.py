@@ -26,7 +26,6 @@ from weir.engine.systems.filelog.producer_state import (TxnId, TxnState, _claim_
                                                         load_producer_state)
 from weir.engine.systems.filelog.settings import FileLogSettings
 from weir.engine.systems.filelog.stream import load_meta
-from weir.engine.systems.filelog.writer import PartitionWriter, WriterSharing
 
 __all__ = [
     "complete_abandoned",
@@ -78,12 +77,8 @@ def complete_abandoned(settings: FileLogSettings, stream: str, partition: int,
         skipped = []
         for s, p in partitions:
             try:
-                writer = _shared.acquire(root, s, p, lambda s=s, p=p: PartitionWriter(
-                    root, load_meta(root, s, settings.system), p,
-                    settings.for_stream(s, load_meta(root, s, settings.system).config),
-                    buffer_bytes=settings.producer_buffer_bytes, system=settings.system,
-                    sharing=WriterSharing.SHARED,
-                    append_lock_timeout_ms=settings.append_lock_timeout_ms))
+                writer = _shared.acquire_for_producer(
+                    settings, load_meta(root, s, settings.system), p)
             except (PartitionLockedError, StreamNotFoundError) as exc:
                 skipped.append(f"{s}#{p} ({exc.__class__.__name__})")
                 continue

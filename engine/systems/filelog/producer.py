@@ -34,7 +34,7 @@ from weir.engine.model import NO_TIMESTAMP, OutgoingMessageEnvelope, SystemStrea
 from weir.engine.systems.filelog import _shared
 from weir.engine.systems.filelog.settings import FileLogSettings
 from weir.engine.systems.filelog.stream import StreamMeta, load_meta
-from weir.engine.systems.filelog.writer import PartitionWriter, WriterSharing
+from weir.engine.systems.filelog.writer import PartitionWriter
 
 __all__ = ["FileLogProducer"]
 
@@ -148,12 +148,7 @@ class FileLogProducer:
         if partition < 0:
             raise SystemError_(f"stream '{self.system}.{out.meta.name}' has partitions "
                                f"0..{out.count - 1}, not {partition}")
-        settings, meta = self.settings, out.meta
-        writer = _shared.acquire(settings.root, meta.name, partition, lambda: PartitionWriter(
-            settings.root, meta, partition, settings.for_stream(meta.name, meta.config),
-            buffer_bytes=settings.producer_buffer_bytes, system=self.system,
-            sharing=WriterSharing.SHARED,
-            append_lock_timeout_ms=settings.append_lock_timeout_ms))
+        writer = _shared.acquire_for_producer(self.settings, out.meta, partition)
         out.writers[partition] = writer
         self._open.append(writer)
         return writer

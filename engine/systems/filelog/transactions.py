@@ -66,7 +66,7 @@ from weir.engine.systems.filelog.producer_state import (ProducerState, TxnId, Tx
                                                         load_producer_state)
 from weir.engine.systems.filelog.settings import FileLogSettings
 from weir.engine.systems.filelog.stream import StreamMeta, load_meta, mark_transactional
-from weir.engine.systems.filelog.writer import PartitionWriter, WriterSharing
+from weir.engine.systems.filelog.writer import PartitionWriter
 
 __all__ = [
     "InitResult",
@@ -475,12 +475,8 @@ class TransactionalProducer:
         writer = self._writers.get(slot)
         if writer is not None and not writer.closed:
             return writer
-        settings = self.settings
         meta = load_meta(self.root, stream, self.system)
-        writer = _shared.acquire(self.root, stream, partition, lambda: PartitionWriter(
-            settings.root, meta, partition, settings.for_stream(stream, meta.config),
-            buffer_bytes=settings.producer_buffer_bytes, system=self.system,
-            sharing=WriterSharing.SHARED, append_lock_timeout_ms=settings.append_lock_timeout_ms))
+        writer = _shared.acquire_for_producer(self.settings, meta, partition)
         self._writers[slot] = writer
         return writer
 
