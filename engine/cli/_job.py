@@ -11,7 +11,6 @@ anything take the job lock first and refuse, naming the holder, while the job ru
 from __future__ import annotations
 
 import argparse
-import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -148,23 +147,12 @@ class JobTools:
     @contextmanager
     def locked(self, role: str) -> Iterator[JobLock]:
         """The job's run lock and job lock, for ``role``: refused, naming the holder, while
-        the job runs, also when it runs with other directories than this config names (the
-        run lock beside its coordinator stream, :mod:`weir.engine.coordinator.run_lock`),
-        and a ``weir run`` of the job waits for nothing: it is refused while the tool works."""
-        with self._run_lock(role), \
-                JobLock.acquire(self.job.checkpoint_dir, job=self.job.name, role=role) as lock:
+        the job runs, whatever directories it runs with, and a ``weir run`` of the job is
+        refused while the tool works (:func:`~weir.engine.coordinator.run_lock.hold_stopped_job`)."""
+        from weir.engine.coordinator.run_lock import hold_stopped_job
+        with hold_stopped_job(self.config, self.registry, role, self.job.checkpoint_dir,
+                              self.job.name) as lock:
             yield lock
-
-    def _run_lock(self, role: str) -> Any:
-        from weir.engine.coordinator.guard import StateDirectories
-        from weir.engine.coordinator.run_lock import RunLock
-        from weir.engine.coordinator.settings import CoordinatorSettings
-
-        settings = CoordinatorSettings.from_config(self.config)
-        if settings.system not in self.registry.systems():
-            return contextlib.nullcontext()  # no coordinator system: nothing to lock
-        return RunLock.acquire(self.registry, settings, StateDirectories.of(self.config),
-                               tool=role)
 
     def close(self) -> None:
         if self._checkpoints is not None:

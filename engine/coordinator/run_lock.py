@@ -43,11 +43,14 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from weir.recovery.job_lock import command_line
+from weir.recovery.job_lock import JobLock, command_line
+from weir.stores.config import Config
 from weir.stores.locking import FileLock, LockHolder, acquire_lock, read_holder
 
 from weir.engine.config.job import _LOGGED_BASE_ENV
@@ -56,7 +59,8 @@ from weir.engine.coordinator.guard import StateDirectories
 from weir.engine.coordinator.settings import CoordinatorSettings
 from weir.engine.errors import UnwritableDirectoryError
 
-__all__ = ["RUN_LOCK_DIR", "RunLock", "RunRecord", "read_run_record", "run_lock_path"]
+__all__ = ["RUN_LOCK_DIR", "RunLock", "RunRecord", "hold_stopped_job", "read_run_record",
+           "run_lock_path"]
 
 RUN_LOCK_DIR = ".coordinators"
 """The directory of the run locks under the coordinator system's root (hidden: the file log
@@ -160,6 +164,21 @@ class RunLock:
 
     def __repr__(self) -> str:
         return f"RunLock({str(self.path)!r}, {'held' if self.held else 'not held'})"
+
+
+@contextmanager
+def hold_stopped_job(config: Config, registry: Any, tool: str, checkpoint_dir: Any,
+                     job_name: str) -> Iterator[JobLock]:
+    """The job's run lock, then its job lock, held by ``tool`` (an offline command such as
+    ``weir state rebuild``, or ``weir run --runner spark``) while it works: refused with
+    JobAlreadyRunningError while the job runs with any directories, or JobLockedError with
+    these; a ``weir run`` started meanwhile is refused naming ``tool``. A job whose
+    coordinator system is not configured has no run lock to take."""
+    settings = CoordinatorSettings.from_config(config)
+    run_lock = (RunLock.acquire(registry, settings, StateDirectories.of(config), tool=tool)
+                if settings.system in registry.systems() else RunLock(None, None))
+    with run_lock, JobLock.acquire(checkpoint_dir, job=job_name, role=tool) as lock:
+        yield lock
 
 
 def _already_running(settings: CoordinatorSettings, directories: StateDirectories,

@@ -36,7 +36,6 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from weir.recovery.job_lock import JobLock
 from weir.stores.config import Config
 from weir.stores.errors import ConfigError, WeirError
 
@@ -188,19 +187,14 @@ def run_on_spark(config: Config, *, trigger: Trigger = Trigger.CONTINUOUS,
     """Run the job of ``config`` on Spark (see the module docstring). ConfigError and
     StreamNotFoundError from checking the job propagate (nothing ran); failures while running
     are in the result."""
-    started = time.perf_counter()
-    from weir.engine.coordinator.guard import StateDirectories
-    from weir.engine.coordinator.run_lock import RunLock
-    from weir.engine.coordinator.settings import CoordinatorSettings
+    from weir.engine.coordinator.run_lock import hold_stopped_job
 
+    started = time.perf_counter()
     prepared = plan_job(config, config_dir=config_dir)
     job = prepared.job
-    role = "weir run --runner spark"
-    # The job's run lock (beside its coordinator stream) and its job lock: one run of a job at a
-    # time, embedded or on Spark, whatever directories either names.
-    with RunLock.acquire(SystemRegistry(config), CoordinatorSettings.from_config(config),
-                         StateDirectories.of(config), tool=role), \
-            JobLock.acquire(job.checkpoint_dir, job=job.name, role=role):
+    # One run of a job at a time, embedded or on Spark, whatever directories either names.
+    with hold_stopped_job(config, SystemRegistry(config), "weir run --runner spark",
+                          job.checkpoint_dir, job.name):
         return _run(prepared, trigger, started)
 
 
