@@ -7,14 +7,16 @@ run of one peer pays for that peer's imports and nothing else.
 
 from __future__ import annotations
 
+import os
 import random
 import struct
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["event_keys", "key_name", "bytewax_job", "quix_job", "rocksdict_job"]
+__all__ = ["event_keys", "key_name", "bytewax_job", "quix_job", "rocksdict_job", "ceiling_job"]
 
 BATCH = 1_000
+CEILING_PASSES = 8
 _PACK = struct.Struct("<q")
 _FRAME = struct.Struct("<IH")
 
@@ -139,3 +141,29 @@ def rocksdict_job(path: Path, batch: int = BATCH) -> Callable[[list[str]], None]
         db.close()
 
     return run
+
+
+def ceiling_job(processes: int, n: int, keys: int) -> None:
+    """Not a peer: the machine's parallel ceiling (``ceiling-<processes>`` in peers_e2e.py).
+    Pure-Python counting work (draw ``n`` keys, count them in a dict, 8 passes) split over
+    ``processes`` processes started at once (``fork``); returns when all are done."""
+    share = n // processes
+    pids = []
+    for i in range(processes):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _count_work(share, keys, seed=12345 + i)
+            finally:
+                os._exit(0)
+        pids.append(pid)
+    for pid in pids:
+        os.waitpid(pid, 0)
+
+
+def _count_work(n: int, keys: int, seed: int) -> None:
+    events = event_keys(n, keys, seed)
+    for _ in range(CEILING_PASSES):
+        counts: dict[str, int] = {}
+        for key in events:
+            counts[key] = counts.get(key, 0) + 1

@@ -151,7 +151,6 @@ WEIR = {"weir-rocksdb-1": ("rocksdb", "1"), "weir-rocksdb-auto": ("rocksdb", "au
 PEERS = ("bytewax-b1000", "quix-txn1000", "quix-txn100k", "rocksdict-hand")
 CEILING = ("ceiling-1", "ceiling-2")
 VARIANTS = (*WEIR, *PEERS, *CEILING)
-_CEILING_PASSES = 8
 _PEER_MODULE = {"bytewax-b1000": "bytewax", "quix-txn1000": "quixstreams",
                 "quix-txn100k": "quixstreams", "rocksdict-hand": "rocksdict"}
 
@@ -287,34 +286,6 @@ def child(name: str, n: int, keys: int, work: Path) -> None:
         rocksdict_job(work / "hand", 1000)(events)
     else:
         raise SystemExit(f"unknown peer {name!r}; one of {', '.join(PEERS)}")
-
-
-def ceiling(processes: int, n: int, keys: int) -> None:
-    """``ceiling-<processes>``: the pure-Python counting work split over ``processes``
-    processes started at once (``fork``); returns when all are done."""
-    share = n // processes
-    pids = []
-    for i in range(processes):
-        pid = os.fork()
-        if pid == 0:
-            try:
-                _count_work(share, keys, seed=12345 + i)
-            finally:
-                os._exit(0)
-        pids.append(pid)
-    for pid in pids:
-        os.waitpid(pid, 0)
-
-
-def _count_work(n: int, keys: int, seed: int) -> None:
-    import random
-    rng = random.Random(seed)
-    fmt = "k%07d"
-    events = [fmt % rng.randrange(keys) for _ in range(n)]
-    for _ in range(_CEILING_PASSES):
-        counts: dict[str, int] = {}
-        for key in events:
-            counts[key] = counts.get(key, 0) + 1
 
 
 def warm_bytecode(work: Path, weir_path: Path | None) -> None:
@@ -554,7 +525,9 @@ def main(argv: list[str] | None = None) -> int:
         _startup_child(args.startup_child)
         return 0
     if args.ceiling:
-        ceiling(args.ceiling, args.n, int(args.keys))
+        sys.path.insert(0, str(HERE))
+        from _peer_jobs import ceiling_job
+        ceiling_job(args.ceiling, args.n, int(args.keys))
         return 0
     if args.child:
         child(args.child, args.n, int(args.keys), args.workdir)
