@@ -15,8 +15,7 @@ Example::
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from weir.stores._lazy import lazy_exports
 
 from weir.engine.errors import (
     CallbackTimeoutError,
@@ -84,10 +83,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'engine' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())

@@ -15,8 +15,7 @@ Example::
     >>> store.close()
 """
 
-import importlib
-from typing import Any
+from weir.stores._lazy import lazy_exports
 
 # Loaded on first use: `import weir` (a task module's first line) and `weir run` up to reading
 # its config need only the config and error types, not the builder, the engines or the
@@ -77,10 +76,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'weir.stores' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())

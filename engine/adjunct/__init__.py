@@ -15,8 +15,7 @@ are declared in :mod:`weir.stores.adjunct`. See docs/ADJUNCT.md.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from weir.stores._lazy import lazy_exports
 
 # Loaded on first use: a container reads the adjunct settings of every job, but loads the
 # manager and storage only for a job with adjunct stores.
@@ -52,10 +51,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'weir.engine.adjunct' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())

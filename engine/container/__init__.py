@@ -9,8 +9,7 @@ status display.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from weir.stores._lazy import lazy_exports
 
 _LAZY = {
     "Container": "weir.engine.container.container",
@@ -32,10 +31,4 @@ __all__ = ["Container", "ContainerState", "run_container",
            "ContainerFailure", "ExitCode", "JobResult", "prepare_job", "run_job", "StatusMode"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'weir.engine.container' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())

@@ -14,8 +14,7 @@ docs/COORDINATOR.md is the guide.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from weir.stores._lazy import lazy_exports
 
 # Loaded on first use: `weir run` needs the coordinator, not the containers' HTTP client
 # (urllib) nor the server; a container process needs the client only.
@@ -63,10 +62,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'weir.engine.coordinator' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())

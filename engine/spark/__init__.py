@@ -17,8 +17,7 @@ without the ``weir[spark]`` extra.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from weir.stores._lazy import lazy_exports
 
 from weir.engine.spark.errors import (InputPositionError, JavaRuntimeError,
                                       PartitionCountChangedError, SparkError, SparkJobError,
@@ -48,10 +47,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'weir.engine.spark' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())

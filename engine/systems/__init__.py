@@ -3,8 +3,7 @@ resolves ``systems.<name>.factory``."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from weir.stores._lazy import lazy_exports
 
 # Loaded on first use: importing weir.engine.systems.api must not import every system (a job
 # imports the file log when its registry resolves it, and never the memory system it does not
@@ -33,10 +32,4 @@ __all__ = ["CleanupPolicy", "OffsetType", "PartitionMetadata", "StreamSpec", "Sy
            "FileLogSystemFactory", "MemorySystemFactory", "reset_memory_systems", "SystemRegistry"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'weir.engine.systems' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())

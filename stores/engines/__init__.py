@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from weir.stores._lazy import lazy_exports
 
 # Loaded on first use: a job imports the engines its stores use (LMDB's library only for an LMDB
 # store).
@@ -26,10 +25,4 @@ __all__ = ["BytesEngine", "BytesIterator", "BytesSnapshot", "prefix_upper_bound"
            "ROCKSDB_KEYS", "RocksDBEngine", "RocksDBOptions"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'weir.stores.engines' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())
