@@ -293,46 +293,46 @@ class CoordinatorServer:
         settings = self.coordinator.settings
         return f"{settings.job_name}-{settings.job_id}"
 
-    async def _put_metrics(self, container_id: str, receive: Any) -> tuple[int, list, bytes]:
-        """A container process's metrics (its Prometheus reporter, weir.engine.metrics.prometheus)."""
-        from weir.engine.metrics.prometheus import families_from_json, publish
+    async def _container_body(self, container_id: str, receive: Any, limit: int
+                              ) -> bytes | tuple[int, list, bytes]:
+        """The body of a container's PUT, or the answer refusing it: over ``limit`` bytes
+        (413), or no such container in the job model (404)."""
         json_type = (b"content-type", JSON_CONTENT_TYPE.encode())
         body = bytearray()
         while True:
             message = await receive()
             body += message.get("body", b"")
-            if len(body) > METRICS_MAX_BODY_BYTES:
-                return 413, [json_type], orjson.dumps(
-                    {"error": f"body over {METRICS_MAX_BODY_BYTES} bytes"})
+            if len(body) > limit:
+                return 413, [json_type], orjson.dumps({"error": f"body over {limit} bytes"})
             if not message.get("more_body"):
                 break
         snap = self.coordinator.snapshot
         if snap is None or container_id not in snap.model.containers:
             return 404, [json_type], orjson.dumps({"error": f"no container {container_id!r} in "
                                                             f"the job model"})
+        return bytes(body)
+
+    async def _put_metrics(self, container_id: str, receive: Any) -> tuple[int, list, bytes]:
+        """A container process's metrics (its Prometheus reporter, weir.engine.metrics.prometheus)."""
+        from weir.engine.metrics.prometheus import families_from_json, publish
+        body = await self._container_body(container_id, receive, METRICS_MAX_BODY_BYTES)
+        if not isinstance(body, bytes):
+            return body
         try:
-            families = families_from_json(bytes(body))
+            families = families_from_json(body)
         except ValueError as exc:
-            return 400, [json_type], orjson.dumps({"error": str(exc)})
+            return 400, [(b"content-type", JSON_CONTENT_TYPE.encode())], orjson.dumps(
+                {"error": str(exc)})
         publish(self._job_key, container_id, families)
         return 204, [], b""
 
     async def _put_locality(self, container_id: str, receive: Any) -> tuple[int, list, bytes]:
         json_type = (b"content-type", JSON_CONTENT_TYPE.encode())
-        body = bytearray()
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if len(body) > MAX_BODY_BYTES:
-                return 413, [json_type], orjson.dumps({"error": f"body over {MAX_BODY_BYTES} bytes"})
-            if not message.get("more_body"):
-                break
-        snap = self.coordinator.snapshot
-        if snap is None or container_id not in snap.model.containers:
-            return 404, [json_type], orjson.dumps({"error": f"no container {container_id!r} in "
-                                                            f"the job model"})
+        body = await self._container_body(container_id, receive, MAX_BODY_BYTES)
+        if not isinstance(body, bytes):
+            return body
         try:
-            data = orjson.loads(bytes(body))
+            data = orjson.loads(body)
             host = data["host"]
             if not isinstance(host, str) or not host:
                 raise ValueError("host must be a non-empty string")

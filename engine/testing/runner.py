@@ -337,17 +337,25 @@ class TestRunner:
         self._registry = SystemRegistry(config)
         return self._registry
 
-    def _feed(self, config: Config) -> None:
-        """Create the inputs and outputs, send what was given, end the inputs."""
+    def _create(self, config: Config) -> None:
+        """Create the inputs (bounded) and the declared outputs."""
         from weir.engine.systems.api import StreamSpec
 
         registry = self._systems_registry(config)
         for ss, partitions in self._outputs.items():
             registry.admin(ss.system).create_stream(StreamSpec(ss.stream, partitions))
+        for ss, inp in self._inputs.items():
+            registry.admin(ss.system).create_stream(
+                StreamSpec(ss.stream, inp.partitions, bounded=True))
+
+    def _feed(self, config: Config) -> None:
+        """Send what was given to the inputs, with the serdes ``config`` gives them (an
+        application's come from its descriptors: its planned job config), and end them."""
+        from weir.engine.systems.registry import SystemRegistry
+
+        registry = SystemRegistry(config)
         producers: dict[str, Any] = {}
         for ss, inp in self._inputs.items():
-            admin = registry.admin(ss.system)
-            admin.create_stream(StreamSpec(ss.stream, inp.partitions, bounded=True))
             producer = producers.get(ss.system)
             if producer is None:
                 producer = producers[ss.system] = registry.producer(ss.system)
@@ -387,14 +395,22 @@ class TestRunner:
         that fails otherwise raises :class:`TestRunError` with its summary and error."""
         self._check_open()
         config = self.config()
-        self._feed(config)
+        self._create(config)
+        application = self._app is not None or "app.class" in config
+        if application:
+            from weir.engine.app.planner import plan_application
+            planned = plan_application(config).job_config(None)
+            self._feed(planned)
+            self._systems_registry(planned)  # outputs read with the descriptors' serdes
+        else:
+            self._feed(config)
         self._plan.window_ms = _window_ms(config)
         self._plan.store_names = tuple(stores_in(config))
         self._plan.stores.clear()
         self._plan.metrics.clear()
         crashed_before = len(self._plan.crashed)
         from weir.engine.container.status import StatusMode
-        if self._app is not None or "app.class" in config:
+        if application:
             from weir.engine.app.runner import run_application
             job = run_application(config, status=StatusMode.OFF)
         else:

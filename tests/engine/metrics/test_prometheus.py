@@ -3,9 +3,6 @@ JMX reporter, mapped to Prometheus): a real coordinator over loopback HTTP."""
 
 from __future__ import annotations
 
-import http.client
-from urllib.parse import urlsplit
-
 import pytest
 
 from weir.engine.coordinator import JobCoordinator
@@ -15,6 +12,7 @@ from weir.engine.metrics.prometheus import PrometheusReporter, families
 from weir.stores.config import Config
 
 from tests.engine.coordinator._helpers import create_inputs, job_config
+from tests.engine.coordinator.test_server import request
 
 JMX = {"metrics.reporters": "jmx",
        "metrics.reporter.jmx.class": "org.apache.samza.metrics.reporter.JmxReporterFactory"}
@@ -29,17 +27,6 @@ def coordinator(tmp_path):
     coordinator.serve()
     yield coordinator
     coordinator.stop()
-
-
-def request(url: str, method: str = "GET", body: bytes | None = None):
-    parts = urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
-    try:
-        conn.request(method, parts.path, body=body)
-        response = conn.getresponse()
-        return response.status, response.read()
-    finally:
-        conn.close()
 
 
 def container_snapshot() -> dict:
@@ -57,7 +44,7 @@ def test_a_container_process_publishes_to_the_coordinators_metrics(coordinator):
                                            "SAMZA_CONTAINER_ID": "1"})
 
     reporter.report(container_snapshot())
-    status, body = request(coordinator.url + "/metrics")
+    status, _, body = request(coordinator.url + "/metrics")
 
     text = body.decode()
     assert status == 200
