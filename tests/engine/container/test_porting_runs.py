@@ -58,3 +58,9 @@ def test_container_processes_log_through_the_runner_in_its_format(tmp_path, capl
     relayed = [r for r in caplog.records if r.getMessage().startswith("[container 1] ")]
     assert relayed, "container 1's log records reached the runner's handlers"
     assert any("run loop stopped" in r.getMessage() for r in relayed)
+
+
+def test_the_run_loops_summary_line_has_thousands_separators():
+    from weir.engine.runloop.loop import RunSummary, StopReason
+    line = str(RunSummary(StopReason.END_OF_STREAM, {"Partition 0": 1_234_567}, 2.0))
+    assert "1,234,567 messages in 2.00 s (617,284 msg/s)" in line
