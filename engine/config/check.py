@@ -51,12 +51,12 @@ from weir.stores.errors import ConfigError
 from weir.stores.spec import check_store_keys, stores_in
 
 from weir.engine.config.samza_keys import ConfigNote, samza_notes, topic_of
+from weir.engine.metrics.settings import METRICS_REPORTERS, reporter_key_owner
 
 __all__ = ["ConfigWarning", "WarningKind", "UnknownSamzaKeyError", "check_config",
            "review_config", "ConfigReview", "stream_prop_of"]
 
 _OWNED_PREFIXES = ("task.", "job.", "stores.", "serializers.", "spark.weir.", "metrics.")
-_REPORTER_KEY = re.compile(r"^metrics\.reporter\.(?P<name>[^.]+)\.(?:class|stream|interval|blacklist)$")
 _SYSTEM_FACTORY_KEYS = ("systems.{s}.samza.factory", "systems.{s}.factory")
 _PLACEHOLDER = re.compile(r"<[^>]+>")
 _MULTI_SEGMENT = ("<stream>", "<class>")
@@ -303,10 +303,9 @@ def review_config(config: Config) -> ConfigReview:
             warnings.append(ConfigWarning(WarningKind.UNDEFINED_STORE, key, config.origin(key),
                                           _suggest_store(parts, stores, decl, declared)))
             continue
-        reporter = _REPORTER_KEY.match(key)
-        if reporter and reporter.group("name") not in reporters:
-            close = difflib.get_close_matches(reporter.group("name"), sorted(reporters), n=1,
-                                              cutoff=0.6)
+        reporter = reporter_key_owner(key)
+        if reporter is not None and reporter[0] not in reporters:
+            close = difflib.get_close_matches(reporter[0], sorted(reporters), n=1, cutoff=0.6)
             hint = ".".join([*parts[:2], close[0], *parts[3:]]) if close else None
             warnings.append(ConfigWarning(WarningKind.UNLISTED_REPORTER, key,
                                           config.origin(key), hint))
@@ -325,8 +324,7 @@ def review_config(config: Config) -> ConfigReview:
 
 
 def _listed_reporters(config: Config) -> list[str]:
-    raw = config.get_str("metrics.reporters") or ""
-    return [name.strip() for name in raw.split(",") if name.strip()]
+    return METRICS_REPORTERS.get(config)
 
 
 def check_config(config: Config) -> list[ConfigWarning]:

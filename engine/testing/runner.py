@@ -177,6 +177,10 @@ class TestRunner:
     ``data_dir``: where checkpoints and stores go (default: a temporary directory removed
     by :meth:`close`). ``start_ms``: the processing time a run starts at.
     ``commit_every``: ask for a commit every N messages of a task.
+
+    The memory system keeps a system's streams per process and name: a runner empties the
+    systems it uses when it starts and when it closes, so two runners using the same system
+    names must not be open at once.
     """
 
     __test__ = False
