@@ -43,6 +43,6 @@ class DirectWindowCount:
             rows = list(it)
         for (end, start, user), n in rows:
             collector.send(OutgoingMessageEnvelope(
-                OUT, {"key": user, "start": start, "end": end, "value": n}, user,
+                OUT, {"key": user, "start": start, "end": end, "value": n}, key=user,
                 timestamp=end - 1))
             self.store.delete((end, start, user))

@@ -17,7 +17,7 @@ class PassThrough(StreamTask):
     """Sends every message on to ``bench-out``, same key, same partition."""
 
     def process(self, envelope, collector, coordinator):
-        collector.send(OutgoingMessageEnvelope(OUT, envelope.message, envelope.key,
+        collector.send(OutgoingMessageEnvelope(OUT, envelope.message, key=envelope.key,
                                                partition=envelope.ssp.partition))
 
 
@@ -44,7 +44,7 @@ class CountEmit(StreamTask, InitableTask):
         counts, key = self.counts, envelope.key
         n = (counts.get(key) or 0) + 1
         counts.put(key, n)
-        collector.send(OutgoingMessageEnvelope(OUT, n.to_bytes(8, "little"), key,
+        collector.send(OutgoingMessageEnvelope(OUT, n.to_bytes(8, "little"), key=key,
                                                partition=envelope.ssp.partition))
 
 

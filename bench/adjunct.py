@@ -82,8 +82,8 @@ def produce(registry: SystemRegistry, stream: str, records) -> None:
     producer.register("bench")
     producer.start()
     for n, (key, message) in enumerate(records):
-        k, m = serdes.serialize(OutgoingMessageEnvelope(ss, message, key))
-        producer.send("bench", OutgoingMessageEnvelope(ss, m, k, partition=n % PARTITIONS))
+        k, m = serdes.serialize(OutgoingMessageEnvelope(ss, message, key=key))
+        producer.send("bench", OutgoingMessageEnvelope(ss, m, key=k, partition=n % PARTITIONS))
         if n % 50_000 == 49_999:
             producer.flush("bench")
     producer.flush("bench")

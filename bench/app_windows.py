@@ -102,7 +102,7 @@ def _produce(root: Path, events: list[dict]) -> None:
     ss = SystemStream("filelog", "events")
     for e in events:
         producer.send("bench", OutgoingMessageEnvelope(
-            ss, msgpack.packb(e), None, partition=zlib.crc32(e["user"].encode()) % PARTITIONS,
+            ss, msgpack.packb(e), key=None, partition=zlib.crc32(e["user"].encode()) % PARTITIONS,
             timestamp=e["ts"]))
     producer.end_stream("events")
     producer.stop()

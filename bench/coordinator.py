@@ -72,7 +72,7 @@ def bench_bootstrap(root: Path, messages: int, keys: int, rounds: int) -> None:
     for i in range(messages):
         msg = CoordinatorMessage.set_config(f"bench.key.{i % keys:06d}", f"value-{i}",
                                             source="bench")
-        producer.send("bench", OutgoingMessageEnvelope(ss, msg.value_bytes(), msg.key_bytes(),
+        producer.send("bench", OutgoingMessageEnvelope(ss, msg.value_bytes(), key=msg.key_bytes(),
                                                        partition=0))
     producer.flush("bench")
     producer.stop()

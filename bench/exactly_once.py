@@ -93,7 +93,7 @@ def make_transactional_log(work: Path, n: int, per_txn: int) -> tuple[int, int]:
         txn += 1
         count = min(per_txn, n - written)
         for i in range(count):
-            producer.send("t", OutgoingMessageEnvelope(TXN, value, b"key%05d" % (i % 10_000),
+            producer.send("t", OutgoingMessageEnvelope(TXN, value, key=b"key%05d" % (i % 10_000),
                                                        partition=0))
         written += count
         if txn % 10 == 0:
@@ -103,7 +103,7 @@ def make_transactional_log(work: Path, n: int, per_txn: int) -> tuple[int, int]:
             producer.prepare()
             producer.commit()
             visible += count
-        plain.send("plain", OutgoingMessageEnvelope(TXN, value, None, partition=0))
+        plain.send("plain", OutgoingMessageEnvelope(TXN, value, key=None, partition=0))
         plain.flush("plain")
         written += 1
         visible += 1

@@ -88,7 +88,7 @@ def generate(work: Path, n: int, keys: int) -> None:
     value = b"v" * 8
     names = [b"key%05d" % i for i in range(keys)]
     for _ in range(n):
-        producer.send("bench", OutgoingMessageEnvelope(IN, value, names[rng.randrange(keys)],
+        producer.send("bench", OutgoingMessageEnvelope(IN, value, key=names[rng.randrange(keys)],
                                                        partition=0))
     producer.end_stream(IN.stream)
     producer.stop()
@@ -160,7 +160,7 @@ def hand_pass(work: Path) -> float:
     consumer = _consumer(work)
     send = producer.send
     for env in _envelopes(consumer):
-        send("hand", OutgoingMessageEnvelope(OUT, env.message, env.key, partition=0))
+        send("hand", OutgoingMessageEnvelope(OUT, env.message, key=env.key, partition=0))
     producer.flush("hand")
     seconds = time.perf_counter() - started
     consumer.stop()

@@ -123,7 +123,7 @@ def generate(log_root: Path, n: int, keys: int) -> None:
     send = producer.send
     for _ in range(n):
         i = rng.randrange(keys)
-        send("bench", OutgoingMessageEnvelope(ss, value, fmt % i, partition=i % PARTITIONS))
+        send("bench", OutgoingMessageEnvelope(ss, value, key=fmt % i, partition=i % PARTITIONS))
     producer.end_stream(STREAM)
     producer.stop()
     done.write_text(f"{n} {keys}")

@@ -28,6 +28,7 @@ __all__ = [
     "EnvelopeKind",
     "IncomingMessageEnvelope",
     "OutgoingMessageEnvelope",
+    "make_outgoing",
     "NO_TIMESTAMP",
     "partition_for",
 ]
@@ -109,17 +110,88 @@ class IncomingMessageEnvelope:
         return cls(ssp, offset, None, None, NO_TIMESTAMP, 0, EnvelopeKind.END_OF_STREAM)
 
 
-@dataclass(slots=True)
+_SAMZA_ORDER = (
+    "Weir's order is OutgoingMessageEnvelope(system_stream, message, *, key=None, "
+    "partition_key=None, partition=None, timestamp=NO_TIMESTAMP): the message comes second "
+    "and everything else by keyword. ")
+
+
+def _positional_error(extra: tuple) -> TypeError:
+    """The TypeError for positional arguments after ``message``: Samza's constructors put the
+    key (and the partition key or partition) before the message, so a literal port would send
+    the key as the message and partition by the message."""
+    if len(extra) == 1:
+        fix = ("Samza's new OutgoingMessageEnvelope(stream, key, message) is "
+               "OutgoingMessageEnvelope(stream, message, key=key) here")
+    elif len(extra) == 2:
+        fix = ("Samza's new OutgoingMessageEnvelope(stream, partitionKey, key, message) is "
+               "OutgoingMessageEnvelope(stream, message, key=key, partition_key=partitionKey) "
+               "here, and (stream, Integer partition, key, message) is "
+               "OutgoingMessageEnvelope(stream, message, key=key, partition=partition)")
+    else:
+        fix = "pass key, partition_key, partition and timestamp by keyword"
+    return TypeError(f"OutgoingMessageEnvelope() takes 2 positional arguments (system_stream, "
+                     f"message) but {2 + len(extra)} were given. {_SAMZA_ORDER}{fix} "
+                     f"(docs/PORTING.md)")
+
+
+@dataclass(slots=True, init=False)
 class OutgoingMessageEnvelope:
-    """A message a task sends. The partition is ``partition`` if given, else chosen from
-    ``partition_key`` (or, when absent, ``key``) by :func:`partition_for`."""
+    """A message a task sends: ``OutgoingMessageEnvelope(stream, message, key=key)``.
+
+    Only the stream and the message are positional; ``key``, ``partition_key``,
+    ``partition`` and ``timestamp`` are keyword-only, because Samza's constructors put the key
+    *before* the message (``new OutgoingMessageEnvelope(stream, key, message)``) and a literal
+    port would silently send the key as the message. Three positional arguments are a
+    ``TypeError`` that shows the keyword form. The partition is ``partition`` if given, else
+    chosen from ``partition_key`` (or, when absent, ``key``) by :func:`partition_for`.
+
+    Example::
+
+        >>> OUT = SystemStream("filelog", "word-counts")
+        >>> OutgoingMessageEnvelope(OUT, {"count": 2}, key="hello").key
+        'hello'
+        >>> OutgoingMessageEnvelope(OUT, "hello", {"count": 2})
+        Traceback (most recent call last):
+        ...
+        TypeError: OutgoingMessageEnvelope() takes 2 positional arguments (system_stream, message) but 3 were given. Weir's order is OutgoingMessageEnvelope(system_stream, message, *, key=None, partition_key=None, partition=None, timestamp=NO_TIMESTAMP): the message comes second and everything else by keyword. Samza's new OutgoingMessageEnvelope(stream, key, message) is OutgoingMessageEnvelope(stream, message, key=key) here (docs/PORTING.md)
+    """
 
     system_stream: SystemStream
     message: Any
-    key: Any = None
-    partition_key: Any = None
-    partition: Partition | None = None
-    timestamp: int = NO_TIMESTAMP
+    key: Any
+    partition_key: Any
+    partition: Partition | None
+    timestamp: int
+
+    def __init__(self, system_stream: SystemStream, message: Any, *extra: Any, key: Any = None,
+                 partition_key: Any = None, partition: Partition | None = None,
+                 timestamp: int = NO_TIMESTAMP):
+        if extra:
+            raise _positional_error(extra)
+        self.system_stream = system_stream
+        self.message = message
+        self.key = key
+        self.partition_key = partition_key
+        self.partition = partition
+        self.timestamp = timestamp
+
+
+def make_outgoing(system_stream: SystemStream, message: Any, key: Any, partition_key: Any,
+                  partition: Partition | None, timestamp: int = NO_TIMESTAMP,
+                  _new: Any = object.__new__) -> OutgoingMessageEnvelope:
+    """An :class:`OutgoingMessageEnvelope` from positional fields, for the engine's hot paths
+    (collectors, changelogs, operators), which build one per message: as fast as a positional
+    constructor, without a keyword call. User code writes
+    ``OutgoingMessageEnvelope(stream, message, key=...)``."""
+    env = _new(OutgoingMessageEnvelope)
+    env.system_stream = system_stream
+    env.message = message
+    env.key = key
+    env.partition_key = partition_key
+    env.partition = partition
+    env.timestamp = timestamp
+    return env
 
 
 def partition_for(key_bytes: bytes, partition_count: int) -> Partition:

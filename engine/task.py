@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -57,6 +58,9 @@ __all__ = [
     "MessageCollector",
     "TaskCoordinator",
     "TaskContext",
+    "ProcessingClock",
+    "SystemClock",
+    "SYSTEM_CLOCK",
     "StreamTask",
     "AsyncStreamTask",
     "WindowableTask",
@@ -135,6 +139,31 @@ class TaskCoordinator(Protocol):
 
 
 @runtime_checkable
+class ProcessingClock(Protocol):
+    """Processing time as a task sees it (``context.clock``): wall-clock milliseconds since
+    the epoch. ``weir.testing`` gives tasks a clock it advances itself, so code that reads
+    ``context.clock.now_ms()`` instead of ``time.time()`` can be tested deterministically."""
+
+    def now_ms(self) -> int: ...
+
+
+class SystemClock:
+    """The wall clock (``time.time_ns() // 1_000_000``)."""
+
+    __slots__ = ()
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+    def __repr__(self) -> str:
+        return "SystemClock()"
+
+
+SYSTEM_CLOCK = SystemClock()
+"""The processing-time clock of every task outside ``weir.testing``."""
+
+
+@runtime_checkable
 class TaskContext(Protocol):
     """What ``init(context)`` receives."""
 
@@ -146,6 +175,19 @@ class TaskContext(Protocol):
 
     @property
     def config(self) -> Config: ...
+
+    @property
+    def metrics(self) -> Any:
+        """The task's metrics (:class:`weir.engine.metrics.TaskMetrics`): make its own with
+        ``counter(name, group=...)``, ``gauge``, ``timer``, ``histogram`` (docs/TASKS.md,
+        "Metrics"); every configured reporter exports them."""
+        ...
+
+    @property
+    def clock(self) -> ProcessingClock:
+        """Processing time (:class:`ProcessingClock`): the wall clock, or the one
+        ``weir.testing`` advances."""
+        ...
 
     def store(self, name: str) -> Any:
         """The task's store ``name`` (configured with ``stores.<name>.*``)."""
@@ -226,7 +268,11 @@ class TaskWrapper:
 
     Subclass it and override the calls to intercept, calling the wrapped task inside. A
     wrapper has the shape and capabilities of the task it wraps: override the ``process``
-    form the wrapped task uses (``async def process`` for a coroutine task). Example::
+    form the wrapped task uses (``async def process`` for a coroutine task). A wrapper that
+    needs a hook the wrapped task may lack (``init``, ``window``, ``on_end_of_stream``,
+    ``close``) names it in :attr:`adds_hooks`; the engine then calls the wrapper's hook
+    whatever the wrapped task defines (the default hooks delegate only to what exists).
+    Example::
 
         class Timing(TaskWrapper):
             def process(self, envelope, collector, coordinator):
@@ -236,6 +282,10 @@ class TaskWrapper:
                 finally:
                     log.debug("took %.6f s", time.perf_counter() - started)
     """
+
+    adds_hooks: frozenset[str] = frozenset()
+    """Hooks (``init``, ``window``, ``on_end_of_stream``, ``close``) this wrapper implements
+    itself, so the engine calls them even when the wrapped task lacks them."""
 
     def __init__(self, wrapped: Any):
         self.wrapped = wrapped
@@ -306,14 +356,17 @@ class TaskShape:
     closable: bool
 
 
-def _innermost(task: Any) -> Any:
+def _unwrap(task: Any) -> tuple[Any, frozenset[str]]:
+    """The innermost task, and the hooks the wrappers around it add."""
     seen = 0
+    added: frozenset[str] = frozenset()
     while isinstance(task, TaskWrapper):
+        added |= task.adds_hooks
         task = task.wrapped
         seen += 1
         if seen > 100:
             raise TypeError("task wrappers nest more than 100 deep (a wrapper wraps itself?)")
-    return task
+    return task, added
 
 
 def _has(task: Any, name: str) -> bool:
@@ -322,8 +375,9 @@ def _has(task: Any, name: str) -> bool:
 
 def describe_task(task: Any) -> TaskShape:
     """The :class:`TaskShape` of a task object; a :class:`TaskWrapper` has the shape of the
-    task it wraps. Raises TypeError when the object cannot process messages."""
-    inner = _innermost(task)
+    task it wraps, plus the hooks its :attr:`~TaskWrapper.adds_hooks` names. Raises
+    TypeError when the object cannot process messages."""
+    inner, added = _unwrap(task)
     process_async = getattr(type(inner), "process_async", None)
     if process_async is not None and process_async is not AsyncStreamTask.process_async:
         kind = TaskKind.CALLBACK
@@ -333,8 +387,9 @@ def describe_task(task: Any) -> TaskShape:
     else:
         raise TypeError(f"{type(inner).__name__} is not a task: it has neither "
                         f"process(envelope, collector, coordinator) nor process_async(...)")
-    return TaskShape(kind, _has(inner, "init"), _has(inner, "window"),
-                     _has(inner, "on_end_of_stream"), _has(inner, "close"))
+    hooks = [name in added or _has(inner, name)
+             for name in ("init", "window", "on_end_of_stream", "close")]
+    return TaskShape(kind, *hooks)
 
 
 # ----------------------------------------------------------------------------------------

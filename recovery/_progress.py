@@ -34,6 +34,8 @@ from enum import Enum
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from weir.stores.units import human_bytes
+
 from weir.recovery.restore import RestorePlan, RestoreStats
 
 if TYPE_CHECKING:  # rich is imported for the bar only (a terminal)
@@ -162,7 +164,7 @@ class RestoreProgress:
         eta = _human_seconds(left / rate) if rate > 0 else "unknown"
         share = 100.0 * self.records / max(self.total, 1)
         return (f"restoring {self.title}: {self.records:,} of {self.total:,} records "
-                f"({share:.0f}%), {self.nbytes / 1e6:,.1f} MB, {rate:,.0f} records/s, "
+                f"({share:.0f}%), {human_bytes(self.nbytes)}, {rate:,.0f} records/s, "
                 f"about {eta} left")
 
     def _finished(self, key: tuple[str, str], replayed: int, expected: int) -> None:

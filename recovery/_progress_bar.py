@@ -8,16 +8,18 @@ from rich.progress import (BarColumn, Progress, ProgressColumn, Task, TextColumn
                            TimeElapsedColumn, TimeRemainingColumn)
 from rich.text import Text
 
+from weir.stores.units import human_bytes
+
 __all__ = ["restore_bar"]
 
 
 class _Throughput(ProgressColumn):
-    """``12.3 MB, 1,234,567 records/s`` of a combined restore task."""
+    """``12.3 MiB, 1,234,567 records/s`` of a combined restore task."""
 
     def render(self, task: Task) -> Text:
-        mb = task.fields.get("nbytes", 0) / 1e6
         speed = task.finished_speed or task.speed or 0.0
-        return Text(f"{mb:,.1f} MB, {speed:,.0f} records/s", style="progress.data.speed")
+        return Text(f"{human_bytes(task.fields.get('nbytes', 0))}, {speed:,.0f} records/s",
+                    style="progress.data.speed")
 
 
 class _Records(ProgressColumn):

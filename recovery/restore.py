@@ -70,6 +70,7 @@ from enum import Enum
 
 from weir.stores.changelog import NO_OFFSET, ChangelogSink, ChangelogSource
 from weir.stores.engines._base import BytesEngine
+from weir.stores.units import human_bytes
 
 from weir.recovery.errors import StoreRepairError
 from weir.recovery.offset_file import StoreOffset
@@ -207,18 +208,11 @@ class RestoreStats:
         realigned = (f", rewrote {self.realigned:,} changelog records" if self.realigned
                      else "")
         return (f"restored store '{self.store}' of task '{self.task}' ({self.action.value}, "
-                f"{span}): {self.records:,} records, {_human_bytes(self.bytes)}, "
+                f"{span}): {self.records:,} records, {human_bytes(self.bytes)}, "
                 f"{self.seconds:.2f} s, {self.records_per_second:,.0f} records/s"
                 f"{trimmed}{realigned}")
 
 
-def _human_bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")
 
 
 # -- the decision table -------------------------------------------------------------------------

@@ -16,11 +16,11 @@ name       aliases                        bytes
 
 Samza's serde factory class names (``org.apache.samza.serializers.StringSerdeFactory``,
 ``LongSerdeFactory``, ``IntegerSerdeFactory``, ``JsonSerdeFactory``, ``JsonSerdeV2Factory``,
-``ByteSerdeFactory``, ``ByteBufferSerdeFactory``) are accepted as values of
-``serializers.registry.<name>.class`` and map to the matching built-in. Two differences from
-Samza's wire formats: ``int64`` flips the sign bit (Samza's ``LongSerde`` does not, so negative
-numbers sort after positive ones there), and ``integer`` is the same 8-byte ``int64`` here, not
-Samza's 4-byte ``IntegerSerde``.
+``ByteSerdeFactory``, ``ByteBufferSerdeFactory``, ``MetricsSnapshotSerdeFactory`` (JSON)) are
+accepted as values of ``serializers.registry.<name>.class`` and map to the matching built-in.
+Two differences from Samza's wire formats: ``int64`` flips the sign bit (Samza's ``LongSerde``
+does not, so negative numbers sort after positive ones there), and ``integer`` is the same
+8-byte ``int64`` here, not Samza's 4-byte ``IntegerSerde``.
 
 User serdes are registered with ``serializers.registry.<name>.class=module:Class``. Weir calls
 ``Class(config)`` when the constructor takes one positional argument (it receives the whole job
@@ -238,6 +238,8 @@ _SAMZA_FACTORIES: dict[str, str] = {
     "org.apache.samza.serializers.IntegerSerdeFactory": "int64",
     "org.apache.samza.serializers.JsonSerdeFactory": "json",
     "org.apache.samza.serializers.JsonSerdeV2Factory": "json",
+    # Samza's metrics snapshots are JSON maps (MetricsSnapshotSerde writes them with Jackson).
+    "org.apache.samza.serializers.MetricsSnapshotSerdeFactory": "json",
 }
 
 

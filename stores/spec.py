@@ -43,6 +43,8 @@ __all__ = [
     "STORE_CHANGELOG",
     "STORE_OBJECT_CACHE_SIZE",
     "STORE_WRITE_BATCH_SIZE",
+    "STORE_CHANGELOG_REPLICATION_FACTOR",
+    "STORES_DEFAULT_CHANGELOG_REPLICATION_FACTOR",
     "STORE_CHANGELOG_STALENESS_MS",
     "STORE_CLEAN_ON_CONTAINER_START",
     "STORE_MIN_COMPACTION_LAG_MS",
@@ -109,10 +111,21 @@ STORE_CHANGELOG = declare(
 STORE_WRITE_BATCH_SIZE = declare(
     "stores.<store>.write.batch.size", int, 500,
     "Dirty cache entries that trigger a write-down to the engine (and changelog) in one "
-    "batch. Unset in a job: object cache entries / 8 within 500..5000, from "
+    "batch; 0 (as in Samza): no batching, every write goes down at once (the same as 1). "
+    "Unset in a job: object cache entries / 8 within 500..5000, from "
     "job.container.memory.mb (500 outside a job). (Restore writes in larger runs: "
     "job.container.restore.batch.bytes.)",
     component=_COMPONENT)
+STORE_CHANGELOG_REPLICATION_FACTOR = declare(
+    "stores.<store>.changelog.replication.factor", int, None,
+    "Samza's replication factor of the changelog topic; accepted and not used: the file log "
+    "keeps one copy of each stream, on this machine's disk (what a commit wrote survives a "
+    "process crash; with systems.<system>.fsync.every.* a machine crash too). Must be >= 1.",
+    component=_COMPONENT)
+STORES_DEFAULT_CHANGELOG_REPLICATION_FACTOR = declare(
+    "stores.default.changelog.replication.factor", int, None,
+    "Samza's default replication factor of changelog topics; accepted and not used (see "
+    "stores.<store>.changelog.replication.factor).", component=_COMPONENT)
 STORE_OBJECT_CACHE_SIZE = declare(
     "stores.<store>.object.cache.size", int, None,
     "Entries in the store's LRU object cache; 0 disables the cache. Must not be less than "
@@ -237,7 +250,8 @@ class StoreSpec:
         engine = _engine(config, name)
         key_serde = _serde(config, name, STORE_KEY_SERDE)
         value_serde = _serde(config, name, STORE_MSG_SERDE)
-        batch = _positive(config, name, STORE_WRITE_BATCH_SIZE)
+        batch = _at_least(config, name, STORE_WRITE_BATCH_SIZE, 0) or 1  # 0: write through
+        _at_least(config, name, STORE_CHANGELOG_REPLICATION_FACTOR, 1)
         cache = STORE_OBJECT_CACHE_SIZE.get(config, store=name)
         cache_key = STORE_OBJECT_CACHE_SIZE.key(store=name)
         if cache is None:
@@ -317,11 +331,15 @@ def _serde(config: Config, name: str, decl: Any) -> str:
 
 
 def _positive(config: Config, name: str, decl: Any) -> int:
+    return _at_least(config, name, decl, 1)
+
+
+def _at_least(config: Config, name: str, decl: Any, low: int) -> Any:
     value = decl.get(config, store=name)
-    if value <= 0:
+    if value is not None and value < low:
         key = decl.key(store=name)
-        raise ConfigError(f"must be a positive integer, got {value}", key=key,
-                          origin=config.origin(key))
+        what = "a positive integer" if low == 1 else f"an integer >= {low}"
+        raise ConfigError(f"must be {what}, got {value}", key=key, origin=config.origin(key))
     return value
 
 

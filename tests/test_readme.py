@@ -86,6 +86,17 @@ def test_the_readme_word_count_runs_and_resets_as_written(checkout):
     assert "nothing counted twice" in second.stdout
 
 
+def test_the_readme_kill_demos_kill_only_after_the_job_reported_progress():
+    for demo in (_bash_in(_section("## A task"))[2],
+                 _bash_in(_section("### Exactly-once: the same kill"))[0]):
+        lines = [line.strip() for line in demo.splitlines()]
+        kill = next(i for i, line in enumerate(lines) if line.startswith("kill -9 $!"))
+        assert lines[kill - 1].startswith('until grep -qE "[0-9]{3},[0-9]{3} msgs" run.log || '
+                                          '! kill -0 $!; do sleep 0.2; done')
+        assert "--status log" in demo and "2> run.log &" in demo
+        assert "timeout -s KILL" not in demo
+
+
 @pytest.mark.skipif(not os.environ.get("WEIR_README_DEMO"),
                     reason="the README's kill -9 demo takes ~20 s; set WEIR_README_DEMO=1")
 def test_the_readme_kill_demo_shows_what_it_says(checkout):
@@ -93,9 +104,7 @@ def test_the_readme_kill_demo_shows_what_it_says(checkout):
     here = checkout / "examples" / "word_count"
     assert _run(run_it, checkout).returncode == 0
 
-    result = _run(demo.replace("timeout -s KILL 3 weir run job.properties",
-                               "timeout -s KILL 3 weir run job.properties || test $? = 137"),
-                  here)
+    result = _run(demo, here)
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "resumes from its checkpoint: filelog.words#0 at offset" in result.stderr
@@ -110,12 +119,22 @@ def test_the_readme_exactly_once_demo_shows_what_it_says(checkout):
     here = checkout / "examples" / "word_count"
     assert _run(run_it, checkout).returncode == 0
 
-    result = _run(demo.replace(
-        "timeout -s KILL 3 weir run job.properties --set task.processing.guarantee=exactly_once",
-        "timeout -s KILL 3 weir run job.properties --set task.processing.guarantee=exactly_once"
-        " || test $? = 137"), here)
+    result = _run(demo, here)
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "of its previous run" in result.stderr
     assert "1,000,000 counts emitted (0 emitted again" in result.stdout
     assert "nothing counted twice" in result.stdout
+
+
+def test_the_readme_application_commands_run_as_written(tmp_path):
+    shutil.copytree(REPO / "examples" / "pageviews", tmp_path / "examples" / "pageviews",
+                    ignore=shutil.ignore_patterns("weir-data", "__pycache__"))
+    (block,) = _bash_in(_section("## An application"))
+    script = "\n".join(line for line in block.splitlines()
+                       if "--stage 1" not in line and "weir drain" not in line)
+
+    result = _run(script, tmp_path)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "stage" in result.stdout and "job 'pageviews' ended (end-of-stream)" in result.stdout

@@ -65,7 +65,7 @@ def seal_dataset(registry: Any, system: str, stream: str,
         producer.start()
     try:
         for p in partitions:
-            producer.send(_SOURCE, OutgoingMessageEnvelope(ss, None, key, partition=p))
+            producer.send(_SOURCE, OutgoingMessageEnvelope(ss, None, key=key, partition=p))
         producer.flush(_SOURCE)
     finally:
         if own:

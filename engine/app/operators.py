@@ -29,7 +29,7 @@ from weir.engine.app.api import KV
 from weir.engine.app.graph import OpSpec
 from weir.engine.app.windows import WindowPane
 from weir.engine.control.messages import WATERMARK_MAX, WATERMARK_NOT_EXIST
-from weir.engine.model import OutgoingMessageEnvelope
+from weir.engine.model import make_outgoing
 
 __all__ = ["OperatorContext", "Operator", "InputOperator", "MapOperator", "FlatMapOperator",
            "FilterOperator", "MergeOperator", "PartitionByOperator", "SendToOperator",
@@ -231,7 +231,7 @@ class PartitionByOperator(Operator):
         key = self._key(value)
         if self._value is not None:
             value = self._value(value)
-        self._send(OutgoingMessageEnvelope(self.stream, value, key, None, None, ts))
+        self._send(make_outgoing(self.stream, value, key, None, None, ts))
 
     def _on_message_serialized(self, value: Any, ts: int) -> None:
         key = self._key(value)
@@ -307,7 +307,7 @@ class SendToOperator(Operator):
 
     def on_message(self, value: Any, ts: int) -> None:
         key, message = output_pair(value, self.spec.key, self.spec.value)
-        self._send(OutgoingMessageEnvelope(self.stream, message, key, None, None,
+        self._send(make_outgoing(self.stream, message, key, None, None,
                                            ts if ts >= 0 else -1))
 
 

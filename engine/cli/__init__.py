@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from weir.engine import __version__
@@ -64,16 +65,29 @@ def _command(argv: list[str]) -> str | None:
     return argv[0] if argv and not argv[0].startswith("-") else None
 
 
+USAGE_ERROR = 2
+"""The exit code of a command line that names no command (argparse's for usage errors)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(_command(argv))
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
     if func is None:
-        parser.print_help()
-        return 0
+        parser.print_help(sys.stderr)
+        return USAGE_ERROR  # `weir` alone did nothing: a script must not take it for success
     try:
-        return int(func(args) or 0)
+        code = int(func(args) or 0)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        # `weir state dump ... | head`: the reader has what it wanted. Point standard output
+        # at /dev/null so the interpreter's last flush does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 0
     except WeirError as exc:
         print(f"weir: error: {exc}", file=sys.stderr)
         return 2

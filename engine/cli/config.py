@@ -2,8 +2,12 @@
 
 * ``weir config show job.properties [--set k=v ...] [--defaults] [--strict]`` prints every
   key with its value and where it was set (``file:line``, ``--set``, ``default``), then the
-  warnings (unknown keys, with the closest known key). A bad value fails with the key, its
-  place and what is allowed. ``--strict`` exits 1 when there are warnings.
+  warnings (unknown keys, with the closest known key) and the notes (Samza keys Weir accepts
+  and does not use, and what it does instead). It runs ``weir run``'s own check first
+  (:func:`~weir.engine.container.preflight.preflight`: keys, task or application class,
+  every setting, every directory; an application is planned, as ``weir run`` plans it), so
+  a config it passes, ``weir run`` accepts. A bad value fails with the key, its place and
+  what is allowed. ``--strict`` exits 1 when there are warnings (not for notes).
 * ``weir config docs [--output FILE|-] [--check]`` writes the key reference generated from
   every ``declare(...)``: to ``--output`` (``-`` is standard output); without it, to
   ``docs/CONFIG.md`` when run at the root of a Weir checkout (with the key index
@@ -35,7 +39,7 @@ from weir.engine.config.job import (
     load_all_declarations,
     load_every_declaration,
     load_config,
-    validate_config,
+    review_config,
 )
 
 __all__ = ["register", "write_atomically", "is_weir_checkout"]
@@ -84,10 +88,28 @@ def _default_text(value: object) -> str:
     return "" if value is None else str(getattr(value, "value", value))
 
 
+def _checked(config) -> tuple[list, list]:
+    """``weir run``'s checks of ``config`` (an application planned first, as ``weir run``
+    plans it): its warnings and notes."""
+    from weir.engine.container.preflight import preflight, refuse_task_as_application
+    if "app.class" in config and "task.class" not in config:
+        refuse_task_as_application(config)
+        from weir.engine.app.planner import plan_application
+        own = review_config(config)
+        checked = preflight(plan_application(config).job_config(None))
+        warnings = [*own.warnings, *(w for w in checked.review.warnings
+                                     if w.key not in {x.key for x in own.warnings})]
+        return warnings, own.notes
+    checked = preflight(config)
+    return checked.review.warnings, checked.review.notes
+
+
 def _show(args: argparse.Namespace) -> int:
+    from weir.engine.cli.run import add_config_dir_to_path
     config = load_config(args.path, args.overrides)
+    add_config_dir_to_path(args.path)  # task.class=module:Class beside the config, as weir run
+    warnings, notes = _checked(config)
     load_all_declarations()  # every key, for --defaults
-    warnings = validate_config(config)
     out = _console()
     table = Table(title=f"Effective config of {args.path}", title_justify="left")
     table.add_column("key", style="bold", overflow="fold")
@@ -105,10 +127,16 @@ def _show(args: argparse.Namespace) -> int:
     out.print(table)
     overridden = sum(1 for k in config if config.origin(k) == OVERRIDE_ORIGIN)
     for warning in warnings:
-        out.print(f"[yellow]warning:[/yellow] {warning.message}", markup=True)
+        out.print(f"[yellow]warning:[/yellow] {warning.message}", markup=True, highlight=False)
+    for note in notes:
+        out.print(f"[cyan]note:[/cyan] {note.message}", markup=True, highlight=False)
     out.print(f"{len(config)} keys from {args.path} ({overridden} from --set); "
-              f"{len(warnings)} warning{'s' if len(warnings) != 1 else ''}")
+              f"{_count(len(warnings), 'warning')}, {_count(len(notes), 'note')}")
     return 1 if warnings and args.strict else 0
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n:,} {what}{'s' if n != 1 else ''}"
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -1,15 +1,18 @@
 """``weir coordinator``: read and write a job's coordinator stream (docs/COORDINATOR.md).
 
-* ``weir coordinator set-config --job job.properties --key K --value V`` writes one config
+* ``weir coordinator set-config job.properties --key K --value V`` writes one config
   value (Samza's coordinator stream writer tool). The value is checked against the key's
   declaration and the immutable-settings guard before anything is written; a running job
   picks it up within ``job.coordinator.catchup.interval.ms`` and restarts the containers
   whose model changed. A value the job could not run with (one ``weir run`` would refuse:
   ``task.max.concurrency=0``, a ``task.class`` that does not import, an unknown serde) is
   refused too, so a running job is never stopped by a set-config. ``--delete`` writes a delete of the key instead.
-* ``weir coordinator show --job job.properties [--json]`` prints the config the stream holds
+* ``weir coordinator show job.properties [--json]`` prints the config the stream holds
   (with who wrote each value and when), the tasks' changelog partitions and containers, and
   the containers' locality.
+
+The job's config is the first argument, as for every other command; ``--job CONFIG`` (the
+earlier form) is still accepted, with a deprecation warning.
 """
 
 from __future__ import annotations
@@ -38,9 +41,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=lambda args: (parser.print_help(), 0)[1])
 
     def job_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--job", required=True, metavar="CONFIG",
+        p.add_argument("path", nargs="?", metavar="CONFIG",
                        help="the job's config (.properties or .yaml): names the job and where "
                             "its coordinator stream lives")
+        p.add_argument("--job", dest="job_option", metavar="CONFIG",
+                       help="deprecated: the config as an option (give it as the first "
+                            "argument, as for every other command)")
         p.add_argument("--set", dest="overrides", action="append", default=[],
                        metavar="KEY=VALUE", help="override a key of that config (repeatable)")
 
@@ -64,6 +70,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show.set_defaults(func=_show)
 
 
+def _config_path(args: argparse.Namespace) -> str:
+    """The job's config: the argument, or the deprecated ``--job`` (with a warning)."""
+    from weir.engine.errors import EngineError
+    if args.path and args.job_option and args.path != args.job_option:
+        raise EngineError(f"two configs given ({args.path} and --job {args.job_option}); "
+                          f"give one, as the first argument")
+    if args.job_option and not args.path:
+        print(f"weir: warning: --job is deprecated; write `weir coordinator "
+              f"{args.coordinator_command} {args.job_option} ...`", file=sys.stderr)
+        args.path, args.job_option = args.job_option, None
+        return args.path
+    if not args.path:
+        raise EngineError(f"give the job's config: `weir coordinator {args.coordinator_command} "
+                          f"job.properties ...`")
+    return args.path
+
+
 def _open(args: argparse.Namespace):
     from weir.engine.config.job import load_config
     from weir.engine.coordinator.errors import CoordinatorError
@@ -71,13 +94,13 @@ def _open(args: argparse.Namespace):
     from weir.engine.coordinator.stream import CoordinatorStreamStore
     from weir.engine.systems.registry import SystemRegistry
 
-    config = load_config(args.job, args.overrides)
+    config = load_config(_config_path(args), args.overrides)
     settings = CoordinatorSettings.from_config(config)
     store = CoordinatorStreamStore(SystemRegistry(config), settings, source=WRITER_SOURCE)
     if not store.exists():
         raise CoordinatorError(f"job '{settings.job_name}' (id {settings.job_id}) has no "
                                f"coordinator stream {settings.system}.{settings.stream}: it was "
-                               f"never run; start it with `weir run {args.job}`")
+                               f"never run; start it with `weir run {_config_path(args)}`")
     store.bootstrap()
     return config, settings, store
 
@@ -125,7 +148,7 @@ def _set_config(args: argparse.Namespace) -> int:
         counts = registry.partition_counts(all_input_streams(new))
         check_immutable_settings(state, new, counts)
         _check_running_directories(registry, settings, current, new)
-        _check_runnable(args.job, new)
+        _check_runnable(_config_path(args), new)
         message = (CoordinatorMessage.delete(MessageType.SET_CONFIG, args.key, source=WRITER_SOURCE)
                    if args.delete else
                    CoordinatorMessage.set_config(args.key, args.value, source=WRITER_SOURCE))

@@ -10,7 +10,7 @@ periodic log lines show progress; when it stops, a summary goes to standard outp
 stopped, messages in and out per stream, time and rate. Exit codes: 0 (inputs ended, a task
 asked to stop, or SIGTERM), 1 (a container failed; the error names task, SSP and offset),
 2 (bad config or missing stream, nothing ran; a changed immutable setting, which
-``--reset-state`` accepts by deleting the job's state), 130 (SIGINT). docs/RUNNING.md and
+``--reset-state`` accepts by setting the job's state aside), 130 (SIGINT). docs/RUNNING.md and
 docs/COORDINATOR.md have the details.
 """
 
@@ -30,10 +30,13 @@ _STATUS_MODES = ("auto", "line", "log", "off")  # engine.status.StatusMode, impo
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "run", help="run a job on this machine (embedded)",
-        description="Run a job embedded: its containers in this process, or one process each "
-                    "when job.container.count > 1. Stops on SIGINT/SIGTERM with a final commit "
-                    "and by itself when all inputs are bounded and have ended.")
+        "run", help="run a job or an application: on this machine (embedded), or on Spark "
+                    "with --runner spark",
+        description="Run a job (task.class) or an application (app.class). Embedded (the "
+                    "default): its containers in this process, or one process each when it "
+                    "has more than one. On Spark (--runner spark): one Spark streaming query. "
+                    "Stops on SIGINT/SIGTERM with a final commit and by itself when all inputs "
+                    "are bounded and have ended.")
     parser.add_argument("path", help="job config (.properties, .yaml or .yml) naming a task "
                                      "(task.class) or an application (app.class)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
@@ -41,9 +44,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--reset-state", action="store_true",
                         help="accept changed immutable settings (grouper, input partition "
                              "counts, a store's changelog, container count with host "
-                             "affinity) by deleting the job's state: local stores, changelogs, "
-                             "checkpoints and assignments; inputs are read again from "
-                             "samza.offset.default")
+                             "affinity) by setting the job's state aside (renamed "
+                             ".reset-<time>, never deleted): local stores, changelogs and "
+                             "checkpoints; the assignments are forgotten and inputs are read "
+                             "again from samza.offset.default")
     parser.add_argument("--status", choices=_STATUS_MODES, default="auto",
                         help="progress display: a status line on a terminal, log lines "
                              "otherwise (auto, the default), or force line/log/off")
@@ -109,6 +113,8 @@ def _run(args: argparse.Namespace) -> int:
         result = run_on_spark(config, trigger=Trigger(args.trigger),
                               config_dir=str(Path(args.path).resolve().parent))
     elif _names_application(config):
+        from weir.engine.container.preflight import refuse_task_as_application
+        refuse_task_as_application(config)  # before planning: say to use task.class
         from weir.engine.app.runner import run_application
         result = run_application(config, stage=args.stage, status=mode, console=console)
     elif args.stage is not None:

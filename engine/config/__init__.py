@@ -6,7 +6,9 @@ job-level keys (job, streams, serdes).
 declares the keys that belong to the engine.
 """
 
-from weir.engine.config.check import ConfigWarning, UnknownSamzaKeyError, WarningKind, check_config
+from weir.engine.config.check import (ConfigReview, ConfigWarning, UnknownSamzaKeyError,
+                                     WarningKind, check_config)
+from weir.engine.config.samza_keys import ConfigNote, SamzaTopic
 from weir.engine.config.job import (
     JobConfig,
     StoreBase,
@@ -17,6 +19,7 @@ from weir.engine.config.job import (
     load_config,
     load_declarations_for,
     parse_override,
+    review_config,
     validate_config,
     warn_unknown_keys,
 )
@@ -31,6 +34,7 @@ from weir.engine.config.streams import (
 
 __all__ = [
     "ConfigWarning", "UnknownSamzaKeyError", "WarningKind", "check_config",
+    "ConfigReview", "ConfigNote", "SamzaTopic", "review_config",
     "JobConfig", "StoreBase", "apply_overrides", "config_docs_markdown",
     "load_all_declarations", "load_every_declaration", "load_config", "load_declarations_for",
     "parse_override",

@@ -17,11 +17,26 @@ Internal to :mod:`weir.engine.config.job`. Which keys are Weir's (and so may be 
 
 A stream property declared in any one spelling is known (and parsed) in all three.
 
-An unknown key in a ``samza.*`` namespace -- ``systems.<s>.samza.*`` or a stream property
-``samza.*`` in any spelling -- raises :class:`UnknownSamzaKeyError` (a ConfigError) naming
+An unknown key in a namespace where a typo would silently change what runs -- the
+``samza.*`` namespaces (``systems.<s>.samza.*``, a stream property ``samza.*`` in any
+spelling) and ``metrics.*`` -- raises :class:`UnknownSamzaKeyError` (a ConfigError) naming
 every such key, its ``file:line`` and the closest valid key: a misspelt
 ``...samza.offset.default`` would otherwise leave the default in force, and the first
-checkpoint would pin that starting position for good.
+checkpoint would pin that starting position for good; a misspelt
+``metrics.reporter.intervl.ms`` would leave reporting off.
+
+Samza keys Weir accepts and does not use (YARN, ZooKeeper, Kafka clients, replication
+factors: :mod:`weir.engine.config.samza_keys`) are neither warnings nor errors: they come back
+as :class:`~weir.engine.config.samza_keys.ConfigNote` s from :func:`review_config`, one per
+topic, saying what Weir does instead. Keys of a reporter named in
+``metrics.reporter.<name>.*`` but not listed in ``metrics.reporters`` are ignored with a
+warning, as Samza ignores them.
+
+The closest valid key is one of the same shape: the same number of dotted segments, each
+placeholder filled with the key's own segment at that place, and each literal segment close
+to the key's segment there, so ``systems.kafka.producer.bootstrap.servers`` is never told
+about a ``systems.kafka.streams.bootstrap.fsync.every.ms`` it does not resemble, nor a stream
+id offered as a system name.
 """
 
 from __future__ import annotations
@@ -35,10 +50,13 @@ from weir.stores.config import Config, ConfigKey, declared_keys, find_declared
 from weir.stores.errors import ConfigError
 from weir.stores.spec import check_store_keys, stores_in
 
-__all__ = ["ConfigWarning", "WarningKind", "UnknownSamzaKeyError", "check_config",
-           "stream_prop_of"]
+from weir.engine.config.samza_keys import ConfigNote, samza_notes, topic_of
+from weir.engine.metrics.settings import METRICS_REPORTERS, reporter_key_owner
 
-_OWNED_PREFIXES = ("task.", "job.", "stores.", "serializers.", "spark.weir.")
+__all__ = ["ConfigWarning", "WarningKind", "UnknownSamzaKeyError", "check_config",
+           "review_config", "ConfigReview", "stream_prop_of"]
+
+_OWNED_PREFIXES = ("task.", "job.", "stores.", "serializers.", "spark.weir.", "metrics.")
 _SYSTEM_FACTORY_KEYS = ("systems.{s}.samza.factory", "systems.{s}.factory")
 _PLACEHOLDER = re.compile(r"<[^>]+>")
 _MULTI_SEGMENT = ("<stream>", "<class>")
@@ -53,6 +71,8 @@ class WarningKind(Enum):
     UNKNOWN_KEY = "unknown-key"
     UNDEFINED_STORE = "undefined-store"
     """A ``stores.<s>.*`` key of a store without ``stores.<s>.factory``."""
+    UNLISTED_REPORTER = "unlisted-reporter"
+    """A ``metrics.reporter.<name>.*`` key of a reporter ``metrics.reporters`` does not list."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +96,12 @@ class ConfigWarning:
                     f"set stores.{store}.factory (rocksdb, lmdb or memory) to define it")
             return (f"config key '{self.key}'{where} is ignored: no store '{store}' is defined "
                     f"(stores.{store}.factory is not set); {hint}")
+        if self.kind is WarningKind.UNLISTED_REPORTER:
+            name = self.key.split(".")[2]
+            hint = (f"; did you mean '{self.suggestion}'?" if self.suggestion
+                    else f"; add '{name}' to metrics.reporters to use it")
+            return (f"config key '{self.key}'{where} is ignored: metrics.reporters does not "
+                    f"list the reporter '{name}'{hint}")
         hint = (f"; did you mean '{self.suggestion}'?" if self.suggestion
                 else "; see docs/CONFIG.md for the keys Weir reads")
         return f"unknown config key '{self.key}'{where} is ignored{hint}"
@@ -94,11 +120,12 @@ class UnknownSamzaKeyError(ConfigError):
                          + (f" (set at {w.origin})" if w.origin else "")
                          + (f", did you mean '{w.suggestion}'?" if w.suggestion else "")
                          for w in rest)
+        space = "metrics.*" if first.key.startswith("metrics.") else "samza.*"
         hint = (f"did you mean '{first.suggestion}'?" if first.suggestion
-                else "see docs/CONFIG.md for the samza.* keys Weir reads")
+                else f"see docs/CONFIG.md for the {space} keys Weir reads")
         super().__init__(
-            f"unknown key in the samza.* namespace; {hint} Weir refuses it instead of "
-            f"ignoring it: a misspelt samza.* key would silently leave its default in force"
+            f"unknown key in the {space} namespace; {hint} Weir refuses it instead of "
+            f"ignoring it: a misspelt {space} key would silently leave its default in force"
             f"{others}", key=first.key, origin=first.origin)
         self.unknown = list(unknown)
 
@@ -189,11 +216,37 @@ def _fill(name: str, key: str) -> str:
     return ".".join(out)
 
 
+def _same_shape(name: str, filled: str, key: str) -> bool:
+    """Whether ``filled`` (declared ``name`` with placeholders from ``key``) has ``key``'s
+    shape: as many segments, and every literal segment of ``name`` close to ``key``'s
+    segment at that place (placeholders take the key's own segments)."""
+    segs, got = key.split("."), filled.split(".")
+    if len(got) != len(segs):
+        return False
+    pattern = name.split(".")
+    if any(part in _MULTI_SEGMENT for part in pattern):
+        # a multi-segment placeholder: compare the literal head and tail only
+        head = pattern[:next(i for i, p in enumerate(pattern) if p in _MULTI_SEGMENT)]
+        tail_at = max(i for i, p in enumerate(pattern) if p in _MULTI_SEGMENT)
+        tail = pattern[tail_at + 1:]
+        pairs = list(zip(head, segs)) + list(zip(reversed(tail), reversed(segs)))
+    else:
+        pairs = list(zip(pattern, segs))
+    for part, seg in pairs:
+        if _PLACEHOLDER.fullmatch(part) or part == seg:
+            continue
+        if difflib.SequenceMatcher(None, part, seg).ratio() < 0.6:
+            return False
+    return True
+
+
 def _suggest(key: str, declared: list[ConfigKey]) -> str | None:
     candidates: dict[str, None] = {}
     for decl in declared:
         for name in (decl.name, *decl.aliases):
-            candidates.setdefault(_fill(name, key), None)
+            filled = _fill(name, key)
+            if filled != key and _same_shape(name, filled, key):
+                candidates.setdefault(filled, None)
     matches = difflib.get_close_matches(key, list(candidates), n=1, cutoff=0.75)
     return matches[0] if matches else None
 
@@ -210,25 +263,37 @@ def _suggest_store(parts: list[str], stores: list[str], decl: ConfigKey | None,
 
 # -- the check ----------------------------------------------------------------------------------
 
-def _samza_namespace(key: str) -> bool:
-    """``systems.<s>.samza.*``, or a ``samza.*`` stream property in any spelling."""
-    if stream_prop_of(key) is not None:
+def _strict_namespace(key: str) -> bool:
+    """``systems.<s>.samza.*``, a ``samza.*`` stream property in any spelling, or
+    ``metrics.*``: where an unknown key is an error."""
+    if key.startswith("metrics.") or stream_prop_of(key) is not None:
         return True
     parts = key.split(".")
     return len(parts) > 3 and parts[0] == "systems" and parts[2] == "samza"
 
 
-def check_config(config: Config) -> list[ConfigWarning]:
-    """Parse every set key that has a declaration (a bad value raises ConfigError) and return
-    a warning for every unknown key under a prefix Weir owns, in key order. An unknown key of
-    a defined store raises ConfigError (see the module docstring); unknown keys in a
-    ``samza.*`` namespace raise :class:`UnknownSamzaKeyError`."""
+@dataclass(frozen=True)
+class ConfigReview:
+    """What checking a config found besides errors: keys ignored (``warnings``) and Samza
+    keys accepted and not used (``notes``, one per topic)."""
+
+    warnings: list[ConfigWarning]
+    notes: list[ConfigNote]
+
+
+def review_config(config: Config) -> ConfigReview:
+    """Parse every set key that has a declaration (a bad value raises ConfigError); return a
+    warning for every unknown key under a prefix Weir owns, in key order, and a note per topic
+    of Samza keys Weir accepts and does not use. An unknown key of a defined store raises
+    ConfigError (see the module docstring); unknown keys in a ``samza.*`` or ``metrics.*``
+    namespace raise :class:`UnknownSamzaKeyError`."""
     stores = stores_in(config)
     for store in stores:
         check_store_keys(config, store)
     defined = set(stores)
     stream_props = _stream_prop_declarations()
     declared = declared_keys()
+    reporters = set(_listed_reporters(config))
     warnings: list[ConfigWarning] = []
     errors: list[ConfigWarning] = []
     for key in sorted(config):
@@ -238,12 +303,30 @@ def check_config(config: Config) -> list[ConfigWarning]:
             warnings.append(ConfigWarning(WarningKind.UNDEFINED_STORE, key, config.origin(key),
                                           _suggest_store(parts, stores, decl, declared)))
             continue
+        reporter = reporter_key_owner(key)
+        if reporter is not None and reporter[0] not in reporters:
+            close = difflib.get_close_matches(reporter[0], sorted(reporters), n=1, cutoff=0.6)
+            hint = ".".join([*parts[:2], close[0], *parts[3:]]) if close else None
+            warnings.append(ConfigWarning(WarningKind.UNLISTED_REPORTER, key,
+                                          config.origin(key), hint))
+            continue
         if decl is not None:
             decl.parse(config, key)
+        elif topic_of(config, key) is not None:
+            continue  # a Samza key Weir accepts and does not use: a note, below
         elif _owned(config, key):
             found = ConfigWarning(WarningKind.UNKNOWN_KEY, key, config.origin(key),
                                   _suggest(key, declared))
-            (errors if _samza_namespace(key) else warnings).append(found)
+            (errors if _strict_namespace(key) else warnings).append(found)
     if errors:
         raise UnknownSamzaKeyError(errors)
-    return warnings
+    return ConfigReview(warnings, samza_notes(config))
+
+
+def _listed_reporters(config: Config) -> list[str]:
+    return METRICS_REPORTERS.get(config)
+
+
+def check_config(config: Config) -> list[ConfigWarning]:
+    """:func:`review_config`'s warnings (the notes left out)."""
+    return review_config(config).warnings

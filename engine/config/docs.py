@@ -50,8 +50,9 @@ def import_module(name: str, *, extras_optional: bool = False) -> bool:
     return True
 
 
-def _walk(package: str, extras_optional: bool) -> list[str]:
+def _walk(package: str, extras_optional: bool, skipped: list[str]) -> list[str]:
     if not import_module(package, extras_optional=extras_optional):
+        skipped.append(package)
         return []
     names = [package]
     pkg = importlib.import_module(package)
@@ -59,19 +60,24 @@ def _walk(package: str, extras_optional: bool) -> list[str]:
         if info.name.rsplit(".", 1)[-1] == "__main__":
             continue
         if info.ispkg:
-            names += _walk(info.name, extras_optional)
+            names += _walk(info.name, extras_optional, skipped)
         elif import_module(info.name, extras_optional=extras_optional):
             names.append(info.name)
+        else:
+            skipped.append(info.name)
     return names
 
 
 def import_all_modules(packages: tuple[str, ...] = DOC_PACKAGES, *,
-                       extras_optional: bool = False) -> list[str]:
+                       extras_optional: bool = False,
+                       skipped: list[str] | None = None) -> list[str]:
     """Import every module of ``packages`` (except ``__main__``); return their names, sorted.
-    ``extras_optional``: skip the modules that need a missing optional extra."""
+    ``extras_optional``: skip the modules that need a missing optional extra (their names are
+    appended to ``skipped``)."""
     names: list[str] = []
+    skipped = [] if skipped is None else skipped
     for package in packages:
-        names += _walk(package, extras_optional)
+        names += _walk(package, extras_optional, skipped)
     return sorted(names)
 
 

@@ -32,7 +32,10 @@ from typing import Any
 from weir.stores.config import Config, declare
 from weir.stores.errors import ConfigError
 
-from weir.engine.config.check import ConfigWarning, UnknownSamzaKeyError, WarningKind, check_config
+from weir.engine.config.check import (ConfigReview, ConfigWarning, UnknownSamzaKeyError,
+                                     WarningKind)
+from weir.engine.config.check import review_config as check_review
+from weir.engine.config.samza_keys import ConfigNote
 from weir.engine.config.docs import import_all_modules, render_markdown
 from weir.engine.config.files import parse_properties, parse_yaml, read_text
 from weir.engine.model import SystemStream
@@ -46,6 +49,9 @@ __all__ = [
     "parse_override",
     "apply_overrides",
     "validate_config",
+    "review_config",
+    "ConfigReview",
+    "ConfigNote",
     "warn_unknown_keys",
     "config_docs_markdown",
     "load_all_declarations",
@@ -184,9 +190,24 @@ def load_all_declarations() -> tuple[str, ...]:
 
 @functools.cache
 def load_every_declaration() -> tuple[str, ...]:
-    """:func:`load_all_declarations` that skips nothing (generating ``docs/CONFIG.md``: a
-    missing extra is an error naming the module)."""
-    return tuple(import_all_modules())
+    """:func:`load_all_declarations` for generating ``docs/CONFIG.md``: every module that
+    declares a key must import. A module that needs a missing optional extra (PySpark on the
+    core install) is skipped only when the key index says it declares nothing (the Spark
+    data sources and listeners); one that declares keys is an error naming the module and the
+    extra to install."""
+    skipped: list[str] = []
+    names = import_all_modules(extras_optional=True, skipped=skipped)
+    if skipped:
+        from weir.engine.config._declared_keys import KEYS
+        from weir.engine.errors import EngineError
+        declaring = {module for _, _, module in KEYS}
+        needed = sorted(m for m in skipped
+                        if m in declaring or any(d.startswith(m + ".") for d in declaring))
+        if needed:
+            raise EngineError(f"module(s) {', '.join(needed)} declare config keys but need an "
+                              f"optional extra that is not installed; install it "
+                              f"(pip install 'weir[spark]') and run `weir config docs` again")
+    return tuple(names)
 
 
 def load_declarations_for(config: Config) -> tuple[str, ...]:
@@ -202,11 +223,17 @@ def load_declarations_for(config: Config) -> tuple[str, ...]:
 
 
 def validate_config(config: Config, *, load_declarations: bool = True) -> list[ConfigWarning]:
+    """:func:`review_config`'s warnings (the notes on Samza keys left out)."""
+    return review_config(config, load_declarations=load_declarations).warnings
+
+
+def review_config(config: Config, *, load_declarations: bool = True) -> ConfigReview:
     """Check ``config`` against the declared keys.
 
     Every set key that has a declaration is parsed, so a bad value raises :class:`ConfigError`
     now (key, ``file:line``, the value, what is allowed). Unknown keys under the prefixes Weir
-    owns come back as warnings with the closest declared key.
+    owns come back as warnings with the closest declared key, and Samza keys Weir accepts and
+    does not use as notes (:mod:`weir.engine.config.samza_keys`).
 
     ``load_declarations`` imports the modules that declare the set keys first
     (:func:`load_declarations_for`: a ``weir run`` imports no module it does not need); when
@@ -216,16 +243,16 @@ def validate_config(config: Config, *, load_declarations: bool = True) -> list[C
     against the keys declared so far.
     """
     if not load_declarations:
-        return check_config(config)
+        return check_review(config)
     load_declarations_for(config)
     try:
-        warnings = check_config(config)
+        review = check_review(config)
     except UnknownSamzaKeyError:
-        warnings = None
-    if warnings == []:
-        return warnings
+        review = None
+    if review is not None and not review.warnings:
+        return review
     load_all_declarations()
-    return check_config(config)
+    return check_review(config)
 
 
 def warn_unknown_keys(config: Config, logger: logging.Logger | None = None,

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from weir.stores.config import Config, ConfigError, declare
+from weir.stores.config import Config, ConfigError, declare, parse_bool
 
 from weir.engine.model import SystemStream, SystemStreamPartition
 
@@ -36,6 +36,8 @@ __all__ = [
     "all_input_streams",
     "stream_property",
     "stream_id_for",
+    "broadcast_streams",
+    "STREAM_BROADCAST",
 ]
 
 TASK_INPUTS = declare(
@@ -54,6 +56,13 @@ STREAM_PHYSICAL_NAME = declare(
 JOB_DEFAULT_SYSTEM = declare(
     "job.default.system", str, None, "System of stream ids that name no system.",
     component="streams")
+
+STREAM_BROADCAST = declare(
+    "systems.<system>.streams.<stream>.samza.broadcast", bool, False,
+    "An input every task reads whole: each of its partitions goes to every task (as if "
+    "`task.broadcast.inputs` listed them all), none makes a task of its own. Samza's flag "
+    "of broadcast streams.", component="job model",
+    aliases=("streams.<id>.samza.broadcast", "systems.<system>.default.stream.samza.broadcast"))
 
 _BROADCAST_RE = re.compile(r"^(?P<ss>.+)#(?:(?P<one>\d+)|\[(?P<lo>\d+)-(?P<hi>\d+)\])$")
 
@@ -96,6 +105,26 @@ def broadcast_inputs(config: Config) -> list[SystemStreamPartition]:
             ssp = SystemStreamPartition(ss.system, ss.stream, p)
             if ssp not in out:
                 out.append(ssp)
+    return out
+
+
+def broadcast_streams(config: Config) -> list[SystemStream]:
+    """The ``task.inputs`` streams whose ``samza.broadcast`` property is true (every task
+    reads each of their partitions)."""
+    out = []
+    for ss in job_inputs(config):
+        raw = stream_property(config, ss, "samza.broadcast")
+        if raw is None:
+            continue
+        where = stream_property_origin(config, ss, "samza.broadcast")
+        try:
+            flag = parse_bool(raw)
+        except ValueError:
+            raise ConfigError(f"bad value {raw!r}: expected true or false",
+                              key=where[0] if where else None,
+                              origin=where[1] if where else None) from None
+        if flag:
+            out.append(ss)
     return out
 
 

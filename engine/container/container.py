@@ -283,7 +283,8 @@ class Container:
         for name in tasks:
             if last[name] is not None:
                 log.info("%s", resume_line(name, self.positions[name],
-                                           storages[name].restore_stats()))
+                                           storages[name].restore_stats(),
+                                           reset_ssps(settings.offsets, tasks[name].ssps)))
         for inst in self.instances:
             inst.init()
         for inst in self.instances:
@@ -535,9 +536,12 @@ def _describe_starts(positions: dict[SystemStreamPartition, SspPosition]) -> str
 
 
 def resume_line(task: TaskName, positions: dict[SystemStreamPartition, SspPosition],
-                restored: list[Any]) -> str:
+                restored: list[Any], reset: set[SystemStreamPartition] | frozenset = frozenset()
+                ) -> str:
     """The line a task with a checkpoint logs at start: the offset each input resumes from
-    and how many changelog records of a crashed run's uncommitted work the restore reverted.
+    (an input whose stream has ``samza.reset.offset=true``, in ``reset``, starts over from
+    ``samza.offset.default`` instead, and says so) and how many changelog records of a
+    crashed run's uncommitted work the restore reverted.
 
     >>> from weir.engine.model import SystemStreamPartition as SSP
     >>> from weir.recovery.restore import Action, RestoreStats
@@ -550,8 +554,18 @@ def resume_line(task: TaskName, positions: dict[SystemStreamPartition, SspPositi
     ...                      trimmed_keys=1, trimmed_records=1)
     >>> resume_line("Partition 0", {}, [stats, other]).split("; ")[1]
     "restore reverted 8 uncommitted changelog record(s): store 'counts' 7 (3 key(s)), store 'totals' 1 (1 key(s))"
+    >>> words, codes = SSP("filelog", "words", 0), SSP("filelog", "codes", 0)
+    >>> resume_line("Partition 0", {words: SspPosition(7, 7), codes: SspPosition(0, 0)}, [],
+    ...             reset={codes}).split(": ", 1)[1]
+    'filelog.words#0 at offset 7; reset (samza.reset.offset, its checkpointed offset ignored): filelog.codes#0 from offset 0; no uncommitted changelog records to revert'
     """
-    inputs = ", ".join(f"{ssp} at offset {pos.start}" for ssp, pos in sorted(positions.items()))
+    resumed = [(ssp, pos) for ssp, pos in sorted(positions.items()) if ssp not in reset]
+    restarted = [(ssp, pos) for ssp, pos in sorted(positions.items()) if ssp in reset]
+    inputs = ", ".join(f"{ssp} at offset {pos.start}" for ssp, pos in resumed)
+    if restarted:
+        again = ", ".join(f"{ssp} from offset {pos.start}" for ssp, pos in restarted)
+        inputs = (f"{inputs}; " if inputs else "") + (
+            f"reset (samza.reset.offset, its checkpointed offset ignored): {again}")
     reverted = [s for s in restored if s.trimmed_keys]
     if not reverted:
         undo = "no uncommitted changelog records to revert"

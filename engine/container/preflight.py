@@ -19,6 +19,12 @@ the key and where it was set; a directory that cannot be written is an
 :class:`~weir.engine.errors.UnwritableDirectoryError` naming the directory, why, and the key
 that chose it.
 
+:func:`preflight` is the one check ``weir run`` and ``weir config show`` share: the config's
+keys (bad values and unknown keys in strict namespaces refused, the rest warned about, Samza
+keys accepted and explained by notes), the task or application class, then :func:`check_job`.
+A config ``weir config show`` passes, ``weir run`` accepts (streams that do not exist yet
+aside).
+
 Example::
 
     >>> import tempfile
@@ -34,6 +40,7 @@ Example::
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -43,14 +50,80 @@ from weir.stores.config import Config
 from weir.stores.spec import StoreSpec
 
 from weir.engine.config.job import (_LOGGED_BASE_ENV, JOB_DATA_DIR, JOB_LOGGED_STORE_BASE_DIR,
-                                    JOB_NON_LOGGED_STORE_BASE_DIR, TASK_CHECKPOINT_PATH, JobConfig,
-                                    StoreBase)
+                                    JOB_NON_LOGGED_STORE_BASE_DIR, TASK_CHECKPOINT_PATH, ConfigReview,
+                                    JobConfig, StoreBase, review_config)
 from weir.engine.container.settings import JobSettings, changelog_admin
-from weir.engine.errors import UnwritableDirectoryError
+from weir.engine.errors import EngineError, UnwritableDirectoryError
 from weir.engine.metrics import METRICS_REPORTER_FILE, METRICS_REPORTER_INTERVAL_MS
 from weir.engine.systems.registry import SystemRegistry
+from weir.engine.task import describe_task, load_object, load_task_factory
 
-__all__ = ["check_job", "check_directories", "job_directories", "changelog_admin"]
+__all__ = ["check_job", "check_directories", "job_directories", "changelog_admin", "preflight",
+           "CheckedJob", "refuse_task_as_application"]
+
+_APP_CLASS = "app.class"
+
+log = logging.getLogger("weir.runner")
+
+
+@dataclass(frozen=True)
+class CheckedJob:
+    """A job config that passed :func:`preflight`: what the check found (warnings, notes)
+    and what it built (the job's directories, systems and settings)."""
+
+    config: Config
+    review: ConfigReview
+    job: JobConfig
+    registry: SystemRegistry
+    settings: JobSettings
+
+
+def preflight(config: Config, *, registry: SystemRegistry | None = None) -> CheckedJob:
+    """Every check ``weir run`` makes before it writes anything, in its order: the keys
+    (:func:`~weir.engine.config.job.review_config`), the job's name and directories, the task
+    class (``task.class``, ``task.wrapper.class``; an ``app.class`` naming a task is refused,
+    :func:`refuse_task_as_application`), every settings object and every directory
+    (:func:`check_job`). Raises ConfigError (or UnwritableDirectoryError) for the first
+    problem; creates nothing."""
+    try:
+        review = review_config(config)  # imports the modules declaring its keys only
+    except EngineError as exc:
+        # A module declaring some key failed to import (a missing extra): check against what
+        # is declared, and let the component that needs it fail with its own message.
+        log.warning("checking config keys against the declarations of the modules that "
+                    "import: %s", exc)
+        review = review_config(config, load_declarations=False)
+    job = JobConfig.from_config(config)
+    refuse_task_as_application(config)
+    load_task_factory(config)  # a bad task.class / task.wrapper.class fails before any setup
+    registry = registry if registry is not None else SystemRegistry(config)
+    return CheckedJob(config, review, job, registry, check_job(config, job, registry))
+
+
+def refuse_task_as_application(config: Config) -> None:
+    """A ConfigError when ``app.class`` names a low-level task (a class with ``process``):
+    it belongs in ``task.class``."""
+    spec = config.get_str(_APP_CLASS)
+    if not spec:
+        return
+    target = load_object(spec, key=_APP_CLASS, origin=config.origin(_APP_CLASS))
+    candidate = target
+    if isinstance(target, type):
+        if callable(getattr(target, "describe", None)):
+            return
+        try:
+            candidate = target()
+        except Exception:  # noqa: BLE001 - not made without arguments: the planner says so
+            return
+    try:
+        describe_task(candidate)
+    except TypeError:
+        return
+    from weir.stores.errors import ConfigError
+    raise ConfigError(f"names {spec!r}, a task (it has process()), not an application; name a "
+                      f"task in task.class (with task.inputs), and an application "
+                      f"(StreamApplication, docs/APPLICATIONS.md) in app.class",
+                      key=_APP_CLASS, origin=config.origin(_APP_CLASS))
 
 
 @dataclass(frozen=True)

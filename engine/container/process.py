@@ -44,6 +44,9 @@ class EventKind(Enum):
     PROGRESS = "progress"
     DONE = "done"
     FAILED = "failed"
+    LOG = "log"
+    """A log record of the container: the runner logs it with its own handler, so every
+    line has one format and none lands on the status line."""
 
 
 @dataclass(frozen=True)
@@ -53,18 +56,51 @@ class ChildEvent:
     payload: Any
 
 
-def _configure_child_logging(container_id: str) -> None:
+class _RunnerLogHandler(logging.Handler):
+    """Sends the container's log records to the runner (``EventKind.LOG``), the message
+    prefixed ``[container N]``; writes them to standard error itself once the runner is gone
+    (:meth:`orphaned`) or when the queue refuses them."""
+
+    def __init__(self, events: Any, container_id: str):
+        super().__init__()
+        self.events = events
+        self.container_id = container_id
+        self._stderr: logging.Handler | None = None
+
+    def orphaned(self) -> None:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(
+            f"%(asctime)s %(levelname)s [container {self.container_id}] %(name)s: %(message)s"))
+        self._stderr = handler
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self._stderr is not None:
+            self._stderr.handle(record)
+            return
+        try:
+            message = f"[container {self.container_id}] {record.getMessage()}"
+            if record.exc_info:
+                message += "\n" + logging.Formatter().formatException(record.exc_info)
+            self.events.put(ChildEvent(EventKind.LOG, self.container_id, {
+                "name": record.name, "levelno": record.levelno, "levelname": record.levelname,
+                "msg": message, "created": record.created, "msecs": record.msecs}))
+        except Exception:  # noqa: BLE001 - the queue is closing: say it here
+            self.orphaned()
+            self._stderr.handle(record)
+
+
+def _configure_child_logging(container_id: str, events: Any) -> _RunnerLogHandler | None:
     root = logging.getLogger()
     if root.handlers:
-        return
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(
-        f"%(asctime)s %(levelname)s [container {container_id}] %(name)s: %(message)s"))
+        return None
+    handler = _RunnerLogHandler(events, container_id)
     root.addHandler(handler)
     root.setLevel(logging.INFO)
+    return handler
 
 
-def _stop_when_parent_dies(container: Any, events: Any) -> None:
+def _stop_when_parent_dies(container: Any, events: Any,
+                           handler: _RunnerLogHandler | None = None) -> None:
     """Stop ``container`` gracefully once the runner process is gone."""
     parent = multiprocessing.parent_process()
     if parent is None or parent.sentinel is None:
@@ -72,6 +108,8 @@ def _stop_when_parent_dies(container: Any, events: Any) -> None:
 
     def watch() -> None:
         wait([parent.sentinel])
+        if handler is not None:
+            handler.orphaned()  # nobody logs what the queue carries now
         log.error("container %s: the runner process (pid %s) is gone; stopping with a final "
                   "commit", container.container_id, parent.pid)
         events.cancel_join_thread()  # nobody reads the queue now: never block exit on it
@@ -96,7 +134,7 @@ def container_process_main(config: Config | None, model_json: str | None, contai
     from weir.engine.container.progress import ContainerFailure
     from weir.recovery.job_lock import hold_container_lock
 
-    _configure_child_logging(container_id)
+    handler = _configure_child_logging(container_id, events)
     try:
         if model_json is None:
             config, model = _from_coordinator(container_id)
@@ -124,7 +162,7 @@ def container_process_main(config: Config | None, model_json: str | None, contai
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    _stop_when_parent_dies(container, events)
+    _stop_when_parent_dies(container, events, handler)
     done = threading.Event()
 
     def report_progress() -> None:

@@ -42,6 +42,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -58,9 +59,9 @@ from weir.stores.errors import ConfigError
 from weir.engine.container.progress import ContainerFailure, ContainerResult
 from weir.engine.container.process import container_process_main
 from weir.engine.container.starter import process_context, warm_up_for
-from weir.engine.config.job import JobConfig, validate_config
+from weir.engine.config.job import JobConfig
 from weir.engine.container.container import Container, create_changelog_streams
-from weir.engine.container.preflight import check_job
+from weir.engine.container.preflight import check_job, preflight
 from weir.engine.container.settings import JobSettings
 from weir.engine.errors import EngineError, UnwritableDirectoryError
 from weir.engine.jobmodel.model import JobModel, build_job_model
@@ -72,7 +73,6 @@ from weir.engine.container.supervisor import (_Child, _ModelFollower, _end_child
 from weir.engine.config.streams import all_input_streams
 from weir.engine.coordinator.coordinator import JobCoordinator, ModelChange, StateReset
 from weir.engine.systems.registry import SystemRegistry
-from weir.engine.task import load_task_factory
 
 __all__ = ["ExitCode", "JobResult", "ContainerFailure", "PreparedJob", "containers_in_process",
            "prepare", "prepare_job", "run_job"]
@@ -199,19 +199,14 @@ def prepare(config: Config, *, registry: SystemRegistry | None = None,
     dynamic config changed keys the file does not set); the settings are parsed from it. The
     coordinator records the host of the containers :func:`containers_in_process` names with
     the model's assignments (:func:`run_job` runs them in this process)."""
-    try:
-        warnings = validate_config(config)  # imports the modules declaring its keys only
-    except EngineError as exc:
-        log.warning("checking config keys against the declarations of the modules that "
-                    "import: %s", exc)
-        warnings = validate_config(config, load_declarations=False)
-    for warning in warnings:
+    # The keys, the task class, every settings object and every directory to write, before
+    # anything is created: the same check as `weir config show`.
+    checked = preflight(config, registry=registry)
+    for warning in checked.review.warnings:
         log.warning("%s", warning.message)
-    job = JobConfig.from_config(config)
-    load_task_factory(config)  # a bad task.class / task.wrapper.class fails before any setup
-    registry = registry if registry is not None else SystemRegistry(config)
-    # Every settings object and every directory to write, before anything is created.
-    settings = check_job(config, job, registry)
+    for note in checked.review.notes:
+        log.info("%s", note.message)
+    job, registry, settings = checked.job, checked.registry, checked.settings
     if before_writes is not None:
         before_writes(job)
     if coordinator is not None:
@@ -282,6 +277,7 @@ def run_job(config: Config, *, status: StatusMode = StatusMode.AUTO,
 
     ConfigError / StreamNotFoundError from preparing the job propagate (nothing ran); every
     failure while running is in the result (``exit_code`` FAILED, ``failures``)."""
+    _refuse_unguarded_run()
     started = time.perf_counter()
     warm_up_for(config)  # the containers' fork server imports while the coordinator starts
     stack = contextlib.ExitStack()
@@ -329,6 +325,24 @@ def run_job(config: Config, *, status: StatusMode = StatusMode.AUTO,
     finally:
         coordinator.stop()
         stack.close()
+
+
+def _refuse_unguarded_run() -> None:
+    """A container process imports the runner's main module (as ``__mp_main__``); a script
+    that calls :func:`run_job` at module level would run the job again in every container.
+    Say so, instead of failing on the job lock the script itself holds."""
+    if "__mp_main__" not in sys.modules:  # only a multiprocessing child has one
+        return
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_globals.get("__name__") == "__mp_main__":
+            raise EngineError(
+                f"run_job() was called while a container process imported your script "
+                f"{frame.f_code.co_filename} as its main module: a job with more than one "
+                f"container starts a process per container, and each imports the main "
+                f"module. Call run_job under `if __name__ == \"__main__\":` "
+                f"(docs/RUNNING.md)")
+        frame = frame.f_back
 
 
 def containers_in_process(model: JobModel) -> tuple[str, ...]:

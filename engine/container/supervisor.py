@@ -155,6 +155,9 @@ def _drain(children: dict[str, _Child], events: Any, stop_all: Callable[[], None
         except (_queue.Empty, EOFError, OSError):
             return
         wait = 0.0
+        if event.kind is EventKind.LOG:
+            _relog(event.payload)
+            continue
         child = children.get(event.container_id)
         if child is None:
             continue
@@ -166,6 +169,13 @@ def _drain(children: dict[str, _Child], events: Any, stop_all: Callable[[], None
             child.failure = event.payload
             log.error("%s; stopping the other containers", child.failure.headline())
             stop_all()
+
+
+def _relog(fields: dict) -> None:
+    """Log a container's record with the runner's handlers (one format for every line,
+    above the status line on a terminal)."""
+    record = logging.makeLogRecord(fields)
+    logging.getLogger(record.name).handle(record)
 
 
 def _death(exitcode: int | None) -> str:

@@ -34,7 +34,7 @@ from typing import Any
 
 from weir.engine.control.messages import (ControlMessage, DrainMessage, EndOfStreamMessage,
                                           WatermarkMessage)
-from weir.engine.model import OutgoingMessageEnvelope, SystemStream
+from weir.engine.model import SystemStream, make_outgoing
 
 __all__ = ["ControlMessageSender"]
 
@@ -60,7 +60,7 @@ class ControlMessageSender:
         """One copy of ``message`` to every partition of ``ss``."""
         send = self.collector.send
         for partition in range(self.partitions(ss)):
-            send(OutgoingMessageEnvelope(ss, message, None, None, partition))
+            send(make_outgoing(ss, message, None, None, partition))
         self.sent += 1
 
     def watermark(self, ss: SystemStream, timestamp: int, *, task_count: int | None) -> None:

@@ -221,7 +221,7 @@ def check_running_directories(running: StateDirectories, old: Config, new: Confi
         f"would open other state, or none, under another job lock",
         origin=new.origin(key),
         fix=(f"The running job keeps {str(was)!r}; if the new value was written to the "
-             f"coordinator stream, write the old one back (`weir coordinator set-config --job "
+             f"coordinator stream, write the old one back (`weir coordinator set-config "
              f"<config> --key {key} {put_back}`). To move the job's data, stop the job, move "
              f"the directories to the new place and start it with the new value "
              f"(docs/COORDINATOR.md, 'Moving a job's data')"))

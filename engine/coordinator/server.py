@@ -6,6 +6,7 @@
 | ``GET /config`` | ``{"job-model-version", "config": {key: value}, "origins": {key: where it was set}}`` |
 | ``GET /locality`` | ``{"job-model-version", "processor-localities": {id: {"id", "host", "jmx-url", "jmx-tunneling-url"}}}`` |
 | ``PUT /locality/<container id>`` | a container reports where it runs: ``{"host": ..., "jmx-url": ...}``; 204 |
+| ``PUT /metrics/<container id>`` | a container's Prometheus reporter publishes its metrics (weir.engine.metrics.prometheus); 204 |
 | ``GET /health`` | ``{"status": "ok" ...}`` (200), 503 while the coordinator stream cannot be read |
 | ``GET /metrics`` | Prometheus text format 0.0.4 |
 
@@ -13,8 +14,8 @@ Every response carries ``X-Weir-Job-Model-Version``. The endpoint binds to
 ``job.coordinator.http.host`` (127.0.0.1) and ``job.coordinator.http.port`` (0: a free
 port). It is concurrent (one event loop; the model is served from bytes serialized once per
 version) and bounded: beyond ``job.coordinator.http.max.connections`` concurrent
-connections a request gets 503 at once, request bodies are limited to 64 KiB, idle
-connections close after ``job.coordinator.http.keepalive.ms``. uvicorn parses HTTP (with
+connections a request gets 503 at once, request bodies are limited to 64 KiB (16 MiB for a
+container's metrics), idle connections close after ``job.coordinator.http.keepalive.ms``. uvicorn parses HTTP (with
 httptools); nothing here parses HTTP by hand.
 """
 
@@ -46,6 +47,8 @@ log = logging.getLogger("weir.coordinator.http")
 JSON_CONTENT_TYPE = "application/json;charset=UTF-8"
 VERSION_HEADER = "X-Weir-Job-Model-Version"
 MAX_BODY_BYTES = 64 * 1024
+METRICS_MAX_BODY_BYTES = 16 * 1024 * 1024
+"""A container's metrics (every task's) may be far larger than a locality report."""
 _START_TIMEOUT_S = 10.0
 _PATHS = ("/", "/config", "/locality", "/locality/{id}", "/health", "/metrics", "other")
 
@@ -242,6 +245,10 @@ class CoordinatorServer:
             if method not in ("PUT", "POST"):
                 return _not_allowed("PUT, POST")
             return await self._put_locality(path[len("/locality/"):], receive)
+        if path.startswith("/metrics/"):
+            if method not in ("PUT", "POST"):
+                return _not_allowed("PUT, POST")
+            return await self._put_metrics(path[len("/metrics/"):], receive)
         if path not in _PATHS or path == "/locality/{id}":
             return 404, [json_type], orjson.dumps({"error": f"no resource {path}", "paths": list(
                 p for p in _PATHS if p != "other")})
@@ -275,25 +282,57 @@ class CoordinatorServer:
             status = 503 if health["status"] != "ok" else 200
             return status, [json_type], orjson.dumps(health)
         # /metrics
-        text = render([*self.coordinator.metric_families(), *self.metrics.families()])
+        from weir.engine.metrics.prometheus import published_families
+        text = render([*self.coordinator.metric_families(), *self.metrics.families(),
+                       *published_families(self._job_key)])
         return 200, [(b"content-type", PROMETHEUS_CONTENT_TYPE.encode())], text.encode()
 
-    async def _put_locality(self, container_id: str, receive: Any) -> tuple[int, list, bytes]:
+    @property
+    def _job_key(self) -> str:
+        """The ``job`` label of the job's published metrics (``<job.name>-<job.id>``)."""
+        settings = self.coordinator.settings
+        return f"{settings.job_name}-{settings.job_id}"
+
+    async def _container_body(self, container_id: str, receive: Any, limit: int
+                              ) -> bytes | tuple[int, list, bytes]:
+        """The body of a container's PUT, or the answer refusing it: over ``limit`` bytes
+        (413), or no such container in the job model (404)."""
         json_type = (b"content-type", JSON_CONTENT_TYPE.encode())
         body = bytearray()
         while True:
             message = await receive()
             body += message.get("body", b"")
-            if len(body) > MAX_BODY_BYTES:
-                return 413, [json_type], orjson.dumps({"error": f"body over {MAX_BODY_BYTES} bytes"})
+            if len(body) > limit:
+                return 413, [json_type], orjson.dumps({"error": f"body over {limit} bytes"})
             if not message.get("more_body"):
                 break
         snap = self.coordinator.snapshot
         if snap is None or container_id not in snap.model.containers:
             return 404, [json_type], orjson.dumps({"error": f"no container {container_id!r} in "
                                                             f"the job model"})
+        return bytes(body)
+
+    async def _put_metrics(self, container_id: str, receive: Any) -> tuple[int, list, bytes]:
+        """A container process's metrics (its Prometheus reporter, weir.engine.metrics.prometheus)."""
+        from weir.engine.metrics.prometheus import families_from_json, publish
+        body = await self._container_body(container_id, receive, METRICS_MAX_BODY_BYTES)
+        if not isinstance(body, bytes):
+            return body
         try:
-            data = orjson.loads(bytes(body))
+            families = families_from_json(body)
+        except ValueError as exc:
+            return 400, [(b"content-type", JSON_CONTENT_TYPE.encode())], orjson.dumps(
+                {"error": str(exc)})
+        publish(self._job_key, container_id, families)
+        return 204, [], b""
+
+    async def _put_locality(self, container_id: str, receive: Any) -> tuple[int, list, bytes]:
+        json_type = (b"content-type", JSON_CONTENT_TYPE.encode())
+        body = await self._container_body(container_id, receive, MAX_BODY_BYTES)
+        if not isinstance(body, bytes):
+            return body
+        try:
+            data = orjson.loads(body)
             host = data["host"]
             if not isinstance(host, str) or not host:
                 raise ValueError("host must be a non-empty string")

@@ -23,6 +23,7 @@ from weir.stores.errors import ConfigError
 
 from weir.engine.config.job import JOB_COORDINATOR_SYSTEM, JOB_ID, JOB_NAME
 from weir.engine.config.streams import JOB_DEFAULT_SYSTEM, TASK_INPUTS, job_inputs
+from weir.engine.metrics.settings import MetricsSettings
 
 __all__ = [
     "CoordinatorSettings",
@@ -156,6 +157,9 @@ class CoordinatorSettings:
     client_timeout_ms: int = 10_000
     client_retry_ms: int = 30_000
     host_affinity: bool = False
+    serves_metrics: bool = False
+    """A Prometheus reporter (Samza's JmxReporterFactory, weir.engine.metrics.prometheus)
+    publishes at the endpoint's ``/metrics``: it is served for every run."""
 
     @classmethod
     def from_config(cls, config: Config) -> "CoordinatorSettings":
@@ -175,7 +179,8 @@ class CoordinatorSettings:
             http_keepalive_ms=JOB_COORDINATOR_HTTP_KEEPALIVE_MS.get(config),
             client_timeout_ms=JOB_COORDINATOR_HTTP_CLIENT_TIMEOUT_MS.get(config),
             client_retry_ms=JOB_COORDINATOR_HTTP_CLIENT_RETRY_MS.get(config),
-            host_affinity=JOB_HOST_AFFINITY_ENABLED.get(config))
+            host_affinity=JOB_HOST_AFFINITY_ENABLED.get(config),
+            serves_metrics=MetricsSettings.from_config(config).prometheus)
         for decl, value, low in ((JOB_COORDINATOR_HTTP_PORT, settings.http_port, 0),
                                  (JOB_COORDINATOR_HTTP_MAX_CONNECTIONS,
                                   settings.http_max_connections, 1),
@@ -192,5 +197,6 @@ class CoordinatorSettings:
     @property
     def serves_in_process(self) -> bool:
         """Whether the HTTP endpoint is served while the job's one container runs inside
-        ``weir run`` (:class:`HttpServe`); container processes always get it."""
-        return self.http_serve is HttpServe.ALWAYS or self.http_port != 0
+        ``weir run`` (:class:`HttpServe`, or a Prometheus metrics reporter); container
+        processes always get it."""
+        return self.http_serve is HttpServe.ALWAYS or self.http_port != 0 or self.serves_metrics

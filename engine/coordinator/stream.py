@@ -282,7 +282,7 @@ class CoordinatorStreamStore:
         producer.start()
         try:
             for key, value, _ in batch:
-                producer.send(self.source, OutgoingMessageEnvelope(self._ss, value, key,
+                producer.send(self.source, OutgoingMessageEnvelope(self._ss, value, key=key,
                                                                    partition=0))
             producer.flush(self.source)
         finally:

@@ -48,10 +48,14 @@ from weir.engine.jobmodel.grouping import (
 )
 from weir.engine.errors import StreamNotFoundError
 from weir.engine.model import SystemStream, SystemStreamPartition, TaskName
-from weir.engine.config.streams import TASK_BROADCAST_INPUTS, TASK_INPUTS, broadcast_inputs, job_inputs
+from weir.engine.config.streams import (TASK_BROADCAST_INPUTS, TASK_INPUTS, broadcast_inputs,
+                                        broadcast_streams, job_inputs)
 
 __all__ = [
     "SspGrouper",
+    "TaskNameGrouper",
+    "task_name_grouper",
+    "ALL_SSP_TASK",
     "TaskMode",
     "TaskModel",
     "ContainerModel",
@@ -79,19 +83,26 @@ class SspGrouper(Enum):
 
     BY_PARTITION = "partition"
     BY_SSP = "ssp"
+    ALL_TO_ONE_TASK = "all-to-one-task"
+    """Samza's AllSspToSingleTaskGrouper: one task (``Task-0``) reads every partition."""
 
 
 _SAMZA_GROUPERS = {
     "org.apache.samza.container.grouper.stream.GroupByPartitionFactory": SspGrouper.BY_PARTITION,
     "org.apache.samza.container.grouper.stream.GroupBySystemStreamPartitionFactory": SspGrouper.BY_SSP,
+    "org.apache.samza.container.grouper.stream.AllSspToSingleTaskGrouperFactory":
+        SspGrouper.ALL_TO_ONE_TASK,
 }
 _GROUPERS = {g.value: g for g in SspGrouper} | _SAMZA_GROUPERS
 
 SSP_GROUPER = declare(
     "job.systemstreampartition.grouper.factory", str, SspGrouper.BY_PARTITION.value,
     "How input partitions become tasks: `partition` (task `Partition N` reads partition N of "
-    "every input) or `ssp` (one task per partition of each input). Samza's factory class names "
-    "are accepted. Changing it changes the tasks, so stateful jobs must not change it.",
+    "every input), `ssp` (one task per partition of each input) or `all-to-one-task` (Samza's "
+    "AllSspToSingleTaskGrouperFactory: one task, `Task-0`, reads every partition, in one "
+    "container; Samza relies on Kafka's consumer groups to split the partitions between "
+    "containers, which the file log does not have). Samza's factory class names are "
+    "accepted. Changing it changes the tasks, so stateful jobs must not change it.",
     component="job model", choices=tuple(_GROUPERS))
 AUTO_CONTAINERS = "auto"
 """``job.container.count=auto`` (the default): min(tasks, usable CPU cores), or 1 when the job
@@ -122,10 +133,32 @@ CONTAINER_COUNT = declare(
     "in-process system (`memory`). Tasks of all containers may send to the same file-log "
     "partition (producers append in turn). A number is used exactly.",
     component="job model", aliases=("yarn.container.count",))
+class TaskNameGrouper(Enum):
+    """How tasks are spread over containers (``task.name.grouper.factory``)."""
+
+    CONTAINER_COUNT = "container-count"
+    """Samza's GroupByContainerCount: round-robin by task name; a later run keeps the
+    previous assignment, or moves as few tasks as possible when the count changed; more
+    containers than tasks is an error."""
+    CONTAINER_IDS = "container-ids"
+    """Samza's GroupByContainerIds: round-robin by task name over the container ids 0..n-1,
+    dealt afresh each run; more containers than tasks uses as many containers as tasks."""
+
+
+_TASK_GROUPERS = {g.value: g for g in TaskNameGrouper} | {
+    "org.apache.samza.container.grouper.task.GroupByContainerCountFactory":
+        TaskNameGrouper.CONTAINER_COUNT,
+    "org.apache.samza.container.grouper.task.GroupByContainerIdsFactory":
+        TaskNameGrouper.CONTAINER_IDS,
+}
+
 TASK_NAME_GROUPER = declare(
-    "task.name.grouper.factory", str, "container-count", "How tasks are spread over containers; "
-    "only Samza's default, group by container count, exists.", component="job model",
-    choices=("container-count", "org.apache.samza.container.grouper.task.GroupByContainerCountFactory"))
+    "task.name.grouper.factory", str, "container-count", "How tasks are spread over containers: "
+    "`container-count` (Samza's GroupByContainerCountFactory: round-robin by task name, a "
+    "later run keeps the previous assignment or moves as few tasks as it can) or "
+    "`container-ids` (Samza's GroupByContainerIdsFactory: round-robin dealt afresh, and more "
+    "containers than tasks uses one per task). Samza's class names are accepted.",
+    component="job model", choices=tuple(_TASK_GROUPERS))
 
 
 class TaskMode(Enum):
@@ -296,6 +329,10 @@ def ssp_grouper(config: Config) -> SspGrouper:
     return _GROUPERS[SSP_GROUPER.get(config)]
 
 
+def task_name_grouper(config: Config) -> TaskNameGrouper:
+    return _TASK_GROUPERS[TASK_NAME_GROUPER.get(config)]
+
+
 def requested_container_count(config: Config) -> int | None:
     """``job.container.count`` as set: a number, or None for ``auto``."""
     value = CONTAINER_COUNT.get(config)
@@ -360,7 +397,8 @@ def _partition_count(config: Config, counts: Mapping[SystemStream, int], ss: Sys
 
 def group_ssps(config: Config, partition_counts: Mapping[SystemStream, int]
                ) -> dict[TaskName, frozenset[SystemStreamPartition]]:
-    """Task name -> SSPs, per the configured grouper, broadcast SSPs added to every task."""
+    """Task name -> SSPs, per the configured grouper, broadcast SSPs (``task.broadcast.inputs``
+    and every partition of a ``samza.broadcast`` input) added to every task."""
     broadcast = broadcast_inputs(config)
     for ssp in broadcast:
         n = _partition_count(config, partition_counts, ssp.system_stream, TASK_BROADCAST_INPUTS.name)
@@ -368,8 +406,15 @@ def group_ssps(config: Config, partition_counts: Mapping[SystemStream, int]
             key = TASK_BROADCAST_INPUTS.name
             raise ConfigError(f"names partition {ssp.partition} of '{ssp.system_stream}', which "
                               f"has {n} partitions (0..{n - 1})", key=key, origin=config.origin(key))
+    for ss in broadcast_streams(config):
+        for p in range(_partition_count(config, partition_counts, ss, TASK_INPUTS.name)):
+            ssp = SystemStreamPartition(ss.system, ss.stream, p)
+            if ssp not in broadcast:
+                broadcast.append(ssp)
     excluded = set(broadcast)
     grouper = ssp_grouper(config)
+    if grouper is SspGrouper.ALL_TO_ONE_TASK:
+        return _all_to_one_task(config, partition_counts, excluded)
     groups: dict[TaskName, set[SystemStreamPartition]] = {}
     for ss in job_inputs(config):
         for p in range(_partition_count(config, partition_counts, ss, TASK_INPUTS.name)):
@@ -380,6 +425,29 @@ def group_ssps(config: Config, partition_counts: Mapping[SystemStream, int]
                 else task_name_for_ssp(ssp)
             groups.setdefault(name, set()).add(ssp)
     return {name: frozenset(groups[name] | excluded) for name in sorted(groups)}
+
+
+ALL_SSP_TASK = TaskName("Task-0")
+"""The one task of ``AllSspToSingleTaskGrouperFactory`` (Samza names it ``Task-<processor>``;
+the one container here is ``0``)."""
+
+
+def _all_to_one_task(config: Config, partition_counts: Mapping[SystemStream, int],
+                     broadcast: set[SystemStreamPartition]
+                     ) -> dict[TaskName, frozenset[SystemStreamPartition]]:
+    """Samza's AllSspToSingleTaskGrouper: one task reads every input partition. Samza gives
+    each container such a task and lets Kafka's consumer group split the partitions between
+    them; the file log has no consumer groups, so here the job has one task (and one
+    container), and broadcast inputs are refused as Samza refuses them."""
+    key = _set_key(config, SSP_GROUPER)
+    if broadcast:
+        raise ConfigError("cannot be AllSspToSingleTaskGrouperFactory with broadcast inputs "
+                          "(task.broadcast.inputs or samza.broadcast), as in Samza: its one "
+                          "task already reads every partition", key=key,
+                          origin=config.origin(key))
+    ssps = {SystemStreamPartition(ss.system, ss.stream, p) for ss in job_inputs(config)
+            for p in range(_partition_count(config, partition_counts, ss, TASK_INPUTS.name))}
+    return {ALL_SSP_TASK: frozenset(ssps)} if ssps else {}
 
 
 def build_job_model(config: Config, partition_counts: Mapping[SystemStream, int], *,
@@ -398,7 +466,7 @@ def build_job_model(config: Config, partition_counts: Mapping[SystemStream, int]
     Raises StreamNotFoundError for an input without a partition count, and ConfigError (with
     ``file:line``) for a bad key, a job without tasks or more containers than tasks.
     """
-    TASK_NAME_GROUPER.get(config)  # validates: only one task grouper exists
+    task_grouper = task_name_grouper(config)
     requested_container_count(config)  # validates before the groups are computed
     groups = group_ssps(config, partition_counts)
     count = container_count(config, len(groups))
@@ -407,16 +475,23 @@ def build_job_model(config: Config, partition_counts: Mapping[SystemStream, int]
         raise ConfigError("gives the job no tasks: list at least one input stream with "
                           "partitions (broadcast inputs alone create no task)",
                           key=key, origin=config.origin(key))
-    if count > len(groups):
+    if count > len(groups) and task_grouper is TaskNameGrouper.CONTAINER_IDS:
+        count = len(groups)  # Samza's GroupByContainerIds takes the first ids only
+    elif count > len(groups):
         key = _set_key(config, CONTAINER_COUNT)
-        raise ConfigError(f"is {count} but the job has only {len(groups)} tasks; set it to at "
-                          f"most {len(groups)} or add input partitions",
+        why = (" (job.systemstreampartition.grouper.factory is AllSspToSingleTaskGrouperFactory:"
+               " one task reads every partition, so the job runs in one container)"
+               if ssp_grouper(config) is SspGrouper.ALL_TO_ONE_TASK else "")
+        raise ConfigError(f"is {count} but the job has only {len(groups)} tasks{why}; set it "
+                          f"to at most {len(groups)} or add input partitions",
                           key=key, origin=config.origin(key))
     if changelog_mapping is None and previous is not None:
         changelog_mapping = previous.changelog_mapping()
     partitions = changelog_partition_mapping(list(groups), changelog_mapping)
     if task_assignment is None and previous is not None:
         task_assignment = previous.task_assignment()
+    if task_grouper is TaskNameGrouper.CONTAINER_IDS:
+        task_assignment = None  # dealt afresh, as Samza's GroupByContainerIds does
     assignment = assign_containers(list(groups), count, task_assignment)
     containers = {
         cid: ContainerModel(cid, {name: TaskModel(name, groups[name], partitions[name])

@@ -56,9 +56,9 @@ from weir.engine.runloop.settings import store_access as _access_for
 from weir.engine.errors import EngineError
 from weir.engine.metrics import TaskMetrics
 from weir.engine.model import (IncomingMessageEnvelope, OutgoingMessageEnvelope, SystemStream,
-                    SystemStreamPartition, TaskName, partition_for)
+                    SystemStreamPartition, TaskName, make_outgoing, partition_for)
 from weir.engine.systems.api import SystemProducer
-from weir.engine.task import RequestScope, TaskKind, TaskShape, describe_task
+from weir.engine.task import SYSTEM_CLOCK, RequestScope, TaskKind, TaskShape, describe_task
 
 __all__ = [
     "TASK_IGNORED_EXCEPTIONS",
@@ -140,7 +140,7 @@ class ProducerCollector:
             return bytes(key)
         if self._serializer is not None:
             try:
-                kb = self._serializer.serialize(OutgoingMessageEnvelope(ss, None, key))[0]
+                kb = self._serializer.serialize(OutgoingMessageEnvelope(ss, None, key=key))[0]
             except SerdeError:
                 if not isinstance(key, str):
                     raise
@@ -169,8 +169,8 @@ class ProducerCollector:
         if producer is None:
             raise EngineError(f"task '{self.source}' sent a message to '{ss}' but system "
                               f"'{ss.system}' has no producer; define systems.{ss.system}.factory")
-        producer.send(self.source, OutgoingMessageEnvelope(ss, message, key, None, partition,
-                                                           timestamp))
+        producer.send(self.source, make_outgoing(ss, message, key, None, partition,
+                                                 timestamp))
         self.sent += 1
 
     def send(self, envelope: OutgoingMessageEnvelope) -> None:
@@ -194,7 +194,7 @@ class ProducerCollector:
                 n = self._round_robin.get(ss, 0)
                 self._round_robin[ss] = n + 1
                 partition = n % count
-        producer.send(self.source, OutgoingMessageEnvelope(
+        producer.send(self.source, make_outgoing(
             ss, message, key, None, partition, envelope.timestamp))
         self.sent += 1
 
@@ -255,7 +255,8 @@ class Coordinator:
 class _Context:
     """The TaskContext handed to ``init``."""
 
-    __slots__ = ("task_name", "ssps", "config", "metrics", "_stores", "control", "collector")
+    __slots__ = ("task_name", "ssps", "config", "metrics", "_stores", "control", "collector",
+                 "clock")
 
     def __init__(self, task_name: TaskName, ssps: frozenset[SystemStreamPartition],
                  config: Config, stores: Mapping[str, Any], metrics: TaskMetrics,
@@ -264,6 +265,7 @@ class _Context:
         self.metrics, self._stores = metrics, stores
         self.control = control        # the task's TaskControl (weir.engine.control), or None
         self.collector = collector
+        self.clock = SYSTEM_CLOCK     # processing time (weir.testing gives its own)
 
     def store(self, name: str) -> Any:
         try:

@@ -128,7 +128,7 @@ class RunSummary:
     def __str__(self) -> str:
         total = sum(self.processed.values())
         rate = total / self.seconds if self.seconds > 0 else 0.0
-        return (f"run loop stopped ({self.reason.value}): {total} messages in "
+        return (f"run loop stopped ({self.reason.value}): {total:,} messages in "
                 f"{self.seconds:.2f} s ({rate:,.0f} msg/s) over {len(self.processed)} tasks")
 
 

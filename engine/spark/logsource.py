@@ -435,7 +435,7 @@ class LogSink:
         return out
 
     def _append(self, batch: int, intent: Mapping[str, Any]) -> dict[str, int]:
-        from weir.engine.model import OutgoingMessageEnvelope, SystemStream
+        from weir.engine.model import SystemStream, make_outgoing
 
         records = self._records(intent["staged"])
         by_partition: dict[str, list[tuple]] = {}
@@ -465,7 +465,7 @@ class LogSink:
                     producer.start()
                 ss = SystemStream(system, stream)
                 for r in rows[have:]:
-                    producer.send(source, OutgoingMessageEnvelope(ss, r[4], r[3], None, partition,
+                    producer.send(source, make_outgoing(ss, r[4], r[3], None, partition,
                                                                   r[5]))
             for producer in producers.values():
                 producer.flush(source)

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from weir.stores.changelog import NO_OFFSET, ChangelogRecord
 
 from weir.engine.errors import ChangelogNotCompactedError, OpenTransactionError, SystemError_
-from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
+from weir.engine.model import SystemStream, SystemStreamPartition, make_outgoing
 from weir.engine.systems.api import CleanupPolicy, PartitionMetadata, StreamSpec, SystemAdmin, SystemFactory, SystemProducer
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ class SystemChangelogSink:
         if key is None:
             raise SystemError_(f"changelog {self.ssp} (store source '{self.source_name}'): a "
                                f"changelog record needs a key")
-        self._send(self.source_name, OutgoingMessageEnvelope(
+        self._send(self.source_name, make_outgoing(
             self._ss, value, key, None, self.ssp.partition))
 
     def append_all(self, items: Iterable[tuple[bytes, bytes | None]]) -> int:

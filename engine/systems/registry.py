@@ -5,6 +5,8 @@
 - ``filelog``: the durable file log (:class:`weir.engine.systems.filelog.FileLogSystemFactory`);
 - ``memory``: the in-process memory system (:class:`weir.engine.systems.memory.MemorySystemFactory`;
   Samza's ``org.apache.samza.system.inmemory.InMemorySystemFactory`` means the same);
+- Samza's ``org.apache.samza.system.kafka.KafkaSystemFactory``: the file log (Weir has no
+  Kafka client; ``weir config show`` and ``weir run`` say so in a note);
 - ``module:Class`` or a dotted ``package.module.Class`` naming a class (instantiated without
   arguments) or a factory object with ``get_admin``/``get_consumer``/``get_producer``.
 
@@ -62,6 +64,8 @@ BUILTIN_FACTORIES: dict[str, str] = {
     "memory": "weir.engine.systems.memory:MemorySystemFactory",
     # Samza's in-memory system is our memory system.
     "org.apache.samza.system.inmemory.InMemorySystemFactory": "weir.engine.systems.memory:MemorySystemFactory",
+    # Samza's Kafka system is the file log (a config note says so: engine/config/samza_keys.py).
+    "org.apache.samza.system.kafka.KafkaSystemFactory": "weir.engine.systems.filelog:FileLogSystemFactory",
 }
 """Short names (and Samza class names) of the built-in system factories."""
 

@@ -37,4 +37,4 @@ class CdcEnrichTask(StreamTask, InitableTask):
         collector.send(OutgoingMessageEnvelope(
             ENRICHED, {"sku": click["sku"], "name": name, "score": score(weight, click["user"]),
                        "model_version": version},
-            envelope.key, partition=envelope.ssp.partition))
+            key=envelope.key, partition=envelope.ssp.partition))

@@ -70,9 +70,9 @@ def produce(registry: SystemRegistry, stream: str, records, *, partition: int | 
     producer.start()
     try:
         for key, message in records:
-            k, m = serdes.serialize(OutgoingMessageEnvelope(ss, message, key))
+            k, m = serdes.serialize(OutgoingMessageEnvelope(ss, message, key=key))
             p = partition if partition is not None else partition_for(k, PARTITIONS)
-            producer.send("example", OutgoingMessageEnvelope(ss, m, k, partition=p))
+            producer.send("example", OutgoingMessageEnvelope(ss, m, key=k, partition=p))
         producer.flush("example")
     finally:
         producer.stop()

@@ -48,7 +48,7 @@ class CurrencyJoinTask(StreamTask, InitableTask, WindowableTask, EndOfStreamList
                 f"transaction {tx['id']} is in {currency!r}, which currency-codes does not "
                 f"define; add the code to the bootstrap stream")
         collector.send(OutgoingMessageEnvelope(AMOUNTS, {"amount": f"{symbol}{amount}"},
-                                               tx["id"], partition=self.partition))
+                                               key=tx["id"], partition=self.partition))
         total = self.totals.get(currency) or {"total": 0, "count": 0}
         self.totals.put(currency, {"total": total["total"] + amount,
                                    "count": total["count"] + 1})
@@ -68,4 +68,4 @@ class CurrencyJoinTask(StreamTask, InitableTask, WindowableTask, EndOfStreamList
     def _send_total(self, collector, currency, total):
         collector.send(OutgoingMessageEnvelope(
             TOTALS, {"currency": currency, "total": total["total"], "count": total["count"]},
-            currency, partition=self.partition))
+            key=currency, partition=self.partition))

@@ -106,7 +106,7 @@ def generate(config: Config, *, transactions: int = 20_000, replay: int = 10_000
         for code, (symbol, name) in CURRENCIES.items():
             producer.send("generate", OutgoingMessageEnvelope(
                 codes, serdes.serialize_message({"symbol": symbol, "name": name}),
-                serdes.serialize_key(code), partition=partition_of(code)))
+                key=serdes.serialize_key(code), partition=partition_of(code)))
         truth.records["currency-codes"] = len(CURRENCIES)
         for stream, prefix, n in (("transactions", "t", transactions),
                                   ("transactions-replay", "r", replay)):
@@ -114,7 +114,7 @@ def generate(config: Config, *, transactions: int = 20_000, replay: int = 10_000
             serdes = registry.serdes_for(ss)
             for tx in _transactions(rng, prefix, n):
                 producer.send("generate", OutgoingMessageEnvelope(
-                    ss, serdes.serialize_message(tx), serdes.serialize_key(tx["id"]),
+                    ss, serdes.serialize_message(tx), key=serdes.serialize_key(tx["id"]),
                     partition=partition_of(tx["currency"])))
                 truth.add(tx)
             truth.records[stream] = n

@@ -83,7 +83,7 @@ def generate(config: Config, views: int, seed: int = 1) -> list[dict]:
         rows.sort(key=lambda v: v["ts"] + rng.randrange(DISORDER))   # late by up to 5 s
         for view in rows:
             producer.send("generator", OutgoingMessageEnvelope(
-                ss, json.dumps(view).encode(), None, partition=partition))
+                ss, json.dumps(view).encode(), key=None, partition=partition))
     producer.end_stream("pageviews")
     producer.stop()
     return out

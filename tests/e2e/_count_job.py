@@ -30,4 +30,4 @@ class CountJob(StreamTask, InitableTask, EndOfStreamListenerTask):
     def on_end_of_stream(self, collector, coordinator):
         with self.counts.all() as counts:
             for word, n in counts:
-                collector.send(OutgoingMessageEnvelope(TOTALS, n, word, partition=self.partition))
+                collector.send(OutgoingMessageEnvelope(TOTALS, n, key=word, partition=self.partition))

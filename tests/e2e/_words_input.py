@@ -26,7 +26,7 @@ def produce_words(registry, messages: int, vocabulary: int, seed: int,
     for word in words:
         key = serdes.serialize_key(word)
         producer.send("test", OutgoingMessageEnvelope(
-            WORDS, serdes.serialize_message({"word": word}), key,
+            WORDS, serdes.serialize_message({"word": word}), key=key,
             partition=partition_for(key, partitions)))
     producer.end_stream("words")
     producer.stop()

@@ -20,7 +20,7 @@ class PassThrough(StreamTask):
     def process(self, envelope, collector, coordinator):
         ssp = envelope.ssp
         collector.send(OutgoingMessageEnvelope(
-            SystemStream(ssp.system, f"{ssp.stream}-out"), envelope.message, envelope.key,
+            SystemStream(ssp.system, f"{ssp.stream}-out"), envelope.message, key=envelope.key,
             partition=ssp.partition))
 
 
@@ -42,7 +42,7 @@ class CountWords(StreamTask, InitableTask, EndOfStreamListenerTask):
         with self.counts.all() as it:
             for word, n in it:
                 collector.send(OutgoingMessageEnvelope(
-                    SystemStream(self.system, "counts-out"), n, word, partition=self.partition))
+                    SystemStream(self.system, "counts-out"), n, key=word, partition=self.partition))
 
 
 class EnvProbe(CountWords):

@@ -40,7 +40,7 @@ def test_terminal_gets_one_bar_for_every_store_and_a_summary_line_each():
         first.done(_stats())
     text = out.getvalue()
     assert "restoring container 0" in text
-    assert "records" in text and "MB" in text and "ETA" in text
+    assert "records" in text and "MiB" in text and "ETA" in text
     assert "20,000 records/s" in text  # the store's summary line
     assert progress.records == 15_000
 
@@ -71,7 +71,7 @@ def test_the_periodic_log_line_gives_the_combined_records_rate_and_time_left(cap
             handle.advance(4_999, 5_000, 2_000_000)
     lines = [r.getMessage() for r in caplog.records if "of 20,000 records" in r.getMessage()]
     assert lines and lines[-1].startswith("restoring container 0: 5,000 of 20,000 records (25%), "
-                                          "2.0 MB, ")
+                                          "1.9 MiB, ")
     assert "records/s, about" in lines[-1] and lines[-1].endswith("left")
 
 

@@ -148,7 +148,7 @@ def test_cache_smaller_than_batch_is_an_error():
 
 
 @pytest.mark.parametrize("key, value, fragment", [
-    ("stores.s.write.batch.size", "0", "positive"),
+    ("stores.s.write.batch.size", "-1", ">= 0"),
     ("stores.s.write.batch.size", "many", "expected a integer|integer"),
     ("stores.s.object.cache.size", "-1", ">= 0"),
     ("stores.s.changelog.staleness.ms", "0", "positive"),

@@ -43,6 +43,7 @@ def produce_records(args: argparse.Namespace) -> int:
     stream_in = open(args.file, encoding="utf-8") if args.file else sys.stdin
     if args.seal and not args.file and sys.stdin.isatty():
         stream_in = iter(())  # `weir log produce model --seal`: only the marker
+    interrupted = False
     try:
         for lineno, line in enumerate(stream_in, 1):
             line = line.rstrip("\r\n")
@@ -75,15 +76,24 @@ def produce_records(args: argparse.Namespace) -> int:
                                   None if args.partition is None else [args.partition])
         if args.end:
             _end_stream(producer, admin, ss)
+    except KeyboardInterrupt:
+        # Ctrl-C: what was read so far is written (the producer flushes as it stops); say how
+        # much, and that the stream was neither sealed nor ended.
+        interrupted = True
     finally:
         if args.file:
             stream_in.close()
         producer.stop()
     seconds = time.perf_counter() - started
-    spread = ", ".join(f"p{p}={n}" for p, n in sorted(per_partition.items()))
-    print(f"produced {produced} record(s) to {ss} in {seconds:.2f} s"
+    spread = ", ".join(f"p{p}={n:,}" for p, n in sorted(per_partition.items()))
+    if interrupted:
+        print(f"interrupted: produced {produced:,} record(s) to {ss} in {seconds:.2f} s"
+              f"{f'; {spread}' if spread else ''}; the stream was not "
+              f"{'sealed or ' if args.seal else ''}ended", file=sys.stderr)
+        return 130
+    print(f"produced {produced:,} record(s) to {ss} in {seconds:.2f} s"
           f"{f' ({produced / seconds:,.0f} records/s)' if produced and seconds > 0 else ''}"
-          f"{f'; {spread}' if spread else ''}{f'; {skipped} blank line(s) skipped' if skipped else ''}"
+          f"{f'; {spread}' if spread else ''}{f'; {skipped:,} blank line(s) skipped' if skipped else ''}"
           f"{'; sealed ' + ', '.join(f'p{p}@{o}' for p, o in sorted(sealed.items())) if sealed else ''}"
           f"{'; stream ended' if args.end else ''}")
     return 0

@@ -9,6 +9,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from weir.stores.units import human_bytes
+
 from weir.engine.model import SystemStreamPartition
 from weir.engine.systems.api import CleanupPolicy
 
@@ -130,11 +132,3 @@ def summary(admin: Any, system: str, stream: str) -> StreamSummary:
         None if None in ended else sum(1 for e in ended if e))
 
 
-def human_bytes(n: int) -> str:
-    """``n`` bytes in binary units: ``999 B``, ``1.5 KiB``, ... ``TiB``."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{n:,} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")

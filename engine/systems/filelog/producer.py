@@ -20,7 +20,7 @@ Example::
 
     >>> # producer = FileLogSystemFactory().get_producer("filelog", config)
     >>> # producer.register("task-0"); producer.start()
-    >>> # producer.send("task-0", OutgoingMessageEnvelope(SystemStream("filelog", "out"), b"v", b"k"))
+    >>> # producer.send("task-0", OutgoingMessageEnvelope(SystemStream("filelog", "out"), b"v", key=b"k"))
     >>> # producer.flush("task-0")   # durable from here on
 """
 

@@ -27,7 +27,7 @@ Example::
     >>> producer = TransactionalProducer(settings, "job-1/Partition 0")
     >>> producer.init_transactions().resolved is None
     True
-    >>> producer.send("t", OutgoingMessageEnvelope(SystemStream("filelog", "out"), b"v", b"k",
+    >>> producer.send("t", OutgoingMessageEnvelope(SystemStream("filelog", "out"), b"v", key=b"k",
     ...                                            partition=0))
     >>> txn = producer.prepare()      # flushed, fsynced, state 'prepared'
     >>> producer.commit()             # the commit marker: visible to read_committed readers

@@ -61,9 +61,9 @@ def produce(registry: SystemRegistry, stream: str, records, *, partition: int | 
     producer.start()
     try:
         for i, (key, message) in enumerate(records):
-            k, m = serdes.serialize(OutgoingMessageEnvelope(ss, message, key))
+            k, m = serdes.serialize(OutgoingMessageEnvelope(ss, message, key=key))
             p = partition if partition is not None else i % PARTITIONS
-            producer.send("test", OutgoingMessageEnvelope(ss, m, k, partition=p))
+            producer.send("test", OutgoingMessageEnvelope(ss, m, key=k, partition=p))
         producer.flush("test")
         if end:
             producer.end_stream(stream)

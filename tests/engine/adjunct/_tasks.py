@@ -37,7 +37,7 @@ class Enrich:
         collector.send(OutgoingMessageEnvelope(
             SystemStream(ssp.system, "enriched"),
             {"sku": sku, "name": product["name"] if product else None, "products_seen": seen},
-            sku, partition=ssp.partition))
+            key=sku, partition=ssp.partition))
 
 
 class Versions:
@@ -57,7 +57,7 @@ class Versions:
         collector.send(OutgoingMessageEnvelope(
             SystemStream(ssp.system, "scored"),
             {"first": first, "last": last, "rows": sorted(versions), "click": envelope.key},
-            envelope.key,
+            key=envelope.key,
             partition=ssp.partition))
 
 

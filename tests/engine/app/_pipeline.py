@@ -84,7 +84,7 @@ class Pipeline:
             for i, item in enumerate(items):
                 k = None if key is None else str(key(item)).encode()
                 producer.send("test", OutgoingMessageEnvelope(
-                    ss, json.dumps(item).encode(), k, partition=partition(i, item)))
+                    ss, json.dumps(item).encode(), key=k, partition=partition(i, item)))
             producer.flush("test")
             if end:
                 producer.end_stream(stream)

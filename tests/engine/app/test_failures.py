@@ -28,7 +28,7 @@ def test_an_unknown_control_version_stops_the_job_naming_stream_partition_and_of
     producer = p.registry.producer("filelog")
     producer.register("x")
     producer.start()
-    producer.send("x", OutgoingMessageEnvelope(SystemStream("filelog", BY_USER), raw, None,
+    producer.send("x", OutgoingMessageEnvelope(SystemStream("filelog", BY_USER), raw, key=None,
                                                partition=1))
     producer.stop()
     result = run_job(p.job_config(stage=1), status=StatusMode.OFF, progress=ProgressMode.QUIET)
@@ -49,9 +49,9 @@ def test_a_task_count_that_disagrees_with_the_plan_stops_the_job(tmp_path):
     producer.start()
     for _ in range(3):   # some user records first: the error names the control record's offset
         producer.send("x", OutgoingMessageEnvelope(SystemStream("filelog", BY_USER),
-                                                   b"\x00\x81\xa1a\x01", b"\xa1k", partition=0,
+                                                   b"\x00\x81\xa1a\x01", key=b"\xa1k", partition=0,
                                                    timestamp=5))
-    producer.send("x", OutgoingMessageEnvelope(SystemStream("filelog", BY_USER), raw, None,
+    producer.send("x", OutgoingMessageEnvelope(SystemStream("filelog", BY_USER), raw, key=None,
                                                partition=0))
     producer.stop()
     result = run_job(p.job_config(stage=1), status=StatusMode.OFF, progress=ProgressMode.QUIET)

@@ -368,7 +368,7 @@ def _transactional_stream(root: str) -> int:
     producer.init_transactions()
     out = SystemStream("filelog", "out")
     for value, end in ((b"kept", "commit"), (b"dropped", "abort"), (b"pending", None)):
-        producer.send("t", OutgoingMessageEnvelope(out, value, b"k", partition=0))
+        producer.send("t", OutgoingMessageEnvelope(out, value, key=b"k", partition=0))
         producer.flush()
         if end == "commit":
             producer.prepare()

@@ -484,25 +484,28 @@ def test_coordinator_stream_name_and_system():
 
 # -- weir config show ---------------------------------------------------------------------------
 
+_TASK = "task.class=tests.engine._jobs:PassThrough\n"
+
+
 def test_cli_show_prints_keys_values_origins_and_warnings(tmp_path, capsys):
-    path = write(tmp_path, "job.properties", "job.name=wc\njob.contianer.count=2\n")
+    path = write(tmp_path, "job.properties", "job.name=wc\njob.contianer.count=2\n" + _TASK)
     assert main(["config", "show", str(path), "--set", "job.id=9"]) == 0
     out = capsys.readouterr().out
     assert "job.name" in out and f"{path}:1" in out
     assert "job.id" in out and "--set" in out
     assert "did you mean 'job.container.count'?" in out
-    assert "3 keys" in out and "1 warning" in out
+    assert "4 keys" in out and "1 warning" in out
 
 
 def test_cli_show_defaults_lists_unset_declared_keys(tmp_path, capsys):
-    path = write(tmp_path, "job.properties", "job.name=wc\n")
+    path = write(tmp_path, "job.properties", "job.name=wc\n" + _TASK)
     assert main(["config", "show", str(path), "--defaults"]) == 0
     out = capsys.readouterr().out
     assert "job.container.count" in out and "default" in out
 
 
 def test_cli_show_strict_fails_on_warnings(tmp_path, capsys):
-    path = write(tmp_path, "job.properties", "job.nmae=wc\n")
+    path = write(tmp_path, "job.properties", "job.name=wc\njob.nmae=wc\n" + _TASK)
     assert main(["config", "show", str(path), "--strict"]) == 1
 
 

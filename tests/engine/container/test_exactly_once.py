@@ -50,7 +50,7 @@ def _task(registry, checkpoints, config):
 def _send(txn, *values):
     producer = txn.producers["filelog"]
     for value in values:
-        producer.send("Partition 0", OutgoingMessageEnvelope(OUT, value, b"k", partition=0))
+        producer.send("Partition 0", OutgoingMessageEnvelope(OUT, value, key=b"k", partition=0))
 
 
 def _committed(registry) -> list[bytes]:

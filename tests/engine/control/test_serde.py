@@ -119,7 +119,7 @@ def test_a_watermark_without_an_integer_timestamp_is_malformed():
 
 def test_user_messages_carry_type_byte_zero_then_the_user_serde():
     key, message = serdes().serialize(OutgoingMessageEnvelope(SystemStream("filelog", "p1"),
-                                                              {"a": 1}, "k"))
+                                                              {"a": 1}, key="k"))
     assert key == b"k" and message == b'\x00{"a":1}'
     typed = read(message)
     assert typed.kind is EnvelopeKind.MESSAGE and typed.message == {"a": 1}
@@ -127,7 +127,7 @@ def test_user_messages_carry_type_byte_zero_then_the_user_serde():
 
 def test_control_messages_are_written_with_a_null_key_whatever_the_key_serde():
     key, message = serdes().serialize(OutgoingMessageEnvelope(
-        SystemStream("filelog", "p1"), EndOfStreamMessage("t", 1), "ignored"))
+        SystemStream("filelog", "p1"), EndOfStreamMessage("t", 1), key="ignored"))
     assert key is None and message == b'\x02{"taskName":"t","taskCount":1,"version":1}'
 
 
@@ -150,7 +150,7 @@ def test_a_user_serde_failure_is_a_deserialization_error():
 
 
 def test_a_null_user_message_stays_null_without_a_type_byte():
-    _, message = serdes().serialize(OutgoingMessageEnvelope(SystemStream("filelog", "p1"), None, "k"))
+    _, message = serdes().serialize(OutgoingMessageEnvelope(SystemStream("filelog", "p1"), None, key="k"))
     assert message is None
     assert read(None).message is None
 

@@ -63,7 +63,7 @@ def test_a_change_that_moves_a_directory_of_the_running_job_is_refused_naming_it
     assert f"config key '{key}' (set at somewhere)" in message and "the job runs" in message
     assert "'Moving a job's data'" in message and "--reset-state" not in message
     put_back = "--delete" if old.get(key) is None else f"--value {old.get(key)}"
-    assert f"weir coordinator set-config --job <config> --key {key} {put_back}`" in message
+    assert f"weir coordinator set-config <config> --key {key} {put_back}`" in message
 
 
 @pytest.mark.parametrize("old, new", [

@@ -40,7 +40,7 @@ def run_in_thread(config) -> tuple[threading.Thread, dict]:
 
 
 def set_config(tmp_path, key: str, value: str) -> None:
-    assert weir_main(["coordinator", "set-config", "--job", str(tmp_path / "job.properties"),
+    assert weir_main(["coordinator", "set-config", str(tmp_path / "job.properties"),
                       "--key", key, "--value", value]) == 0
 
 

@@ -145,7 +145,7 @@ def _append_raw(tmp_path: Path, key: bytes | None, value: bytes | None) -> None:
     producer = registry.producer("filelog")
     producer.register("raw")
     producer.start()
-    producer.send("raw", OutgoingMessageEnvelope(SystemStream("filelog", STREAM), value, key,
+    producer.send("raw", OutgoingMessageEnvelope(SystemStream("filelog", STREAM), value, key=key,
                                                  partition=0))
     producer.flush("raw")
     producer.stop()

@@ -24,7 +24,7 @@ class Recorder(StreamTask, InitableTask, WatermarkListenerTask, EndOfStreamListe
         self.partition = min(context.ssps).partition
 
     def _log(self, collector, *item):
-        collector.send(OutgoingMessageEnvelope(LOG, json.dumps(item).encode(), None,
+        collector.send(OutgoingMessageEnvelope(LOG, json.dumps(item).encode(), key=None,
                                                partition=self.partition))
 
     def process(self, envelope, collector, coordinator):
@@ -52,17 +52,17 @@ class AsyncRecorder(AsyncStreamTask, InitableTask, WatermarkListenerTask, EndOfS
             self.in_flight += 1
         await asyncio.sleep(0.001)
         collector.send(OutgoingMessageEnvelope(LOG, json.dumps(["m", envelope.message.decode()])
-                                               .encode(), None, partition=self.partition))
+                                               .encode(), key=None, partition=self.partition))
         with self.lock:
             self.in_flight -= 1
 
     def on_watermark(self, watermark, collector, coordinator):
         collector.send(OutgoingMessageEnvelope(
-            LOG, json.dumps(["wm", watermark, self.in_flight]).encode(), None,
+            LOG, json.dumps(["wm", watermark, self.in_flight]).encode(), key=None,
             partition=self.partition))
 
     def on_end_of_stream(self, collector, coordinator):
-        collector.send(OutgoingMessageEnvelope(LOG, json.dumps(["eos"]).encode(), None,
+        collector.send(OutgoingMessageEnvelope(LOG, json.dumps(["eos"]).encode(), key=None,
                                                partition=self.partition))
 
 

@@ -49,7 +49,7 @@ def write(config: Config, stream: str, partition: int, records) -> None:
     producer.register("test")
     producer.start()
     for rec in records:
-        producer.send("test", OutgoingMessageEnvelope(SystemStream("filelog", stream), rec, None,
+        producer.send("test", OutgoingMessageEnvelope(SystemStream("filelog", stream), rec, key=None,
                                                       partition=partition))
     producer.stop()
 
@@ -184,7 +184,7 @@ def test_source_watermarks_of_a_low_level_listener_come_from_record_timestamps(t
     producer.register("t")
     producer.start()
     for ts in (100, 90, 130):
-        producer.send("t", OutgoingMessageEnvelope(SystemStream("filelog", "src"), b"x", None,
+        producer.send("t", OutgoingMessageEnvelope(SystemStream("filelog", "src"), b"x", key=None,
                                                    partition=0, timestamp=ts))
     producer.end_stream("src")
     producer.stop()

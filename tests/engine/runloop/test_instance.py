@@ -118,7 +118,7 @@ class Counting:
     def process(self, envelope, collector, coordinator):
         key = envelope.key.decode()
         self.counts.put(key, (self.counts.get(key) or 0) + 1)
-        collector.send(OutgoingMessageEnvelope(OUT, envelope.message, envelope.key))
+        collector.send(OutgoingMessageEnvelope(OUT, envelope.message, key=envelope.key))
 
     def close(self):
         self.closed = True
@@ -192,10 +192,10 @@ def test_collector_uses_explicit_partition_then_partition_key_then_key(memory_sy
     _, admin = memory_system
     producer = MemorySystemFactory().get_producer(SYSTEM, {})
     collector = ProducerCollector("t", {SYSTEM: producer}, None, lambda ss: 4)
-    collector.send(OutgoingMessageEnvelope(OUT, b"explicit", b"key", partition=2))
-    collector.send(OutgoingMessageEnvelope(OUT, b"by-pkey", b"key", partition_key=b"user-9"))
-    collector.send(OutgoingMessageEnvelope(OUT, b"by-str-pkey", b"key", partition_key="user-9"))
-    collector.send(OutgoingMessageEnvelope(OUT, b"by-key", b"key"))
+    collector.send(OutgoingMessageEnvelope(OUT, b"explicit", key=b"key", partition=2))
+    collector.send(OutgoingMessageEnvelope(OUT, b"by-pkey", key=b"key", partition_key=b"user-9"))
+    collector.send(OutgoingMessageEnvelope(OUT, b"by-str-pkey", key=b"key", partition_key="user-9"))
+    collector.send(OutgoingMessageEnvelope(OUT, b"by-key", key=b"key"))
     records = out_records(admin)
     assert (b"key", b"explicit") in records[2]
     assert (b"key", b"by-pkey") in records[partition_for(b"user-9", 4)]
@@ -221,8 +221,8 @@ def test_collector_serializes_with_the_stream_serdes_and_hashes_the_serialized_k
                                   f"systems.{SYSTEM}.samza.msg.serde": "json"}))
     producer = MemorySystemFactory().get_producer(SYSTEM, {})
     collector = ProducerCollector("t", {SYSTEM: producer}, serdes, lambda ss: 4)
-    collector.send(OutgoingMessageEnvelope(OUT, {"amount": 3}, "alice"))
-    collector.send(OutgoingMessageEnvelope(OUT, {"amount": 4}, "bob", partition_key="alice"))
+    collector.send(OutgoingMessageEnvelope(OUT, {"amount": 3}, key="alice"))
+    collector.send(OutgoingMessageEnvelope(OUT, {"amount": 4}, key="bob", partition_key="alice"))
     records = out_records(admin, partition_for(b"alice", 4))[partition_for(b"alice", 4)]
     assert records == [(b"alice", b'{"amount":3}'), (b"bob", b'{"amount":4}')]
 

@@ -33,7 +33,7 @@ class CountAndVote(StreamTask, InitableTask, EndOfStreamListenerTask):
         with self.counts.all() as it:
             for word, n in it:
                 collector.send(OutgoingMessageEnvelope(
-                    SystemStream(self.system, "counts-out"), n, word, partition=self.partition))
+                    SystemStream(self.system, "counts-out"), n, key=word, partition=self.partition))
 
 
 INITS: list[str] = []

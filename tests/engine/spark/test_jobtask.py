@@ -111,7 +111,7 @@ def words_job(tmp_path, task_class: str, words: dict[int, list[str]], *extra: st
     for partition, items in words.items():
         for w in items:
             producer.send("t", OutgoingMessageEnvelope(ss, serdes.serialize_message(w),
-                                                       serdes.serialize_key(w),
+                                                       key=serdes.serialize_key(w),
                                                        partition=partition))
     producer.flush("t")
     producer.end_stream("words")

@@ -84,8 +84,8 @@ def test_a_commit_that_died_half_way_is_finished_exactly(sink, tmp_path):
     producer.register("dead")
     producer.start()
     for key in (b"a0", b"a1"):                           # ... and appended two records
-        producer.send("dead", OutgoingMessageEnvelope(SystemStream("filelog", "out"), b"v", key,
-                                                      None, 0, 0))
+        producer.send("dead", OutgoingMessageEnvelope(
+            SystemStream("filelog", "out"), b"v", key=key, partition=0, timestamp=0))
     producer.flush("dead")
     producer.stop()
     retry = [stage(staging, "a-retry", rows(4, 0, "different"))]
@@ -103,8 +103,8 @@ def test_another_writer_of_an_output_partition_is_refused(sink, tmp_path):
     producer.register("other")
     producer.start()
     for i in range(5):
-        producer.send("other", OutgoingMessageEnvelope(SystemStream("filelog", "out"), b"v",
-                                                       b"x%d" % i, None, 0, 0))
+        producer.send("other", OutgoingMessageEnvelope(
+            SystemStream("filelog", "out"), b"v", key=b"x%d" % i, partition=0, timestamp=0))
     producer.flush("other")
     producer.stop()
     with pytest.raises(SparkJobError, match="only writer"):

@@ -91,7 +91,7 @@ def test_other_systems_without_factory_raise_naming_the_key():
         SystemRegistry(Config()).admin("kafka")
 
 
-@pytest.mark.parametrize("spec", ["org.apache.samza.system.kafka.KafkaSystemFactory",
+@pytest.mark.parametrize("spec", ["org.apache.samza.system.other.OtherSystemFactory",
                                   "no_such_module:Factory", f"{__name__}:NoSuchClass", "justaword"])
 def test_unknown_or_unimportable_factory_names_key_and_origin(system, spec):
     key = f"systems.{system}.factory"

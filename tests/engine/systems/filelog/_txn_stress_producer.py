@@ -37,7 +37,7 @@ while True:
     for i in range(rng.randint(1, 30)):
         producer.send("t", OutgoingMessageEnvelope(
             out, b"%s:%d:%d:%d:" % (tid.encode(), inc, txn, i) + b"x" * rng.randint(0, 150),
-            b"k%d" % i, partition=0))
+            key=b"k%d" % i, partition=0))
         if rng.random() < 0.1:
             producer.flush()
     commit = rng.random() < 0.7

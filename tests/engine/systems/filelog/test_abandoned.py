@@ -38,7 +38,7 @@ def _poll_all(log, wait_s: float):
 def test_a_reader_aborts_the_open_transaction_of_a_dead_producer_after_its_timeout(log):
     log.create()
     _child(log, """
-        p.send("t", OutgoingMessageEnvelope(out, b"never", b"k", partition=0))
+        p.send("t", OutgoingMessageEnvelope(out, b"never", key=b"k", partition=0))
         p.flush()
     """)
     _plain(log, b"after")
@@ -57,7 +57,7 @@ def test_a_reader_rolls_forward_a_dead_producers_transaction_its_checkpoint_comm
     path = str(checkpoints.path_for("T"))
     _child(log, f"""
         from weir.recovery.checkpoint import Checkpoint, FileCheckpointManager
-        p.send("t", OutgoingMessageEnvelope(out, b"committed", b"k", partition=0))
+        p.send("t", OutgoingMessageEnvelope(out, b"committed", key=b"k", partition=0))
         txn = p.prepare({{"kind": "weir-checkpoint", "path": {path!r}, "task": "T"}})
         m = FileCheckpointManager({str(tmp_path / "cp")!r}); m.register("T"); m.start()
         m.write("T", Checkpoint({{}}, {{}}, {{"transactions": [txn.to_extras()]}}))

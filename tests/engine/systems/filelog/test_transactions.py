@@ -43,7 +43,7 @@ def _producer(log, name="job-1/Partition 0", decide=None) -> TransactionalProduc
 
 def _send(producer, *values, partition=0, key=b"k"):
     for value in values:
-        producer.send("t", OutgoingMessageEnvelope(OUT, value, key, partition=partition))
+        producer.send("t", OutgoingMessageEnvelope(OUT, value, key=key, partition=partition))
 
 
 def _die(producer):
@@ -67,7 +67,7 @@ def _plain(log, *values, partition=0):
     producer = FileLogProducer(log.settings)
     producer.register("p")
     for value in values:
-        producer.send("p", OutgoingMessageEnvelope(OUT, value, None, partition=partition))
+        producer.send("p", OutgoingMessageEnvelope(OUT, value, key=None, partition=partition))
     producer.stop()
 
 
@@ -170,9 +170,9 @@ def test_a_consumer_reads_committed_by_default_and_uncommitted_when_configured(m
         log.create(f"s-{level}")
         stream = SystemStream(SYSTEM, f"s-{level}")
         producer = _producer(log, f"job/{level}")
-        producer.send("t", OutgoingMessageEnvelope(stream, b"c", b"k", partition=0))
+        producer.send("t", OutgoingMessageEnvelope(stream, b"c", key=b"k", partition=0))
         _commit(producer)
-        producer.send("t", OutgoingMessageEnvelope(stream, b"a", b"k", partition=0))
+        producer.send("t", OutgoingMessageEnvelope(stream, b"a", key=b"k", partition=0))
         producer.flush()
         producer.abort()
         consumer = FileLogConsumer(log.settings)
@@ -424,7 +424,7 @@ def test_a_process_killed_between_its_commit_markers_is_rolled_forward_everywher
         from weir.engine.systems.filelog.writer import PartitionWriter
         from weir.recovery.checkpoint import Checkpoint, FileCheckpointManager
         for partition in range(3):
-            p.send("t", OutgoingMessageEnvelope(out, b"v%d" % partition, b"k",
+            p.send("t", OutgoingMessageEnvelope(out, b"v%d" % partition, key=b"k",
                                                 partition=partition))
         txn = p.prepare({{"kind": "weir-checkpoint", "path": {path!r}, "task": "T"}})
         m = FileCheckpointManager({str(tmp_path / "cp")!r}); m.register("T"); m.start()

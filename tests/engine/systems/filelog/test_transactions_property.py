@@ -82,11 +82,11 @@ class _Run:
     def apply(self, op: str, i: int) -> None:
         if op == "send":
             value = self.value(f"p{i}")
-            self.live[i].send("t", OutgoingMessageEnvelope(OUT, value, b"k", partition=0))
+            self.live[i].send("t", OutgoingMessageEnvelope(OUT, value, key=b"k", partition=0))
             self.pending[i].append(value)
         elif op == "plain":
             value = self.value("plain")
-            self.plain.send("plain", OutgoingMessageEnvelope(OUT, value, None, partition=0))
+            self.plain.send("plain", OutgoingMessageEnvelope(OUT, value, key=None, partition=0))
             self.committed.append(value)
         elif op == "flush":
             self.live[i].flush()
@@ -117,7 +117,7 @@ class _Run:
             value = self.value(f"z{i}")
             self.never.add(value)
             try:
-                self.zombies[i].send("t", OutgoingMessageEnvelope(OUT, value, b"k",
+                self.zombies[i].send("t", OutgoingMessageEnvelope(OUT, value, key=b"k",
                                                                   partition=0))
                 self.zombies[i].flush()
             except (ProducerFencedError, Exception) as exc:  # noqa: BLE001

@@ -54,7 +54,7 @@ try:
     while True:
         txn += 1
         for i in range({per_txn}):
-            producer.send("t", OutgoingMessageEnvelope(out, b"A-%d-%d" % (txn, i), b"k",
+            producer.send("t", OutgoingMessageEnvelope(out, b"A-%d-%d" % (txn, i), key=b"k",
                                                        partition=i % 2))
         producer.flush()
         producer.prepare()
@@ -67,7 +67,7 @@ except ProducerFencedError as exc:
 
 _REPLACEMENT = _PRODUCER + """
 for i in range({per_txn}):
-    producer.send("t", OutgoingMessageEnvelope(out, b"B-%d" % i, b"k", partition=i % 2))
+    producer.send("t", OutgoingMessageEnvelope(out, b"B-%d" % i, key=b"k", partition=i % 2))
 producer.prepare()
 producer.commit()
 producer.stop()

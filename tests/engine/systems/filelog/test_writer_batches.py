@@ -110,7 +110,7 @@ def test_send_batch_sends_what_one_send_per_record_sends(tmp_path):
             assert producer.send_batch("src", stream, 0, RECORDS) == len(RECORDS)
         else:
             for key, value in RECORDS:
-                producer.send("src", OutgoingMessageEnvelope(stream, value, key, partition=0))
+                producer.send("src", OutgoingMessageEnvelope(stream, value, key=key, partition=0))
         producer.stop()
     assert _files(many) == _files(one)
 

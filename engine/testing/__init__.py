@@ -1,0 +1,17 @@
+"""Testing tasks and applications: ``weir.testing`` (docs/TASKS.md, "Testing tasks").
+
+:class:`TestRunner` runs a task or an application to its end in this process on the memory
+system, with inputs given as Python lists; its :class:`RunResult` reads the output streams,
+the stores and the metrics. ``crash_at`` injects a crash at an offset (the next run restarts
+from the last checkpoint); :func:`advance` markers in input lists move processing time on,
+which drives ``window`` and ``context.clock``.
+"""
+
+from __future__ import annotations
+
+from weir.engine.testing.harness import InjectedCrash, VirtualClock
+from weir.engine.testing.runner import (Advance, Record, RunResult, TestRunError, TestRunner,
+                                        advance)
+
+__all__ = ["TestRunner", "RunResult", "Record", "Advance", "advance", "TestRunError",
+           "InjectedCrash", "VirtualClock"]
