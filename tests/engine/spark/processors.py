@@ -3,7 +3,11 @@ under Spark's transformWithStateInPandas and under weir.spark.transform_with_sta
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
+
 import pandas as pd
+from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor
 
 
@@ -74,6 +78,80 @@ class TtlCount(StatefulProcessor):
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
         yield pd.DataFrame({"key": [key[0]], "n": [-1]})
+
+    def close(self):
+        pass
+
+
+# -- what a processor receives, one column type at a time ------------------------------------
+PROBE_OUT = "key string, chunk long, col string, dtype string, vals string"
+PROBE_SCHEMA = ("k string, i int, l long, by byte, sh short, f float, db double, b boolean, "
+                "s string, ts timestamp, ntz timestamp_ntz, d date, dec decimal(10,2), "
+                "big decimal(38,18), bin binary, arr array<int>, m map<string,int>, "
+                "st struct<a:int,b:string>, arrst array<struct<x:double>>, "
+                "nest map<int,array<string>>, iv interval day to second")
+_T = dt.datetime(2024, 3, 10, 6, 30, 15, 123456)
+_NULLS = (None,) * 20
+PROBE_ROWS = [
+    # key a: every type, then a row of nulls (so the Arrow batch has nulls in every column)
+    ("a", 1, 10, 1, 2, 1.5, 2.5, True, "x", _T, _T, dt.date(2024, 3, 10), decimal.Decimal("1.25"),
+     decimal.Decimal("12345678901234567890.123456789012345678"), b"\x00\x01", [1, None],
+     {"p": 1, "q": None}, (1, "s"), [(0.5,), None], {7: ["u", None]}, dt.timedelta(seconds=5)),
+    ("a",) + _NULLS,
+    # key b: other values, empty collections, a struct of nulls
+    ("b", 3, 30, 3, 4, 3.5, 4.5, False, "y", _T - dt.timedelta(days=400),
+     dt.datetime(1969, 12, 31, 23, 59, 59, 999999), dt.date(1900, 1, 1),
+     decimal.Decimal("-3.00"), decimal.Decimal("0"), b"", [], {}, (None, None), [], {},
+     dt.timedelta(days=-1, microseconds=1)),
+    # key c: nulls only
+    ("c",) + _NULLS,
+    # key d: no null in this key (pandas infers the boolean column again as bool)
+    ("d", 4, 40, 4, 5, 4.5, 5.5, True, "z", _T, _T, dt.date(2024, 3, 11), decimal.Decimal("4.5"),
+     decimal.Decimal("4.5"), b"d", [4], {"d": 4}, (4, "d"), [(4.0,)], {4: []},
+     dt.timedelta(hours=4)),
+    ("d", 5, 50, 5, 6, 5.5, 6.5, False, "w", _T, _T, dt.date(2024, 3, 12), decimal.Decimal("5.5"),
+     decimal.Decimal("5.5"), b"e", [5], {"e": 5}, (5, "e"), [(5.0,)], {5: ["v"]},
+     dt.timedelta(hours=5)),
+]
+
+
+def _desc(v):
+    """A value as the processor sees it: its type and repr."""
+    return f"{type(v).__module__}.{type(v).__name__}:{v!r}"
+
+
+class PandasProbe(StatefulProcessor):
+    """Emits what it receives: per chunk and column the dtype and every value with its type."""
+    def init(self, handle):
+        pass
+
+    def handleInputRows(self, key, rows, timerValues):
+        out = []
+        out.append((str(key[0]), -1, "<key>", type(key).__name__, ";".join(_desc(x) for x in key)))
+        for n, pdf in enumerate(rows):
+            out.append((str(key[0]), n, "<index>", type(pdf.index).__name__, repr(list(pdf.columns))))
+            for c in pdf.columns:
+                out.append((str(key[0]), n, c, str(pdf[c].dtype), ";".join(_desc(v) for v in pdf[c].tolist())))
+                out.append((str(key[0]), n, c + "#iter", str(pdf[c].dtype), ";".join(_desc(v) for v in pdf[c])))
+        yield pd.DataFrame(out, columns=["key", "chunk", "col", "dtype", "vals"])
+
+    def close(self):
+        pass
+
+
+class RowProbe(StatefulProcessor):
+    """Emits what it receives: the key and every Row value with its type."""
+    def init(self, handle):
+        pass
+
+    def handleInputRows(self, key, rows, timerValues):
+        yield Row(key=str(key[0]), chunk=-1, col="<key>", dtype=type(key).__name__,
+                  vals=";".join(_desc(x) for x in key))
+        for n, row in enumerate(rows):
+            yield Row(key=str(key[0]), chunk=n, col="<row>", dtype=type(row).__name__,
+                      vals=repr(row.__fields__))
+            for c in row.__fields__:
+                yield Row(key=str(key[0]), chunk=n, col=c, dtype="", vals=_desc(row[c]))
 
     def close(self):
         pass

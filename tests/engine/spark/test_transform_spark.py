@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from tests.engine.spark._spark import await_query, start_spark, stop_spark, write_parquet
-from tests.engine.spark.processors import Sessions, TtlCount
+from tests.engine.spark.processors import (PROBE_OUT, PROBE_ROWS, PROBE_SCHEMA, PandasProbe,
+                                          RowProbe, Sessions, TtlCount)
 
 pytestmark = pytest.mark.spark
 
@@ -105,3 +106,63 @@ def test_processing_time_timers_and_ttl_run_on_spark(spark, tmp_path):
     # a 1 ms TTL: every batch starts from nothing, and each earlier timer has expired
     assert sorted(r for r in rows if r[1] != -1) == [("a", 1), ("a", 2), ("a", 2), ("b", 1)]
     assert sorted(r for r in rows if r[1] == -1) == [("a", -1), ("a", -1)]
+
+
+@pytest.fixture
+def session_conf(spark):
+    """Set runtime SQL confs for one test, restored after it."""
+    saved: dict[str, str | None] = {}
+
+    def set_conf(key: str, value: str) -> None:
+        saved.setdefault(key, spark.conf.get(key, None))
+        spark.conf.set(key, value)
+
+    yield set_conf
+    for key, value in saved.items():
+        if value is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, value)
+
+
+def _probe(spark, tmp_path, processor, flavour):
+    from weir.spark import transform_with_state
+
+    src = tmp_path / "src"
+    spark.createDataFrame(PROBE_ROWS, PROBE_SCHEMA).coalesce(1).write.parquet(str(src))
+
+    def run(build, ckpt):
+        rows: list[tuple] = []
+        stream = spark.readStream.schema(PROBE_SCHEMA).parquet(str(src))
+        query = (build(stream).writeStream
+                 .foreachBatch(lambda df, _: rows.extend(tuple(r) for r in df.collect()))
+                 .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start())
+        await_query(query)
+        return sorted(rows)
+
+    spark_api = ("transformWithStateInPandas" if flavour == "pandas" else "transformWithState")
+    theirs = run(lambda s: getattr(s.groupBy("k"), spark_api)(processor, PROBE_OUT, "Update",
+                                                              "None"), tmp_path / "c-spark")
+    ours = run(lambda s: transform_with_state(
+        s.groupBy("k"), processor, PROBE_OUT, flavour=flavour, name="probe",
+        checkpoint_location=str(tmp_path / "c-weir")), tmp_path / "c-weir")
+    return ours, theirs
+
+
+def test_a_pandas_processor_receives_every_column_type_as_spark_hands_it_over(
+        spark, tmp_path, session_conf):
+    session_conf("spark.sql.session.timeZone", "America/New_York")
+    session_conf("spark.sql.execution.arrow.maxRecordsPerBatch", "3")  # keys across batches
+    ours, theirs = _probe(spark, tmp_path, PandasProbe(), "pandas")
+    assert ours == theirs
+    dtypes = {(r[0], r[2]): r[3] for r in theirs}
+    assert dtypes[("a", "ts")] == dtypes[("a", "ntz")] == "datetime64[ns]"
+    assert dtypes[("d", "b")] == "bool" and dtypes[("a", "b")] == "object"
+
+
+def test_a_row_processor_receives_every_column_type_as_spark_hands_it_over(
+        spark, tmp_path, session_conf):
+    session_conf("spark.sql.session.timeZone", "America/New_York")
+    ours, theirs = _probe(spark, tmp_path, RowProbe(), "rows")
+    assert ours == theirs
+    assert any("ZoneInfo(key='America/New_York')" in r[4] for r in theirs if r[2] == "ts")
