@@ -155,3 +155,102 @@ class RowProbe(StatefulProcessor):
 
     def close(self):
         pass
+
+
+# -- scenarios of Spark's own transformWithState tests, written again --------------------------
+class ViolationCount(StatefulProcessor):
+    """Per id: rows seen in this batch, and a running count of temperatures above 100 kept in
+    value state (Spark's 'simple' scenario). A second variable is dropped in init with
+    deleteIfExists; using it afterwards must fail as on Spark."""
+
+    def init(self, handle):
+        self.violations = handle.getValueState("violations", "value int")
+        self.dropped = handle.getValueState("dropped", "value int")
+        handle.deleteIfExists("dropped")
+
+    def handleInputRows(self, key, rows, timerValues):
+        from pyspark.errors import PySparkRuntimeError
+
+        try:
+            self.dropped.exists()
+            failed = "no"
+        except PySparkRuntimeError:
+            failed = "yes"
+        before = self.violations.get()[0] if self.violations.exists() else 0
+        seen = hot = 0
+        for pdf in rows:
+            seen += int(pdf["temperature"].count())
+            hot += int((pdf["temperature"] > 100).sum())
+        self.violations.update((before + hot,))
+        yield pd.DataFrame({"id": [key[0]], "seen": [seen], "violations": [before + hot],
+                            "dropped_fails": [failed]})
+
+    def close(self):
+        pass
+
+
+class RowViolationCount(ViolationCount):
+    """ViolationCount for transformWithState (Rows)."""
+
+    def handleInputRows(self, key, rows, timerValues):
+        from pyspark.errors import PySparkRuntimeError
+
+        try:
+            self.dropped.exists()
+            failed = "no"
+        except PySparkRuntimeError:
+            failed = "yes"
+        before = self.violations.get()[0] if self.violations.exists() else 0
+        seen = hot = 0
+        for row in rows:
+            if row.temperature is not None:
+                seen += 1
+                hot += row.temperature > 100
+        self.violations.update((before + hot,))
+        yield Row(id=key[0], seen=seen, violations=before + hot, dropped_fails=failed)
+
+
+class FirstEventTime(StatefulProcessor):
+    """Emits each id's first event time of the batch as its output event time (Spark's
+    'chaining' scenario: a downstream event-time aggregation uses that column)."""
+
+    def init(self, handle):
+        pass
+
+    def handleInputRows(self, key, rows, timerValues):
+        first = None
+        for pdf in rows:
+            first = pdf["eventTime"].tolist()[0] if first is None else first
+        yield pd.DataFrame({"id": [key[0]], "outputTimestamp": [first]})
+
+    def close(self):
+        pass
+
+
+class MaxEventTimeTimer(StatefulProcessor):
+    """Spark's event-time timer scenario: per id the largest event time seen, in seconds (from
+    the pandas timestamp as int64 nanoseconds), a timer at the current watermark that clears it
+    and emits '<id>-expired'."""
+
+    def init(self, handle):
+        self.handle = handle
+        self.largest = handle.getValueState("largest", "value string")
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
+        self.largest.clear()
+        self.handle.deleteTimer(expiredTimerInfo.getExpiryTimeInMs())
+        yield pd.DataFrame({"id": [f"{key[0]}-expired"],
+                            "timestamp": [str(expiredTimerInfo.getExpiryTimeInMs())]})
+
+    def handleInputRows(self, key, rows, timerValues):
+        seconds = []
+        for pdf in rows:
+            seconds.extend((pdf["eventTime"].astype("int64") // 10**9).tolist())
+        before = int(self.largest.get()[0]) if self.largest.exists() else 0
+        largest = str(max(before, max(seconds)))
+        self.largest.update((largest,))
+        self.handle.registerTimer(timerValues.getCurrentWatermarkInMs())
+        yield pd.DataFrame({"id": [key[0]], "timestamp": [largest]})
+
+    def close(self):
+        pass

@@ -74,7 +74,7 @@ def fail_once_after_publish(marker: str):
 
 
 class Query:
-    def __init__(self, spark, base: Path, provider: str = "rocksdb"):
+    def __init__(self, spark, base: Path, provider: str = "rocksdb", placement="own-stage"):
         from weir.spark import StateOperator
 
         self.spark, self.base = spark, base
@@ -83,7 +83,7 @@ class Query:
                                          local_dir=str(base / "local"))
         self.op = StateOperator("counts", checkpoint_location=str(self.ckpt), key="key",
                                 stores={"counts": {"key.serde": "string", "msg.serde": "int64"}},
-                                partitions=P, settings=self.settings)
+                                partitions=P, settings=self.settings, placement=placement)
         self.fail_marker: str | None = None
         self.progress: list[dict] = []
 
@@ -167,7 +167,8 @@ def test_running_count_survives_restarts_lost_replicas_and_replays(spark, tmp_pa
 
 
 def test_a_task_retried_after_publishing_emits_the_published_rows(spark, tmp_path):
-    q = Query(spark, tmp_path, provider="lmdb")
+    # in-stage: the failing function after the operator runs in the operator's own task
+    q = Query(spark, tmp_path, provider="lmdb", placement="in-stage")
     q.fail_marker = str(tmp_path / "failed-once")
     q.add(0, 1)
     assert q.run() == [0, 1]
