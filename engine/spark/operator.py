@@ -52,6 +52,7 @@ from weir.engine.spark.errors import SparkError, StatePartitioningError
 from weir.engine.spark.partition import PartitionMetrics, PartitionState
 from weir.engine.spark.providers import StateStoreSpec, store_specs
 from weir.engine.spark.settings import ProviderSettings, default_partitions
+from weir.engine.spark.statefile import VersionKind
 
 __all__ = ["StateOperator", "OperatorState", "BatchContext", "Placement", "task_batch",
            "key_types", "plan_operator", "METRICS_COLUMN", "PARTITION_COLUMN"]
@@ -383,7 +384,9 @@ class _TaskRunner:
         rows_in = 0
         state.open()
         try:
-            if state.published is None:
+            if state.published is not None:
+                check_replayed_input(state, batches, self.operator)
+            else:
                 table, rows_in = _received_table(batches, self.input_schema, self.timezone,
                                                  where.partition, self.operator, self.partitions)
                 result = self.fn(OperatorState(state, Config(self.config)), table)
@@ -398,6 +401,22 @@ class _TaskRunner:
             yield _with_metrics_column(batch, arrow_schema, where.partition)
         yield _metrics_row(arrow_schema, state.metrics, rows_in, rows_out,
                            (time.perf_counter() - started) * 1000)
+
+
+def check_replayed_input(state: PartitionState, batches: Iterable[Any], operator: str) -> None:
+    """A task whose version is already published emits the recorded rows; but if that version
+    was published by an attempt that got no rows while this one has rows, the two attempts did
+    not see the same partition (a renumbered in-stage plan): stop instead of dropping them."""
+    if state.version_meta().get("rows_in", 0):
+        return
+    if any(batch.num_rows for batch in batches):
+        raise StatePartitioningError(
+            f"StatePartitioningError: operator '{operator}' partition {state.partition}: "
+            f"version {state.batch} was published by an attempt that received no rows, and "
+            f"this attempt received rows: the plan renumbers the operator's tasks (a union "
+            f"after an operator with placement='in-stage'). Use placement='own-stage', and "
+            f"delete {state.files.path(state.batch, VersionKind.CHANGELOG)} (and the same "
+            f"version of the other partitions that published no rows) before it runs again")
 
 
 def _received_table(batches: Iterable[Any], schema: Any, timezone: str | None, partition: int,

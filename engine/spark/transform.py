@@ -46,7 +46,8 @@ from weir.engine.spark.handover import HandOver, pandas_groups, row_groups
 from weir.engine.spark.operator import (PARTITION_COLUMN, BatchContext, Placement,
                                         StateOperator, _arrow_schema, _metrics_row,
                                         _received_table, _TaskRunner, _with_metrics_column,
-                                        decode_batches, encode_batches, internal_schema,
+                                        check_replayed_input, decode_batches, encode_batches,
+                                        internal_schema,
                                         key_types, plan_operator, task_batch,
                                         user_arrow_schema)
 from weir.engine.spark.partition import PartitionState
@@ -528,7 +529,9 @@ class _TwsRunner(_TaskRunner):
         rows_in = 0
         state.open()
         try:
-            if state.published is None:
+            if state.published is not None:
+                check_replayed_input(state, batches, self.operator)
+            else:
                 table, rows_in = _received_table(batches, self.input_schema, self.timezone,
                                                  where.partition, self.operator, self.partitions)
                 max_event = None
