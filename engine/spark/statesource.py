@@ -13,14 +13,15 @@ Options (the path may also be given as ``option("path", ...)`` or ``checkpointLo
 
 ==================  ==============================================================================
 ``operator``        the operator (``<checkpoint>/weir/<operator>``); optional when there is one
-``version``         the version to read (default: the newest version every partition published)
+``version``         the version to read (default: the newest version every partition published);
+                    Spark's ``batchId`` is accepted too (a version is the state after that batch)
 ``partition``       read only this partition
 ``store``           read only this store; its key and value columns are then typed by its serdes
                     (``string`` -> string, ``int64`` -> long, ``json``/``msgpack`` -> JSON text,
                     ``bytes`` -> binary); over several stores they are text
 ``readChangeFeed``  ``true``: the changes of versions ``startVersion`` (required) to
                     ``endVersion`` (default: newest), one row per put or delete, straight from
-                    the changelogs
+                    the changelogs; Spark's ``changeStartBatchId`` / ``changeEndBatchId`` work too
 ==================  ==============================================================================
 
 State rows: ``partition int, store string, key, value, key_bytes binary, value_bytes binary``.
@@ -83,6 +84,21 @@ def _operator(options: Mapping[str, str], checkpoint: Path) -> OperatorCheckpoin
         raise SparkError(f"weirstate: no operator '{name}' in {checkpoint} (operators there: "
                          f"{', '.join(list_operators(checkpoint)) or 'none'})")
     return op
+
+
+def _either(options: Mapping[str, str], weir: str, spark: str) -> int | None:
+    """An integer option under Weir's name or Spark's ``statestore`` name (either case; a
+    version of a Weir operator is the state after that batch id, as Spark's ``batchId``)."""
+    found = {}
+    for name in (weir, spark):
+        for spelled in (name, name.lower()):
+            if spelled in options:
+                found[name] = _int(options, spelled)
+                break
+    if len(found) == 2 and found[weir] != found[spark]:
+        raise SparkError(f"weirstate: options {weir}={found[weir]} and {spark}={found[spark]} "
+                         f"name the same thing; give one")
+    return found.get(weir, found.get(spark))
 
 
 def _int(options: Mapping[str, str], key: str) -> int | None:
@@ -165,11 +181,9 @@ class _Plan:
                              f"{self.meta.partitions - 1}")
         self.change_feed = (options.get("readChangeFeed") or options.get("readchangefeed")
                             or "false").lower() == "true"
-        self.version = _int(options, "version")
-        self.start = _int(options, "startVersion") if "startVersion" in options else \
-            _int(options, "startversion")
-        self.end = _int(options, "endVersion") if "endVersion" in options else \
-            _int(options, "endversion")
+        self.version = _either(options, "version", "batchId")
+        self.start = _either(options, "startVersion", "changeStartBatchId")
+        self.end = _either(options, "endVersion", "changeEndBatchId")
         newest = _newest_common(self.op)
         if self.change_feed:
             if self.start is None:
