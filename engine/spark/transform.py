@@ -241,7 +241,7 @@ class TransformWithState(StateOperator):
                           event_time_column=self.event_time_column)
 
 
-def _pre_init(processor: Any, spark: Any, mode: str) -> dict[str, Any]:
+def _pre_init(processor: Any, spark: Any, mode: str) -> tuple[dict[str, Any], dict[str, str]]:
     """Run ``init`` on the driver, as PySpark does, to learn every state variable's schema
     (parsed here: a Python worker has no JVM to parse DDL); then ``close``."""
     from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
@@ -257,6 +257,7 @@ def _pre_init(processor: Any, spark: Any, mode: str) -> dict[str, Any]:
         return parsed
 
     schemas: dict[str, Any] = {}
+    kinds: dict[str, str] = {}
 
     class _Recorder(StatefulProcessorHandle):
         def __init__(self):  # noqa: D401 - no JVM client
@@ -264,13 +265,16 @@ def _pre_init(processor: Any, spark: Any, mode: str) -> dict[str, Any]:
 
         def getValueState(self, stateName, schema, ttlDurationMs=None):
             schemas[stateName] = parse(schema)
+            kinds[stateName] = "value"
 
         def getListState(self, stateName, schema, ttlDurationMs=None):
             schemas[stateName] = parse(schema)
+            kinds[stateName] = "list"
 
         def getMapState(self, stateName, userKeySchema, valueSchema, ttlDurationMs=None):
             schemas[stateName] = parse(valueSchema)
             schemas[stateName + "#key"] = parse(userKeySchema)
+            kinds[stateName] = "map"
 
         def registerTimer(self, expiryTimestampMs):
             pass
@@ -286,7 +290,19 @@ def _pre_init(processor: Any, spark: Any, mode: str) -> dict[str, Any]:
 
     processor.init(_Recorder())
     processor.close()
-    return schemas
+    return schemas, kinds
+
+
+def state_variables(schemas: dict[str, Any], kinds: dict[str, str]) -> dict[str, Any]:
+    """What the operator records about its state variables (``weirstate`` reads them typed with
+    it): kind and row schemas as Spark's JSON."""
+    out = {}
+    for name, kind in kinds.items():
+        schema = schemas.get(name)
+        key = schemas.get(name + "#key")
+        out[name] = {"kind": kind, "schema": schema.json() if schema is not None else None,
+                     "key_schema": key.json() if key is not None else None}
+    return out
 
 
 def transform_with_state(grouped: Any, processor: Any, output_schema: Any, *,
@@ -374,7 +390,7 @@ def transform_with_state(grouped: Any, processor: Any, output_schema: Any, *,
     op.handover = HandOver.from_spark(spark)
     op.key_types = key_types(df.schema, key)
     copy = cloudpickle.loads(cloudpickle.dumps(processor))
-    schemas = _pre_init(copy, spark, mode.value)
+    schemas, kinds = _pre_init(copy, spark, mode.value)
     out_schema = output_schema if isinstance(output_schema, StructType) else spark._parse_ddl(
         output_schema)
     if event_time_column_name is not None:
@@ -385,6 +401,8 @@ def transform_with_state(grouped: Any, processor: Any, output_schema: Any, *,
         has_initial = _write_initial_state(op, initial_state, parts)
     internal = internal_schema(out_schema)
     run = op.runner(parts, provider_settings, specs, internal, None, schemas, has_initial)
+    run.extra.update({"state_variables": state_variables(schemas, kinds),
+                      "grouping_schema": StructType([df.schema[k] for k in key]).json()})
     out = plan_operator(df, key, parts, run, internal, name, op.placement)
     if watermark is not None and lifetime is StateLifetime.DURABLE:
         column = watermark[0]

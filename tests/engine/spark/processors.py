@@ -165,8 +165,20 @@ class ViolationCount(StatefulProcessor):
 
     def init(self, handle):
         self.violations = handle.getValueState("violations", "value int")
+        self.hot = handle.getListState("hot", "temperature int")
+        self.buckets = handle.getMapState("buckets", "bucket string", "n long")
         self.dropped = handle.getValueState("dropped", "value int")
         handle.deleteIfExists("dropped")
+
+    def _remember(self, temperatures):
+        for t in temperatures:
+            if t is None or t != t:
+                continue
+            if t > 100:
+                self.hot.appendValue((int(t),))
+            bucket = ("hot" if t > 100 else "cold",)
+            old = self.buckets.getValue(bucket)
+            self.buckets.updateValue(bucket, ((old[0] if old else 0) + 1,))
 
     def handleInputRows(self, key, rows, timerValues):
         from pyspark.errors import PySparkRuntimeError
@@ -181,6 +193,7 @@ class ViolationCount(StatefulProcessor):
         for pdf in rows:
             seen += int(pdf["temperature"].count())
             hot += int((pdf["temperature"] > 100).sum())
+            self._remember(pdf["temperature"].tolist())
         self.violations.update((before + hot,))
         yield pd.DataFrame({"id": [key[0]], "seen": [seen], "violations": [before + hot],
                             "dropped_fails": [failed]})
@@ -206,6 +219,7 @@ class RowViolationCount(ViolationCount):
             if row.temperature is not None:
                 seen += 1
                 hot += row.temperature > 100
+            self._remember([row.temperature])
         self.violations.update((before + hot,))
         yield Row(id=key[0], seen=seen, violations=before + hot, dropped_fails=failed)
 

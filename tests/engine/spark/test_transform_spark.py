@@ -224,6 +224,15 @@ def test_scenario_value_state_and_delete_if_exists(spark, tmp_path):
     assert ours == theirs
     assert {r[3] for r in ours} == {"yes"}            # the deleted variable failed on both
     assert ("0", 1, 2, "yes") in ours                  # batch 1: 1 + the 123 of batch 0
+    # the state itself, per variable, through Spark's statestore reader and weirstate
+    for variable in ("violations", "hot", "buckets"):
+        def read(fmt, ckpt):
+            rows = (spark.read.format(fmt).option("stateVarName", variable)
+                    .option("batchId", 1).load(str(ckpt)).drop("partition_id").collect())
+            return sorted(tuple(tuple(c) if isinstance(c, tuple) else c for c in r) for r in rows)
+
+        theirs_state = read("statestore", tmp_path / "c-spark")
+        assert read("weirstate", tmp_path / "c-weir") == theirs_state and theirs_state
 
 
 def test_scenario_two_default_named_operators_one_a_unions_second_child(spark, tmp_path):
