@@ -136,14 +136,33 @@ def parse_delay_ms(delay: str | int) -> int:
     return int(total)
 
 
+def _is_connect(df: Any) -> bool:
+    """A Spark Connect DataFrame (no JVM on this side: the plan is read from its protobuf
+    builder instead of through py4j)."""
+    return type(df).__module__.startswith("pyspark.sql.connect.")
+
+
 def grouping_columns(grouped: Any) -> list[str]:
-    """The column names ``df.groupBy(...)`` grouped by."""
+    """The column names ``df.groupBy(...)`` grouped by (classic or Spark Connect)."""
+    df = grouped._df
+    if _is_connect(df):
+        from pyspark.sql.connect.expressions import ColumnReference
+
+        names = []
+        for column in grouped._grouping_cols:
+            expr = column._expr
+            if not isinstance(expr, ColumnReference):
+                raise SparkError(f"transform_with_state groups by columns; {expr} is an "
+                                 f"expression: add it as a column first (withColumn) and group "
+                                 f"by its name")
+            names.append(expr._unparsed_identifier.strip("`"))
+        return names
     exprs = grouped._jgd.groupingExprs()
     names = []
     for i in range(exprs.size()):
         sql = exprs.apply(i).sql()
         name = sql.strip("`")
-        if name not in grouped._df.columns:
+        if name not in df.columns:
             raise SparkError(f"transform_with_state groups by columns; {sql} is an expression: "
                              f"add it as a column first (withColumn) and group by its name")
         names.append(name)
@@ -151,7 +170,18 @@ def grouping_columns(grouped: Any) -> list[str]:
 
 
 def _watermark(df: Any) -> tuple[str, int] | None:
-    """The input's watermark column and delay, from the plan ``withWatermark`` made."""
+    """The input's watermark column and delay, from the plan ``withWatermark`` made (the
+    innermost one)."""
+    if _is_connect(df):
+        from pyspark.sql.connect.plan import WithWatermark
+
+        found = None
+        node = df._plan
+        while node is not None:
+            if isinstance(node, WithWatermark):
+                found = (node._event_time, parse_delay_ms(node._delay_threshold))
+            node = node._child
+        return found
     plan = df._jdf.queryExecution().logical().toString()
     found = None
     for line in plan.splitlines():
