@@ -268,3 +268,181 @@ class MaxEventTimeTimer(StatefulProcessor):
 
     def close(self):
         pass
+
+
+class ListOps(StatefulProcessor):
+    """List state: put, appendValue, appendList, two iterators read in turns, an element of
+    timestamp type; emits the count and both lists as text."""
+
+    def init(self, handle):
+        self.first = handle.getListState("first", "t int")
+        self.second = handle.getListState("second", "t int")
+        self.times = handle.getListState("times", "at timestamp")
+
+    def handleInputRows(self, key, rows, timerValues):
+        import datetime as _dt
+
+        count = 0
+        for pdf in rows:
+            count += int(pdf["temperature"].count())
+            self.first.put([(7,), (8,)])
+            self.second.put([(9,)])
+            self.first.appendValue((count,))
+            self.second.appendList([(1,), (2,)])
+        a, b = self.first.get(), self.second.get()
+        interleaved = [next(a)[0], next(b)[0], next(a)[0], next(b)[0]]
+        self.times.put([(_dt.datetime(2024, 1, 1, 12, count),)])
+        yield pd.DataFrame({"id": [key[0]], "count": [count],
+                            "lists": [f"{interleaved}|{[v[0] for v in self.first.get()]}|"
+                                      f"{[v[0] for v in self.second.get()]}|"
+                                      f"{[str(v[0]) for v in self.times.get()]}"]})
+
+    def close(self):
+        pass
+
+
+class LargeList(StatefulProcessor):
+    """A list of 100 two-field elements (one field null) on the first batch, then 90 more by put
+    (id '0') or appendList (the others); emits the list before and after."""
+
+    def init(self, handle):
+        self.items = handle.getListState("items", "v int, none int")
+        self.size = handle.getValueState("size", "n int")
+
+    def handleInputRows(self, key, rows, timerValues):
+        for _ in rows:
+            pass
+        before = [e[0] for e in self.items.get()]
+        if not before:
+            new = [(i, None) for i in range(100)]
+            (self.items.put if key[0] == "0" else self.items.appendList)(new)
+            self.size.update((100,))
+        else:
+            n = self.size.get()[0]
+            if key[0] == "0":
+                self.items.put([(i, None) for i in range(n + 90)])
+            else:
+                self.items.appendList([(i, None) for i in range(n, n + 90)])
+            self.size.update((n + 90,))
+        after = [e[0] for e in self.items.get()]
+        yield pd.DataFrame({"id": [key[0]], "before": [len(before)], "after": [len(after)],
+                            "check": [sum(after) + sum(1 for e in self.items.get()
+                                                       if e[1] is None)]})
+
+    def close(self):
+        pass
+
+
+class MapOps(StatefulProcessor):
+    """Map state with DDL schemas: containsKey, getValue, updateValue, keys/values/iterator
+    order, removeKey, clear; emits what it saw."""
+
+    def init(self, handle):
+        self.counts = handle.getMapState("counts", "name string", "count int")
+
+    def handleInputRows(self, key, rows, timerValues):
+        count = sum(int(pdf["temperature"].count()) for pdf in rows)
+        seen = []
+        for name in ("one", "two"):
+            if self.counts.containsKey((name,)):
+                seen.append(self.counts.getValue((name,))[0])
+            self.counts.updateValue((name,), (count + len(seen),))
+        order = ([k[0] for k in self.counts.keys()], [v[0] for v in self.counts.values()],
+                 [(k[0], v[0]) for k, v in self.counts.iterator()])
+        self.counts.removeKey(("one",))
+        after_remove = (self.counts.containsKey(("one",)), self.counts.exists())
+        if key[0] == "1":
+            self.counts.clear()
+        yield pd.DataFrame({"id": [key[0]], "seen": [str(seen)], "order": [str(order)],
+                            "after": [str(after_remove) + str(self.counts.exists())]})
+
+    def close(self):
+        pass
+
+
+class MissingValue(StatefulProcessor):
+    """A value state never written: exists() is false, get() is None, clear() is harmless."""
+
+    def init(self, handle):
+        self.never = handle.getValueState("never", "n int")
+
+    def handleInputRows(self, key, rows, timerValues):
+        for _ in rows:
+            pass
+        before = (self.never.exists(), self.never.get())
+        self.never.clear()
+        yield pd.DataFrame({"id": [key[0]], "state": [str(before)]})
+
+    def close(self):
+        pass
+
+
+class NestedValue(StatefulProcessor):
+    """Nested types in value, list and map state: arrays of arrays, arrays of structs, maps of
+    arrays, maps of maps; written on the first batch, read back and extended on the next."""
+
+    SCHEMA = ("ids array<int>, tags array<array<string>>, "
+              "meta array<struct<k:string,v:string>>, attrs map<string,array<int>>, "
+              "confs map<string,map<string,int>>")
+
+    def init(self, handle):
+        self.value = handle.getValueState("value", self.SCHEMA)
+        self.items = handle.getListState("items", self.SCHEMA)
+        self.by_name = handle.getMapState("by_name", "name string", self.SCHEMA)
+
+    def handleInputRows(self, key, rows, timerValues):
+        n = sum(len(pdf) for pdf in rows)
+        if self.value.exists():
+            ids, tags, meta, attrs, confs = self.value.get()
+            ids = list(ids) + [n]
+        else:
+            ids, tags = [n], [["a", "b"], ["c"]]
+            meta = [("env", "prod"), ("region", "west")]
+            attrs, confs = {"x": [1], "y": [10, 20]}, {"e": {"f": 5, "g": 10}}
+        row = (ids, tags, meta, attrs, confs)
+        self.value.update(row)
+        self.items.appendValue(row)
+        self.by_name.updateValue((key[0],), row)
+
+        def show(r):
+            ids, tags, meta, attrs, confs = r
+            return (list(ids), [list(t) for t in tags], [tuple(m) for m in meta],
+                    sorted((k, list(v)) for k, v in attrs.items()),
+                    sorted((k, sorted(v.items())) for k, v in confs.items()))
+
+        yield pd.DataFrame({"id": [key[0]], "value": [str(show(self.value.get()))],
+                            "items": [len(list(self.items.get()))],
+                            "mapped": [str(show(self.by_name.getValue((key[0],))))]})
+
+    def close(self):
+        pass
+
+
+class StructOutput(StatefulProcessor):
+    """A struct output column (a dict in a pandas cell) and a struct value state."""
+
+    def init(self, handle):
+        self.state = handle.getValueState("state", "id int, name string")
+
+    def handleInputRows(self, key, rows, timerValues):
+        for _ in rows:
+            pass
+        before = self.state.get()
+        ident = int(key[0]) + (before[0] + 1 if before else 0)
+        self.state.update((ident, f"name-{ident}"))
+        yield pd.DataFrame({"id": [key[0]], "value": [{"id": ident, "name": f"name-{ident}"}]})
+
+    def close(self):
+        pass
+
+
+class RowStructOutput(StructOutput):
+    """StructOutput for transformWithState (Rows)."""
+
+    def handleInputRows(self, key, rows, timerValues):
+        for _ in rows:
+            pass
+        before = self.state.get()
+        ident = int(key[0]) + (before[0] + 1 if before else 0)
+        self.state.update((ident, f"name-{ident}"))
+        yield Row(id=key[0], value={"id": ident, "name": f"name-{ident}"})
