@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from tests.engine.spark._spark import running_count
+
 STORES = {"counts": {"key.serde": "string", "msg.serde": "int64"}}
 SCHEMA = "key string, count long, batch long"
 
@@ -38,16 +40,10 @@ def counting(hold: str | None, base: str):
     def fn(state, table):
         if point == "mid-batch" and state.batch_id == int(batch) and table.num_rows:
             _hold(f"{base}/held-mid-batch")
-        counts = state.store("counts")
-        if table.num_rows == 0:
+        out = running_count(state, table)
+        if out is None:
             return None
-        grouped = table.group_by("key").aggregate([("key", "count")])
-        keys = grouped.column("key").to_pylist()
-        old = counts.get_all(keys)
-        new = [old.get(k, 0) + n for k, n in zip(keys, grouped.column("key_count").to_pylist())]
-        counts.put_all(list(zip(keys, new)))
-        return pa.table({"key": keys, "count": pa.array(new, pa.int64()),
-                         "batch": pa.array([state.batch_id] * len(keys), pa.int64())})
+        return out.append_column("batch", pa.array([state.batch_id] * out.num_rows, pa.int64()))
 
     return fn
 

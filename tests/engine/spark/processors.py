@@ -158,7 +158,14 @@ class RowProbe(StatefulProcessor):
 
 
 # -- scenarios of Spark's own transformWithState tests, written again --------------------------
-class ViolationCount(StatefulProcessor):
+class _Scenario(StatefulProcessor):
+    """What the scenario processors share: nothing to release in close()."""
+
+    def close(self):
+        pass
+
+
+class ViolationCount(_Scenario):
     """Per id: rows seen in this batch, and a running count of temperatures above 100 kept in
     value state (Spark's 'simple' scenario). A second variable is dropped in init with
     deleteIfExists; using it afterwards must fail as on Spark."""
@@ -198,9 +205,6 @@ class ViolationCount(StatefulProcessor):
         yield pd.DataFrame({"id": [key[0]], "seen": [seen], "violations": [before + hot],
                             "dropped_fails": [failed]})
 
-    def close(self):
-        pass
-
 
 class RowViolationCount(ViolationCount):
     """ViolationCount for transformWithState (Rows)."""
@@ -224,7 +228,7 @@ class RowViolationCount(ViolationCount):
         yield Row(id=key[0], seen=seen, violations=before + hot, dropped_fails=failed)
 
 
-class FirstEventTime(StatefulProcessor):
+class FirstEventTime(_Scenario):
     """Emits each id's first event time of the batch as its output event time (Spark's
     'chaining' scenario: a downstream event-time aggregation uses that column)."""
 
@@ -237,11 +241,8 @@ class FirstEventTime(StatefulProcessor):
             first = pdf["eventTime"].tolist()[0] if first is None else first
         yield pd.DataFrame({"id": [key[0]], "outputTimestamp": [first]})
 
-    def close(self):
-        pass
 
-
-class MaxEventTimeTimer(StatefulProcessor):
+class MaxEventTimeTimer(_Scenario):
     """Spark's event-time timer scenario: per id the largest event time seen, in seconds (from
     the pandas timestamp as int64 nanoseconds), a timer at the current watermark that clears it
     and emits '<id>-expired'."""
@@ -266,11 +267,8 @@ class MaxEventTimeTimer(StatefulProcessor):
         self.handle.registerTimer(timerValues.getCurrentWatermarkInMs())
         yield pd.DataFrame({"id": [key[0]], "timestamp": [largest]})
 
-    def close(self):
-        pass
 
-
-class ListOps(StatefulProcessor):
+class ListOps(_Scenario):
     """List state: put, appendValue, appendList, two iterators read in turns, an element of
     timestamp type; emits the count and both lists as text."""
 
@@ -297,11 +295,8 @@ class ListOps(StatefulProcessor):
                                       f"{[v[0] for v in self.second.get()]}|"
                                       f"{[str(v[0]) for v in self.times.get()]}"]})
 
-    def close(self):
-        pass
 
-
-class LargeList(StatefulProcessor):
+class LargeList(_Scenario):
     """A list of 100 two-field elements (one field null) on the first batch, then 90 more by put
     (id '0') or appendList (the others); emits the list before and after."""
 
@@ -329,11 +324,8 @@ class LargeList(StatefulProcessor):
                             "check": [sum(after) + sum(1 for e in self.items.get()
                                                        if e[1] is None)]})
 
-    def close(self):
-        pass
 
-
-class MapOps(StatefulProcessor):
+class MapOps(_Scenario):
     """Map state with DDL schemas: containsKey, getValue, updateValue, keys/values/iterator
     order, removeKey, clear; emits what it saw."""
 
@@ -356,11 +348,8 @@ class MapOps(StatefulProcessor):
         yield pd.DataFrame({"id": [key[0]], "seen": [str(seen)], "order": [str(order)],
                             "after": [str(after_remove) + str(self.counts.exists())]})
 
-    def close(self):
-        pass
 
-
-class MissingValue(StatefulProcessor):
+class MissingValue(_Scenario):
     """A value state never written: exists() is false, get() is None, clear() is harmless."""
 
     def init(self, handle):
@@ -373,11 +362,8 @@ class MissingValue(StatefulProcessor):
         self.never.clear()
         yield pd.DataFrame({"id": [key[0]], "state": [str(before)]})
 
-    def close(self):
-        pass
 
-
-class NestedValue(StatefulProcessor):
+class NestedValue(_Scenario):
     """Nested types in value, list and map state: arrays of arrays, arrays of structs, maps of
     arrays, maps of maps; written on the first batch, read back and extended on the next."""
 
@@ -414,11 +400,8 @@ class NestedValue(StatefulProcessor):
                             "items": [len(list(self.items.get()))],
                             "mapped": [str(show(self.by_name.getValue((key[0],))))]})
 
-    def close(self):
-        pass
 
-
-class StructOutput(StatefulProcessor):
+class StructOutput(_Scenario):
     """A struct output column (a dict in a pandas cell) and a struct value state."""
 
     def init(self, handle):
@@ -431,9 +414,6 @@ class StructOutput(StatefulProcessor):
         ident = int(key[0]) + (before[0] + 1 if before else 0)
         self.state.update((ident, f"name-{ident}"))
         yield pd.DataFrame({"id": [key[0]], "value": [{"id": ident, "name": f"name-{ident}"}]})
-
-    def close(self):
-        pass
 
 
 class RowStructOutput(StructOutput):

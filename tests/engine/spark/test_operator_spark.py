@@ -30,7 +30,8 @@ import pytest
 from weir.engine.spark.replica import release_replicas
 from weir.engine.spark.settings import ProviderSettings
 
-from tests.engine.spark._spark import await_query, start_spark, stop_spark, write_parquet
+from tests.engine.spark._spark import (await_query, running_count, start_spark, stop_spark,
+                                       write_parquet)
 
 pytestmark = pytest.mark.spark
 
@@ -46,19 +47,6 @@ def spark(tmp_path_factory):
     session = start_spark(scratch, app="weir-operator-tests")
     yield session
     stop_spark(session, scratch)
-
-
-def running_count(state, table):
-    """Vectorised running count: one Arrow group_by, one get_all, one put_all."""
-    counts = state.store("counts")
-    if table.num_rows == 0:
-        return None
-    grouped = table.group_by("key").aggregate([("key", "count")])
-    keys = grouped.column("key").to_pylist()
-    old = counts.get_all(keys)
-    new = [old.get(k, 0) + n for k, n in zip(keys, grouped.column("key_count").to_pylist())]
-    counts.put_all(list(zip(keys, new)))
-    return pa.table({"key": keys, "count": pa.array(new, pa.int64())})
 
 
 def fail_once_after_publish(marker: str):
