@@ -12,7 +12,8 @@ Variants:
 
 * ``weir_vec_rocksdb`` / ``weir_vec_lmdb``: :class:`weir.spark.StateOperator`, one vectorised
   Arrow ``group_by`` + ``get_all`` + ``put_all`` per partition and batch (the Weir state
-  provider's primary form);
+  provider's primary form), its own stage (the default placement: one more exchange of the
+  output); ``weir_vec_rocksdb_in_stage``: the same with ``placement="in-stage"``;
 * ``weir_proc_rocksdb`` / ``weir_proc_lmdb``: :func:`weir.spark.transform_with_state` running the
   unchanged per-key PySpark ``StatefulProcessor`` (``PandasCount``) on Weir stores;
 * ``spark_apply``: ``applyInPandasWithState`` on Spark's RocksDB provider;
@@ -46,8 +47,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-VARIANTS = ["weir_vec_rocksdb", "weir_vec_lmdb", "weir_proc_rocksdb", "weir_proc_lmdb",
-            "spark_apply", "spark_tws_pandas", "spark_tws_rows", "spark_count"]
+VARIANTS = ["weir_vec_rocksdb", "weir_vec_lmdb", "weir_vec_rocksdb_in_stage", "weir_proc_rocksdb",
+            "weir_proc_lmdb", "spark_apply", "spark_tws_pandas", "spark_tws_rows", "spark_count"]
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 PARTITIONS = 4
 
@@ -145,7 +146,8 @@ def apply_count(key, pdfs, state):
 def run_variant(variant: str, data: Path, work: Path, events: int, distinct: int) -> dict:
     from weir.engine.spark.session import spark_session
 
-    provider = variant.rsplit("_", 1)[1] if variant.startswith("weir_") else "rocksdb"
+    provider = (variant.removesuffix("_in_stage").rsplit("_", 1)[1] if variant.startswith("weir_")
+                else "rocksdb")
     work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     spark = spark_session({
@@ -173,7 +175,8 @@ def run_variant(variant: str, data: Path, work: Path, events: int, distinct: int
     if variant.startswith("weir_vec"):
         op = StateOperator("counts", checkpoint_location=str(ckpt), key="key",
                            stores={"counts": {"key.serde": "string", "msg.serde": "int64"}},
-                           partitions=PARTITIONS)
+                           partitions=PARTITIONS,
+                           placement="in-stage" if variant.endswith("_in_stage") else "own-stage")
         df = op.apply(src, weir_count, "key string, count long")
     elif variant.startswith("weir_proc"):
         df = transform_with_state(grouped, PandasCount(), "key string, count long",

@@ -22,7 +22,8 @@ from weir.stores._lazy import lazy_exports
 from weir.engine.spark.errors import (InputPositionError, JavaRuntimeError,
                                       PartitionCountChangedError, SparkError, SparkJobError,
                                       StateFileDamagedError, StateHistoryError,
-                                      StateOwnershipError, StatePartitioningError)
+                                      StateOwnershipError, StatePartitioningError,
+                                      StateVariableError)
 from weir.engine.spark.providers import (StateProvider, register_state_provider,
                                          state_provider, state_providers,
                                          unregister_state_provider)
@@ -30,6 +31,7 @@ from weir.engine.spark.settings import ProviderSettings
 
 _LAZY = {
     "StateOperator": "weir.engine.spark.operator",
+    "Placement": "weir.engine.spark.operator",
     "transform_with_state": "weir.engine.spark.transform",
     "OperatorState": "weir.engine.spark.operator",
     "register_data_sources": "weir.engine.spark.sources",
@@ -40,7 +42,7 @@ _LAZY = {
 __all__ = [
     "SparkError", "JavaRuntimeError", "StateFileDamagedError", "StateHistoryError",
     "PartitionCountChangedError", "StateOwnershipError", "StatePartitioningError",
-    "InputPositionError", "SparkJobError",
+    "InputPositionError", "SparkJobError", "StateVariableError",
     "StateProvider", "register_state_provider", "unregister_state_provider", "state_provider",
     "state_providers", "ProviderSettings",
     *_LAZY,

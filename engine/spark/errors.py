@@ -23,6 +23,7 @@ __all__ = [
     "StatePartitioningError",
     "InputPositionError",
     "SparkJobError",
+    "StateVariableError",
 ]
 
 
@@ -104,3 +105,8 @@ class InputPositionError(SparkError):
 class SparkJobError(SparkError):
     """A job run on Spark (``weir run --runner spark``) failed; the message names the cause
     Spark reported and, when it is one of Weir's errors, that error's text."""
+
+
+class StateVariableError(SparkError, RuntimeError):
+    """A processor used a state variable it may not use: one it removed with ``deleteIfExists``
+    (Spark fails the same call with a ``PySparkRuntimeError``, also a ``RuntimeError``)."""

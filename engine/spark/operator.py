@@ -41,6 +41,7 @@ from __future__ import annotations
 import io
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from weir.stores.api import KeyValueStore
@@ -51,9 +52,10 @@ from weir.engine.spark.errors import SparkError, StatePartitioningError
 from weir.engine.spark.partition import PartitionMetrics, PartitionState
 from weir.engine.spark.providers import StateStoreSpec, store_specs
 from weir.engine.spark.settings import ProviderSettings, default_partitions
+from weir.engine.spark.statefile import VersionKind
 
-__all__ = ["StateOperator", "OperatorState", "BatchContext", "task_batch", "key_types",
-           "METRICS_COLUMN", "PARTITION_COLUMN"]
+__all__ = ["StateOperator", "OperatorState", "BatchContext", "Placement", "task_batch",
+           "key_types", "plan_operator", "METRICS_COLUMN", "PARTITION_COLUMN"]
 
 PARTITION_COLUMN = "__weir_partition"
 METRICS_COLUMN = "__weir_metrics"
@@ -68,6 +70,31 @@ _METRIC_FIELDS = (
     ("restore_ms", "double"), ("publish_ms", "double"), ("snapshot_ms", "double"),
     ("task_ms", "double"))
 METRICS_DDL = ", ".join(f"{n} {t}" for n, t in _METRIC_FIELDS)
+
+
+class Placement(Enum):
+    """Where an operator's tasks run in the Spark plan.
+
+    ``OWN_STAGE`` (default): the operator's output goes through one more exchange, so its tasks
+    are a stage of their own whose task numbers are the state partitions, whatever the plan
+    does with the output (a ``union`` renumbers the partitions of its later children, so a task
+    could not tell its state partition when it got no rows). Costs one shuffle of the output
+    rows. ``IN_STAGE``: no exchange; the operator's tasks run in the stage of whatever consumes
+    the output, which is faster and right as long as nothing renumbers partitions (no ``union``
+    after it); a task that sees it was renumbered stops with ``StatePartitioningError``.
+    """
+
+    OWN_STAGE = "own-stage"
+    IN_STAGE = "in-stage"
+
+    @classmethod
+    def parse(cls, raw: "Placement | str") -> "Placement":
+        if isinstance(raw, Placement):
+            return raw
+        try:
+            return cls(str(raw).lower().replace("_", "-"))
+        except ValueError:
+            raise SparkError(f"placement {raw!r}: 'own-stage' (default) or 'in-stage'") from None
 
 
 @dataclass(frozen=True)
@@ -210,8 +237,10 @@ class StateOperator:
 
     def __init__(self, name: str, *, checkpoint_location: str, key: str | Sequence[str],
                  stores: Mapping[str, Mapping[str, str]] | Sequence[str],
-                 partitions: int | None = None, settings: ProviderSettings | None = None):
+                 partitions: int | None = None, settings: ProviderSettings | None = None,
+                 placement: Placement | str = Placement.OWN_STAGE):
         self.name = name
+        self.placement = Placement.parse(placement)
         self.checkpoint = OperatorCheckpoint(checkpoint_location, name)
         self.key = [key] if isinstance(key, str) else list(key)
         if not self.key:
@@ -250,8 +279,7 @@ class StateOperator:
         """``df`` repartitioned by key and mapped through ``fn`` with its state; returns the
         output DataFrame (``schema``: a DDL string or StructType). ``batch_id`` is for
         foreachBatch (see :meth:`foreach_batch`)."""
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import StructField, StructType
+        from pyspark.sql.types import StructType
 
         spark = df.sparkSession
         partitions, settings, specs = self._resolve(spark)
@@ -261,22 +289,13 @@ class StateOperator:
             if field.name.startswith("__weir"):
                 raise ValueError(f"output column {field.name!r}: names starting with __weir "
                                  f"are Weir's own")
-        metrics_type = StructType.fromDDL(METRICS_DDL)
-        internal = StructType([StructField(f.name, f.dataType, True) for f in out_schema.fields]
-                              + [StructField(METRICS_COLUMN, metrics_type, True)])
-        keys = ", ".join(f"`{k}`" for k in self.key)
-        shuffled = (df.repartition(partitions, *self.key)
-                    .withColumn(PARTITION_COLUMN, F.expr(f"pmod(hash({keys}), {partitions})")))
+        internal = internal_schema(out_schema)
         run = _TaskRunner(str(self.checkpoint.checkpoint), self.name, self.kind, partitions,
                           specs, settings, dict(self._store_config), fn, internal, batch_id,
-                          shuffled.schema, spark.conf.get("spark.sql.session.timeZone", None),
+                          None, spark.conf.get("spark.sql.session.timeZone", None),
                           key_types(df.schema, self.key))
-        mapped = shuffled.mapInArrow(run, internal)
-        observed = mapped.observe(
-            f"weir.{self.name}",
-            *[(F.max if n.endswith("_ms") and n != "task_ms" else F.sum)(
-                F.col(f"{METRICS_COLUMN}.{n}")).alias(n) for n, _ in _METRIC_FIELDS])
-        return observed.where(F.col(METRICS_COLUMN).isNull()).drop(METRICS_COLUMN)
+        return plan_operator(df, self.key, partitions, run, internal, self.name,
+                             self.placement)
 
     def foreach_batch(self, fn: Callable[[OperatorState, Any], Any], schema: Any,
                       sink: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
@@ -289,6 +308,46 @@ class StateOperator:
             sink(self.apply(batch_df, fn, schema, batch_id=batch_id), batch_id)
 
         return each_batch
+
+
+def internal_schema(out_schema: Any) -> Any:
+    """The schema ``mapInArrow`` emits: the output columns, the state partition of each row,
+    and the metrics row of each task."""
+    from pyspark.sql.types import IntegerType, StructField, StructType
+
+    return StructType([StructField(f.name, f.dataType, True, f.metadata)
+                       for f in out_schema.fields]
+                      + [StructField(PARTITION_COLUMN, IntegerType(), True),
+                         StructField(METRICS_COLUMN, StructType.fromDDL(METRICS_DDL), True)])
+
+
+def plan_operator(df: Any, key: Sequence[str], partitions: int, run: Callable, internal: Any,
+                  name: str, placement: Placement) -> Any:
+    """``df`` repartitioned by ``key`` into ``partitions``, each partition's rows tagged with
+    their state partition, mapped through ``run``; the metrics rows observed as ``weir.<name>``
+    and dropped; with ``Placement.OWN_STAGE`` one more exchange after it (see
+    :class:`Placement`)."""
+    from pyspark.sql import functions as F
+
+    keys = ", ".join(f"`{k}`" for k in key)
+    shuffled = (df.repartition(partitions, *key)
+                .withColumn(PARTITION_COLUMN, F.expr(f"pmod(hash({keys}), {partitions})")))
+    run.input_schema = shuffled.schema
+    mapped = shuffled.mapInArrow(run, internal)
+    observed = mapped.observe(
+        f"weir.{name}",
+        *[(F.max if n.endswith("_ms") and n != "task_ms" else F.sum)(
+            F.col(f"{METRICS_COLUMN}.{n}")).alias(n) for n, _ in _METRIC_FIELDS])
+    out = observed.where(F.col(METRICS_COLUMN).isNull()).drop(METRICS_COLUMN)
+    if placement is Placement.OWN_STAGE:
+        out = out.repartition(partitions, F.col(PARTITION_COLUMN))
+    return out.drop(PARTITION_COLUMN)
+
+
+def user_arrow_schema(arrow_schema: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.schema([f for f in arrow_schema if f.name not in (METRICS_COLUMN, PARTITION_COLUMN)])
 
 
 class _TaskRunner:
@@ -315,7 +374,7 @@ class _TaskRunner:
         started = time.perf_counter()
         where = task_batch(self.batch_override)
         arrow_schema = _arrow_schema(self.schema, self.timezone)
-        user_schema = pa.schema([f for f in arrow_schema if f.name != METRICS_COLUMN])
+        user_schema = user_arrow_schema(arrow_schema)
         checkpoint = OperatorCheckpoint(self.checkpoint, self.operator)
         meta = checkpoint.ensure_meta(OperatorMeta(
             self.operator, self.kind, self.partitions, {s.name: s.describe() for s in self.specs},
@@ -325,7 +384,9 @@ class _TaskRunner:
         rows_in = 0
         state.open()
         try:
-            if state.published is None:
+            if state.published is not None:
+                check_replayed_input(state, batches, self.operator)
+            else:
                 table, rows_in = _received_table(batches, self.input_schema, self.timezone,
                                                  where.partition, self.operator, self.partitions)
                 result = self.fn(OperatorState(state, Config(self.config)), table)
@@ -337,9 +398,25 @@ class _TaskRunner:
         rows_out = 0
         for batch in decode_batches(values):
             rows_out += batch.num_rows
-            yield _with_metrics_column(batch, arrow_schema)
+            yield _with_metrics_column(batch, arrow_schema, where.partition)
         yield _metrics_row(arrow_schema, state.metrics, rows_in, rows_out,
                            (time.perf_counter() - started) * 1000)
+
+
+def check_replayed_input(state: PartitionState, batches: Iterable[Any], operator: str) -> None:
+    """A task whose version is already published emits the recorded rows; but if that version
+    was published by an attempt that got no rows while this one has rows, the two attempts did
+    not see the same partition (a renumbered in-stage plan): stop instead of dropping them."""
+    if state.version_meta().get("rows_in", 0):
+        return
+    if any(batch.num_rows for batch in batches):
+        raise StatePartitioningError(
+            f"StatePartitioningError: operator '{operator}' partition {state.partition}: "
+            f"version {state.batch} was published by an attempt that received no rows, and "
+            f"this attempt received rows: the plan renumbers the operator's tasks (a union "
+            f"after an operator with placement='in-stage'). Use placement='own-stage', and "
+            f"delete {state.files.path(state.batch, VersionKind.CHANGELOG)} (and the same "
+            f"version of the other partitions that published no rows) before it runs again")
 
 
 def _received_table(batches: Iterable[Any], schema: Any, timezone: str | None, partition: int,
@@ -370,10 +447,13 @@ def _check_partition(table: Any, partition: int, operator: str, partitions: int)
             f"query execution coalescing, or a plan change); nothing was published")
 
 
-def _with_metrics_column(batch: Any, schema: Any) -> Any:
+def _with_metrics_column(batch: Any, schema: Any, partition: int) -> Any:
+    """An output batch with the internal columns: its state partition, no metrics."""
     import pyarrow as pa
 
-    columns = list(batch.columns) + [pa.nulls(batch.num_rows, schema.field(METRICS_COLUMN).type)]
+    columns = list(batch.columns) + [
+        pa.array([partition] * batch.num_rows, pa.int32()),
+        pa.nulls(batch.num_rows, schema.field(METRICS_COLUMN).type)]
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from pyspark.errors import PySparkRuntimeError
 from pyspark.sql.streaming.stateful_processor import (ExpiredTimerInfo, ListState, MapState,
                                                       StatefulProcessor,
                                                       StatefulProcessorHandle, TimerValues,
@@ -55,12 +56,18 @@ from pyspark.sql.streaming.stateful_processor import (ExpiredTimerInfo, ListStat
 
 from weir.stores.engines._base import prefix_upper_bound
 
-from weir.engine.spark.errors import SparkError
+from weir.engine.spark.errors import SparkError, StateVariableError
 
 __all__ = ["TimeMode", "BatchTime", "WeirProcessorHandle", "ProcessorDriver", "encode_key",
            "TWS_STORE"]
 
 TWS_STORE = "tws"
+
+
+class DeletedStateVariableError(StateVariableError, PySparkRuntimeError):
+    """A state variable used after ``deleteIfExists``: a Weir error that is also the
+    ``PySparkRuntimeError`` Spark raises for the same call, so a processor catching either
+    behaves the same on both."""
 _U64 = struct.Struct(">Q")
 _U32 = struct.Struct(">I")
 _NO_EXPIRY = 0
@@ -178,6 +185,7 @@ class _Var:
     def __init__(self, handle: "WeirProcessorHandle", name: str, schema: Any, ttl_ms: int | None):
         self.h = handle
         self.name = name
+        self.deleted = False
         self.codec = _Codec(schema)
         self.ttl_ms = ttl_ms
         self.prefix = self.tag + b"\0" + name.encode() + b"\0"
@@ -201,6 +209,11 @@ class _Var:
             self.h.store.put(b"x\0" + _U64.pack(expiry) + state_key, b"")
 
     def _key(self) -> bytes:
+        if self.deleted:
+            raise DeletedStateVariableError(
+                f"state variable '{self.name}' was removed with deleteIfExists('{self.name}'): "
+                f"get it again from the handle (getValueState/getListState/getMapState) before "
+                f"using it (Spark fails the same call)")
         return self.prefix + self.h.current_key()
 
 
@@ -245,6 +258,7 @@ class _WeirListState(ListState, _Var):
         return iter([self.codec.loads(memoryview(v)[8:]) for _, v in self._elements()])
 
     def _append(self, values: list) -> None:
+        base = self._key()
         if not values:
             return
         kb = self.h.current_key()
@@ -252,7 +266,6 @@ class _WeirListState(ListState, _Var):
         raw = self.h.store.get(seq_key)
         seq = _U64.unpack(raw)[0] if raw is not None else 0
         expiry = self._expiry()
-        base = self.prefix + kb
         for value in values:
             element = base + _U64.pack(seq)
             self.h.store.put(element, self._pack(value, expiry))
@@ -399,7 +412,9 @@ class WeirProcessorHandle(StatefulProcessorHandle):
         name = stateName.encode()
         for tag in (b"v", b"l", b"L", b"m"):
             self.store.delete_prefix(tag + b"\0" + name + b"\0")
-        self.variables.pop(stateName, None)
+        var = self.variables.pop(stateName, None)
+        if var is not None:
+            var.deleted = True
 
     # -- timers ---------------------------------------------------------------------------------
     def _check_timers(self, operation: str) -> None:

@@ -50,7 +50,8 @@ from weir.stores.locking import FileLock, acquire_lock
 
 from weir.engine.spark.providers import StateStoreSpec, state_provider
 
-__all__ = ["Replica", "acquire_replica", "release_replicas", "open_replicas", "replica_key"]
+__all__ = ["Replica", "acquire_replica", "release_replicas", "discard_replicas", "open_replicas",
+           "replica_key"]
 
 log = logging.getLogger("weir.spark.replica")
 
@@ -345,3 +346,16 @@ def release_replicas(operator_root: Path | None = None) -> None:
         if operator_root is None or key[0] == str(operator_root):
             replica.close()
             del _OPEN[key]
+
+
+def discard_replicas(operator_root: Path) -> None:
+    """Close this process's replicas of one operator and delete their slots (an operator whose
+    state lives for one task: a batch query's ``transform_with_state``)."""
+    import shutil
+
+    for key, replica in list(_OPEN.items()):
+        if key[0] == str(operator_root):
+            replica.close()
+            del _OPEN[key]
+            if replica.directory is not None:
+                shutil.rmtree(replica.directory, ignore_errors=True)

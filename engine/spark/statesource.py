@@ -13,14 +13,19 @@ Options (the path may also be given as ``option("path", ...)`` or ``checkpointLo
 
 ==================  ==============================================================================
 ``operator``        the operator (``<checkpoint>/weir/<operator>``); optional when there is one
-``version``         the version to read (default: the newest version every partition published)
+``version``         the version to read (default: the newest version every partition published);
+                    Spark's ``batchId`` is accepted too (a version is the state after that batch)
 ``partition``       read only this partition
 ``store``           read only this store; its key and value columns are then typed by its serdes
                     (``string`` -> string, ``int64`` -> long, ``json``/``msgpack`` -> JSON text,
                     ``bytes`` -> binary); over several stores they are text
+``stateVarName``    one state variable of a ``transform_with_state`` operator, typed as Spark's
+                    ``statestore`` reader types it: ``key`` (struct of the grouping columns),
+                    ``value`` (one row per value or list element) or ``user_map_key`` and
+                    ``user_map_value`` (map state), ``partition_id``
 ``readChangeFeed``  ``true``: the changes of versions ``startVersion`` (required) to
                     ``endVersion`` (default: newest), one row per put or delete, straight from
-                    the changelogs
+                    the changelogs; Spark's ``changeStartBatchId`` / ``changeEndBatchId`` work too
 ==================  ==============================================================================
 
 State rows: ``partition int, store string, key, value, key_bytes binary, value_bytes binary``.
@@ -83,6 +88,21 @@ def _operator(options: Mapping[str, str], checkpoint: Path) -> OperatorCheckpoin
         raise SparkError(f"weirstate: no operator '{name}' in {checkpoint} (operators there: "
                          f"{', '.join(list_operators(checkpoint)) or 'none'})")
     return op
+
+
+def _either(options: Mapping[str, str], weir: str, spark: str) -> int | None:
+    """An integer option under Weir's name or Spark's ``statestore`` name (either case; a
+    version of a Weir operator is the state after that batch id, as Spark's ``batchId``)."""
+    found = {}
+    for name in (weir, spark):
+        for spelled in (name, name.lower()):
+            if spelled in options:
+                found[name] = _int(options, spelled)
+                break
+    if len(found) == 2 and found[weir] != found[spark]:
+        raise SparkError(f"weirstate: options {weir}={found[weir]} and {spark}={found[spark]} "
+                         f"name the same thing; give one")
+    return found.get(weir, found.get(spark))
 
 
 def _int(options: Mapping[str, str], key: str) -> int | None:
@@ -159,17 +179,19 @@ class _Plan:
             s = self.meta.stores[stores[0]]
             self.key_kind = _Decoder(s["key.serde"], True).kind
             self.value_kind = _Decoder(s["msg.serde"], True).kind
+        self.variable = options.get("stateVarName") or options.get("statevarname")
+        self.variable_info: dict[str, Any] | None = None
+        if self.variable:
+            self.variable_info = _variable_info(self.op, self.meta, self.variable)
         self.partition = _int(options, "partition")
         if self.partition is not None and not 0 <= self.partition < self.meta.partitions:
             raise SparkError(f"weirstate: partition {self.partition} is outside 0.."
                              f"{self.meta.partitions - 1}")
         self.change_feed = (options.get("readChangeFeed") or options.get("readchangefeed")
                             or "false").lower() == "true"
-        self.version = _int(options, "version")
-        self.start = _int(options, "startVersion") if "startVersion" in options else \
-            _int(options, "startversion")
-        self.end = _int(options, "endVersion") if "endVersion" in options else \
-            _int(options, "endversion")
+        self.version = _either(options, "version", "batchId")
+        self.start = _either(options, "startVersion", "changeStartBatchId")
+        self.end = _either(options, "endVersion", "changeEndBatchId")
         newest = _newest_common(self.op)
         if self.change_feed:
             if self.start is None:
@@ -181,8 +203,13 @@ class _Plan:
                                  f"{self.start}")
         elif self.version is None:
             self.version = newest
+        if self.variable and self.change_feed:
+            raise SparkError("weirstate: stateVarName reads the state of a version; the change "
+                             "feed of a transform_with_state operator is read without it")
 
-    def schema(self) -> str:
+    def schema(self) -> Any:
+        if self.variable_info is not None:
+            return _variable_schema(self.variable_info)
         key, value = _column_type(self.key_kind), _column_type(self.value_kind)
         tail = f"key {key}, value {value}, key_bytes binary, value_bytes binary"
         if self.change_feed:
@@ -230,6 +257,74 @@ def _read_changes(checkpoint: str, operator: str, partition: int, start: int, en
                        vdec(v), k, v)
 
 
+def _variable_info(op: OperatorCheckpoint, meta: Any, name: str) -> dict[str, Any]:
+    if meta.kind != "transform-with-state":
+        raise SparkError(f"weirstate: stateVarName={name!r}: operator '{op.operator}' is a "
+                         f"{meta.kind}; state variables belong to transform_with_state operators "
+                         f"(read a StateOperator's stores with option('store', ...))")
+    variables = meta.extra.get("state_variables")
+    if variables is None:
+        raise SparkError(f"weirstate: operator '{op.operator}' was created by a Weir that did not "
+                         f"record its state variables ({op.meta_path}); read its 'tws' store "
+                         f"as bytes with option('store', 'tws')")
+    if name not in variables:
+        raise SparkError(f"weirstate: operator '{op.operator}' has no state variable {name!r} "
+                         f"(its variables: {', '.join(sorted(variables)) or 'none'})")
+    return {**variables[name], "name": name, "grouping_schema": meta.extra["grouping_schema"]}
+
+
+def _struct(raw_json: str | None) -> Any:
+    import json
+
+    from pyspark.sql.types import StructType
+
+    if raw_json is None:
+        raise SparkError("weirstate: the state variable's schema was not recorded (a "
+                         "StructType or DDL string given to getValueState/getListState/"
+                         "getMapState is needed for a typed view)")
+    return StructType.fromJson(json.loads(raw_json))
+
+
+def _variable_schema(info: dict[str, Any]) -> Any:
+    """Spark's ``statestore`` reader columns for one state variable (collections flattened,
+    as with its default ``flattenCollectionTypes``)."""
+    from pyspark.sql.types import IntegerType, StructType
+
+    schema = StructType().add("key", _struct(info["grouping_schema"]))
+    if info["kind"] == "map":
+        schema = schema.add("user_map_key", _struct(info["key_schema"])) \
+            .add("user_map_value", _struct(info["schema"]))
+    else:
+        schema = schema.add("value", _struct(info["schema"]))
+    return schema.add("partition_id", IntegerType())
+
+
+def _read_variable(checkpoint: str, operator: str, partition: int, version: int,
+                   info: dict[str, Any]) -> Iterator[tuple]:
+    """One state variable's rows of one partition at ``version``, decoded as the processor
+    handle stores them (``weir/engine/spark/processor.py``)."""
+    import pickle
+
+    from weir.engine.spark.processor import TWS_STORE, decode_key
+
+    op = OperatorCheckpoint(checkpoint, operator)
+    entries = load_version(op, partition, version, [TWS_STORE])[TWS_STORE]
+    tag = {"value": b"v", "list": b"l", "map": b"m"}[info["kind"]]
+    prefix = tag + b"\0" + info["name"].encode() + b"\0"
+    value_schema = _struct(info["schema"])
+    user_key_schema = _struct(info["key_schema"]) if info["kind"] == "map" else None
+    for k in sorted(entries):
+        if not k.startswith(prefix):
+            continue
+        key, pos = decode_key(k, len(prefix))
+        value = value_schema.fromInternal(pickle.loads(entries[k][8:]))
+        if user_key_schema is not None:
+            user_key = user_key_schema.fromInternal(pickle.loads(k[pos:]))
+            yield (tuple(key), tuple(user_key), tuple(value), partition)
+        else:
+            yield (tuple(key), tuple(value), partition)
+
+
 class StatePartition(InputPartition):
     def __init__(self, partition: int):
         super().__init__(partition)
@@ -247,11 +342,15 @@ class StateReader(DataSourceReader):
         self.change_feed = plan.change_feed
         self.version, self.start, self.end = plan.version, plan.start, plan.end
         self.parts = plan.partitions()
+        self.variable_info = plan.variable_info
 
     def partitions(self):
         return [StatePartition(p) for p in self.parts]
 
     def read(self, partition):
+        if self.variable_info is not None:
+            return _read_variable(self.checkpoint, self.operator, partition.partition,
+                                  self.version, self.variable_info)
         if self.change_feed:
             return _read_changes(self.checkpoint, self.operator, partition.partition,
                                  self.start, self.end, self.stores, self.serdes, self.typed)

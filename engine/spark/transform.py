@@ -37,22 +37,26 @@ import io
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from enum import Enum
 from typing import Any
 
 from weir.engine.spark.durable import OperatorCheckpoint, OperatorMeta, publish_bytes
 from weir.engine.spark.errors import SparkError
-from weir.engine.spark.operator import (_METRIC_FIELDS, METRICS_COLUMN, METRICS_DDL,
-                                        PARTITION_COLUMN, BatchContext, StateOperator,
-                                        _arrow_schema, _metrics_row, _received_table,
-                                        _TaskRunner, _with_metrics_column, decode_batches,
-                                        encode_batches, key_types, task_batch)
+from weir.engine.spark.handover import HandOver, pandas_groups, row_groups
+from weir.engine.spark.operator import (PARTITION_COLUMN, BatchContext, Placement,
+                                        StateOperator, _arrow_schema, _metrics_row,
+                                        _received_table, _TaskRunner, _with_metrics_column,
+                                        check_replayed_input, decode_batches, encode_batches,
+                                        internal_schema,
+                                        key_types, plan_operator, task_batch,
+                                        user_arrow_schema)
 from weir.engine.spark.partition import PartitionState
 from weir.engine.spark.providers import StateStoreSpec
 from weir.engine.spark.settings import ProviderSettings
 from weir.engine.spark.statefile import VersionKind
 
-__all__ = ["transform_with_state", "TransformWithState", "batch_time", "parse_delay_ms",
-           "grouping_columns"]
+__all__ = ["transform_with_state", "TransformWithState", "StateLifetime", "batch_time",
+           "parse_delay_ms", "grouping_columns", "default_name"]
 
 _UNITS = {"ms": 1, "millisecond": 1, "milliseconds": 1, "s": 1000, "sec": 1000,
           "second": 1000, "seconds": 1000, "m": 60_000, "min": 60_000, "minute": 60_000,
@@ -62,6 +66,51 @@ _UNITS = {"ms": 1, "millisecond": 1, "milliseconds": 1, "s": 1000, "sec": 1000,
 _WATERMARK = re.compile(r"EventTimeWatermark [0-9a-f-]+, '?`?([^#,`]+)`?(?:#\d+)?(?:: \w+)?, (.+)$")
 _INITIAL = "_initial"
 _INITIAL_COMPLETE = "_COMPLETE"
+_LEGACY_DEFAULT_NAME = "transformWithState"
+_NO_LATE_ROWS = -(2**62)
+_WATERMARK_DELAY_KEY = "spark.watermarkDelayMs"   # Spark's mark of an event-time column
+
+
+class StateLifetime(Enum):
+    """How long an operator's state lives: ``DURABLE`` in the query's checkpoint (a streaming
+    query), ``TASK`` for one task of a batch query (Spark gives each partition a fresh
+    temporary store and drops it at the task's end)."""
+
+    DURABLE = "durable"
+    TASK = "task"
+
+
+def default_name(processor: Any, key: Sequence[str], checkpoint_location: str | None) -> str:
+    """The operator name when none is given: stable across restarts and different for
+    different processors or grouping keys (two operators of one query need distinct names, as
+    their state and metrics are kept by name). A checkpoint written with the old fixed default
+    (``transformWithState``) keeps that name."""
+    import hashlib
+
+    if checkpoint_location is not None and OperatorCheckpoint(
+            checkpoint_location, _LEGACY_DEFAULT_NAME).read_meta() is not None:
+        return _LEGACY_DEFAULT_NAME
+    cls = type(processor)
+    signature = f"{cls.__module__}.{cls.__qualname__}|{'|'.join(key)}"
+    return f"tws-{cls.__name__}-{hashlib.sha1(signature.encode()).hexdigest()[:8]}"
+
+
+def _check_output_event_time(output: Any, column: str, bt: Any, operator: str) -> None:
+    """Spark's rule for ``eventTimeColumnName``: no output row older than the watermark the
+    batch filters late rows with (``EMITTING_ROWS_OLDER_THAN_WATERMARK_NOT_ALLOWED``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if output.num_rows == 0 or bt.late_watermark_ms == _NO_LATE_ROWS:
+        return
+    micros = pc.cast(pc.cast(output.column(column), pa.timestamp("us")), pa.int64())
+    oldest = pc.min(micros).as_py()
+    if oldest is not None and oldest < bt.late_watermark_ms * 1000:
+        raise SparkError(
+            f"EMITTING_ROWS_OLDER_THAN_WATERMARK_NOT_ALLOWED: operator '{operator}' emitted a "
+            f"row whose event time column '{column}' is {oldest} (microseconds), older than the "
+            f"current watermark {bt.late_watermark_ms} (milliseconds); a processor with "
+            f"eventTimeColumnName must not emit rows behind the watermark (as in Spark)")
 
 
 def parse_delay_ms(delay: str | int) -> int:
@@ -87,14 +136,33 @@ def parse_delay_ms(delay: str | int) -> int:
     return int(total)
 
 
+def _is_connect(df: Any) -> bool:
+    """A Spark Connect DataFrame (no JVM on this side: the plan is read from its protobuf
+    builder instead of through py4j)."""
+    return type(df).__module__.startswith("pyspark.sql.connect.")
+
+
 def grouping_columns(grouped: Any) -> list[str]:
-    """The column names ``df.groupBy(...)`` grouped by."""
+    """The column names ``df.groupBy(...)`` grouped by (classic or Spark Connect)."""
+    df = grouped._df
+    if _is_connect(df):
+        from pyspark.sql.connect.expressions import ColumnReference
+
+        names = []
+        for column in grouped._grouping_cols:
+            expr = column._expr
+            if not isinstance(expr, ColumnReference):
+                raise SparkError(f"transform_with_state groups by columns; {expr} is an "
+                                 f"expression: add it as a column first (withColumn) and group "
+                                 f"by its name")
+            names.append(expr._unparsed_identifier.strip("`"))
+        return names
     exprs = grouped._jgd.groupingExprs()
     names = []
     for i in range(exprs.size()):
         sql = exprs.apply(i).sql()
         name = sql.strip("`")
-        if name not in grouped._df.columns:
+        if name not in df.columns:
             raise SparkError(f"transform_with_state groups by columns; {sql} is an expression: "
                              f"add it as a column first (withColumn) and group by its name")
         names.append(name)
@@ -102,7 +170,18 @@ def grouping_columns(grouped: Any) -> list[str]:
 
 
 def _watermark(df: Any) -> tuple[str, int] | None:
-    """The input's watermark column and delay, from the plan ``withWatermark`` made."""
+    """The input's watermark column and delay, from the plan ``withWatermark`` made (the
+    innermost one)."""
+    if _is_connect(df):
+        from pyspark.sql.connect.plan import WithWatermark
+
+        found = None
+        node = df._plan
+        while node is not None:
+            if isinstance(node, WithWatermark):
+                found = (node._event_time, parse_delay_ms(node._delay_threshold))
+            node = node._child
+        return found
     plan = df._jdf.queryExecution().logical().toString()
     found = None
     for line in plan.splitlines():
@@ -172,21 +251,27 @@ class TransformWithState(StateOperator):
         self.watermark = watermark
         self.initial_keys = initial_keys
         self.timezone: str | None = None
+        self.handover = HandOver()
         self.key_types: list[str] = []
+        self.lifetime = StateLifetime.DURABLE
+        self.event_time_column: str | None = None
 
     def runner(self, partitions: int, settings: ProviderSettings, specs: list[StateStoreSpec],
                internal: Any, input_schema: Any, schemas: dict[str, Any],
                has_initial: bool) -> "_TwsRunner":
         return _TwsRunner(str(self.checkpoint.checkpoint), self.name, self.kind, partitions,
-                          specs, settings, {}, None, internal, None, input_schema, self.timezone,
-                          self.key_types,
+                          specs, settings, {}, None, internal,
+                          0 if self.lifetime is StateLifetime.TASK else None, input_schema,
+                          self.timezone, self.key_types,
                           processor=self.processor, mode=self.mode.value, flavour=self.flavour,
                           clock=self.clock, watermark=self.watermark, schemas=schemas,
                           has_initial=has_initial, key=list(self.key),
-                          initial_key=list(self.initial_keys or self.key))
+                          initial_key=list(self.initial_keys or self.key),
+                          handover=self.handover, lifetime=self.lifetime,
+                          event_time_column=self.event_time_column)
 
 
-def _pre_init(processor: Any, spark: Any, mode: str) -> dict[str, Any]:
+def _pre_init(processor: Any, spark: Any, mode: str) -> tuple[dict[str, Any], dict[str, str]]:
     """Run ``init`` on the driver, as PySpark does, to learn every state variable's schema
     (parsed here: a Python worker has no JVM to parse DDL); then ``close``."""
     from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
@@ -202,6 +287,7 @@ def _pre_init(processor: Any, spark: Any, mode: str) -> dict[str, Any]:
         return parsed
 
     schemas: dict[str, Any] = {}
+    kinds: dict[str, str] = {}
 
     class _Recorder(StatefulProcessorHandle):
         def __init__(self):  # noqa: D401 - no JVM client
@@ -209,13 +295,16 @@ def _pre_init(processor: Any, spark: Any, mode: str) -> dict[str, Any]:
 
         def getValueState(self, stateName, schema, ttlDurationMs=None):
             schemas[stateName] = parse(schema)
+            kinds[stateName] = "value"
 
         def getListState(self, stateName, schema, ttlDurationMs=None):
             schemas[stateName] = parse(schema)
+            kinds[stateName] = "list"
 
         def getMapState(self, stateName, userKeySchema, valueSchema, ttlDurationMs=None):
             schemas[stateName] = parse(valueSchema)
             schemas[stateName + "#key"] = parse(userKeySchema)
+            kinds[stateName] = "map"
 
         def registerTimer(self, expiryTimestampMs):
             pass
@@ -231,16 +320,30 @@ def _pre_init(processor: Any, spark: Any, mode: str) -> dict[str, Any]:
 
     processor.init(_Recorder())
     processor.close()
-    return schemas
+    return schemas, kinds
+
+
+def state_variables(schemas: dict[str, Any], kinds: dict[str, str]) -> dict[str, Any]:
+    """What the operator records about its state variables (``weirstate`` reads them typed with
+    it): kind and row schemas as Spark's JSON."""
+    out = {}
+    for name, kind in kinds.items():
+        schema = schemas.get(name)
+        key = schemas.get(name + "#key")
+        out[name] = {"kind": kind, "schema": schema.json() if schema is not None else None,
+                     "key_schema": key.json() if key is not None else None}
+    return out
 
 
 def transform_with_state(grouped: Any, processor: Any, output_schema: Any, *,
-                         checkpoint_location: str, time_mode: str = "None",
+                         checkpoint_location: str | None = None, time_mode: str = "None",
                          output_mode: str = "Update", initial_state: Any = None,
-                         name: str = "transformWithState", flavour: str = "pandas",
+                         name: str | None = None, flavour: str = "pandas",
+                         event_time_column_name: str | None = None,
                          partitions: int | None = None, settings: ProviderSettings | None = None,
                          watermark_column: str | None = None,
                          watermark_delay: str | int | None = None,
+                         placement: Placement | str = Placement.OWN_STAGE,
                          clock: Callable[[], int] | None = None) -> Any:
     """Run ``processor`` (a PySpark ``StatefulProcessor``) per key of ``grouped``
     (``df.groupBy(cols)``) on Weir stores; returns the output DataFrame of ``output_schema``.
@@ -250,8 +353,14 @@ def transform_with_state(grouped: Any, processor: Any, output_schema: Any, *,
     sink decides; with EventTime mode the query must use append or update output mode).
     ``initial_state``: ``init_df.groupBy(cols)``, used in the operator's first batch.
     ``checkpoint_location``: the query's checkpoint location (the state goes to
-    ``<it>/weir/<name>``). ``flavour``: ``"pandas"`` (``transformWithStateInPandas``: rows as
-    pandas DataFrames) or ``"rows"`` (``transformWithState``: Row objects). ``clock`` (tests):
+    ``<it>/weir/<name>``); not needed for a batch DataFrame, whose state lives for one task as
+    in Spark. ``name``: the operator's name in the checkpoint and in the metrics (default: one
+    derived from the processor class and the grouping columns, see :func:`default_name`).
+    ``flavour``: ``"pandas"`` (``transformWithStateInPandas``: rows as pandas DataFrames) or
+    ``"rows"`` (``transformWithState``: Row objects). ``event_time_column_name``: Spark's
+    ``eventTimeColumnName``, the output's event-time column (downstream event-time operators use
+    the query's watermark on it; the processor must not emit rows behind the watermark).
+    ``placement``: see :class:`~weir.engine.spark.operator.Placement`. ``clock`` (tests):
     milliseconds of the batch timestamp. See the module docstring for time and initial state.
     """
     from pyspark import cloudpickle
@@ -261,15 +370,32 @@ def transform_with_state(grouped: Any, processor: Any, output_schema: Any, *,
     if output_mode.lower() not in ("append", "update"):
         raise SparkError(f"output_mode {output_mode!r}: transform_with_state emits rows as they "
                          f"come: 'Append' or 'Update'")
+    import tempfile
+
     df = grouped._df
     spark = df.sparkSession
     key = grouping_columns(grouped)
     from weir.engine.spark.processor import TimeMode
 
     mode = TimeMode.parse(time_mode)
+    lifetime = StateLifetime.DURABLE if df.isStreaming else StateLifetime.TASK
+    if lifetime is StateLifetime.DURABLE and checkpoint_location is None:
+        raise SparkError("transform_with_state on a streaming DataFrame needs "
+                         "checkpoint_location=<the query's checkpoint location>: the operator's "
+                         "state is versioned there")
+    if lifetime is StateLifetime.TASK:
+        if initial_state is not None:
+            raise SparkError("transform_with_state on a batch DataFrame does not take "
+                             "initial_state (its state lives for one task); run the query as a "
+                             "stream (for example trigger(availableNow=True)) to seed it")
+        checkpoint_location = tempfile.gettempdir()   # nothing is written there
+    name = name or default_name(processor, key, checkpoint_location)
     watermark = None
-    if mode is TimeMode.EVENT_TIME:
-        found = _watermark(df)
+    found = _watermark(df) if (mode is TimeMode.EVENT_TIME or event_time_column_name) else None
+    if event_time_column_name is not None and found is None:
+        raise SparkError(f"event_time_column_name={event_time_column_name!r} needs a watermark "
+                         f"on the input (df.withWatermark(...) before groupBy), as in Spark")
+    if mode is TimeMode.EVENT_TIME and lifetime is StateLifetime.DURABLE:
         column = watermark_column or (found[0] if found else None)
         delay = parse_delay_ms(watermark_delay) if watermark_delay is not None else (
             found[1] if found else None)
@@ -286,31 +412,29 @@ def transform_with_state(grouped: Any, processor: Any, output_schema: Any, *,
                             processor=processor, time_mode=time_mode, flavour=flavour,
                             partitions=partitions, settings=settings, clock=clock,
                             watermark=watermark, initial_keys=initial_keys)
+    op.placement = Placement.parse(placement)
+    op.lifetime = lifetime
+
     parts, provider_settings, specs = op._resolve(spark)
     op.timezone = spark.conf.get("spark.sql.session.timeZone", None)
+    op.handover = HandOver.from_spark(spark)
     op.key_types = key_types(df.schema, key)
     copy = cloudpickle.loads(cloudpickle.dumps(processor))
-    schemas = _pre_init(copy, spark, mode.value)
+    schemas, kinds = _pre_init(copy, spark, mode.value)
     out_schema = output_schema if isinstance(output_schema, StructType) else spark._parse_ddl(
         output_schema)
+    if event_time_column_name is not None:
+        out_schema = _mark_event_time(out_schema, event_time_column_name, found[1])
+        op.event_time_column = event_time_column_name
     has_initial = False
     if initial_state is not None:
         has_initial = _write_initial_state(op, initial_state, parts)
-    metrics_type = StructType.fromDDL(METRICS_DDL)
-    internal = StructType([StructField(f.name, f.dataType, True) for f in out_schema.fields]
-                          + [StructField(METRICS_COLUMN, metrics_type, True)])
-    keys = ", ".join(f"`{k}`" for k in key)
-    shuffled = (df.repartition(parts, *key)
-                .withColumn(PARTITION_COLUMN, F.expr(f"pmod(hash({keys}), {parts})")))
-    run = op.runner(parts, provider_settings, specs, internal, shuffled.schema, schemas,
-                    has_initial)
-    mapped = shuffled.mapInArrow(run, internal)
-    observed = mapped.observe(
-        f"weir.{name}",
-        *[(F.max if n.endswith("_ms") and n != "task_ms" else F.sum)(
-            F.col(f"{METRICS_COLUMN}.{n}")).alias(n) for n, _ in _METRIC_FIELDS])
-    out = observed.where(F.col(METRICS_COLUMN).isNull()).drop(METRICS_COLUMN)
-    if watermark is not None:
+    internal = internal_schema(out_schema)
+    run = op.runner(parts, provider_settings, specs, internal, None, schemas, has_initial)
+    run.extra.update({"state_variables": state_variables(schemas, kinds),
+                      "grouping_schema": StructType([df.schema[k] for k in key]).json()})
+    out = plan_operator(df, key, parts, run, internal, name, op.placement)
+    if watermark is not None and lifetime is StateLifetime.DURABLE:
         column = watermark[0]
         # Spark runs a batch without data only for plans with a stateful operator that waits
         # for the watermark: this empty aggregation is one (see the module docstring).
@@ -320,6 +444,28 @@ def transform_with_state(grouped: Any, processor: Any, output_schema: Any, *,
                               for f in out.schema.fields])
         out = out.unionByName(empty)
     return out
+
+
+def _mark_event_time(schema: Any, column: str, delay_ms: int) -> Any:
+    """``schema`` with ``column`` marked as an event-time column the way Spark marks the column
+    of ``withWatermark`` (its metadata carries the delay), so the operators after this one see
+    the query's watermark on it."""
+    from pyspark.sql.types import StructField, StructType, TimestampNTZType, TimestampType
+
+    if column not in schema.names:
+        raise SparkError(f"event_time_column_name={column!r} is not a column of the output "
+                         f"schema ({', '.join(schema.names)})")
+    fields = []
+    for f in schema.fields:
+        if f.name == column:
+            if not isinstance(f.dataType, (TimestampType, TimestampNTZType)):
+                raise SparkError(f"event_time_column_name={column!r}: the column is "
+                                 f"{f.dataType.simpleString()}; an event-time column is a "
+                                 f"timestamp")
+            f = StructField(f.name, f.dataType, f.nullable,
+                            {**(f.metadata or {}), _WATERMARK_DELAY_KEY: delay_ms})
+        fields.append(f)
+    return StructType(fields)
 
 
 def _write_initial_state(op: TransformWithState, initial_state: Any, partitions: int) -> bool:
@@ -372,13 +518,34 @@ class _TwsRunner(_TaskRunner):
     def __init__(self, *args: Any, processor: Any, mode: str, flavour: str,
                  clock: Callable[[], int] | None, watermark: tuple[str, int] | None,
                  schemas: dict[str, Any], has_initial: bool, key: list[str],
-                 initial_key: list[str]):
+                 initial_key: list[str], handover: HandOver, lifetime: "StateLifetime",
+                 event_time_column: str | None):
         super().__init__(*args)
+        self.handover = handover
+        self.lifetime = lifetime
+        self.event_time_column = event_time_column
         self.processor, self.mode, self.flavour = processor, mode, flavour
         self.clock, self.watermark, self.schemas = clock, watermark, schemas
         self.has_initial, self.key, self.initial_key = has_initial, key, initial_key
 
     def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
+        if self.lifetime is StateLifetime.DURABLE:
+            yield from self._run(batches, self.checkpoint)
+            return
+        # a batch query: a fresh state per task, dropped at its end (as Spark does)
+        import shutil
+        import tempfile
+
+        from weir.engine.spark.replica import discard_replicas
+
+        root = tempfile.mkdtemp(prefix="weir-tws-batch-")
+        try:
+            yield from self._run(batches, root)
+        finally:
+            discard_replicas(OperatorCheckpoint(root, self.operator).root)
+            shutil.rmtree(root, ignore_errors=True)
+
+    def _run(self, batches: Iterable[Any], location: str) -> Iterator[Any]:
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -388,8 +555,8 @@ class _TwsRunner(_TaskRunner):
         started = time.perf_counter()
         where = task_batch(self.batch_override)
         arrow_schema = _arrow_schema(self.schema, self.timezone)
-        user_schema = pa.schema([f for f in arrow_schema if f.name != METRICS_COLUMN])
-        checkpoint = OperatorCheckpoint(self.checkpoint, self.operator)
+        user_schema = user_arrow_schema(arrow_schema)
+        checkpoint = OperatorCheckpoint(location, self.operator)
         meta = checkpoint.ensure_meta(OperatorMeta(
             self.operator, self.kind, self.partitions, {s.name: s.describe() for s in self.specs},
             where.query_id, where.batch,
@@ -401,14 +568,18 @@ class _TwsRunner(_TaskRunner):
         else:
             c = batch_time(checkpoint, meta, where.batch, self.mode,
                            self.watermark[1] if self.watermark else 0, clock)
+            late = (c["late_watermark_ms"] if self.lifetime is StateLifetime.DURABLE
+                    else _NO_LATE_ROWS)                     # a batch query has no late rows
             bt = BatchTime(mode, c["processing_ms"], c["watermark_ms"] if mode is
-                           TimeMode.EVENT_TIME else -1, c["late_watermark_ms"])
+                           TimeMode.EVENT_TIME else -1, late)
         state = PartitionState(checkpoint, meta, where.partition, where.batch, self.specs,
                                self.settings)
         rows_in = 0
         state.open()
         try:
-            if state.published is None:
+            if state.published is not None:
+                check_replayed_input(state, batches, self.operator)
+            else:
                 table, rows_in = _received_table(batches, self.input_schema, self.timezone,
                                                  where.partition, self.operator, self.partitions)
                 max_event = None
@@ -427,6 +598,8 @@ class _TwsRunner(_TaskRunner):
                 driver.timers()
                 driver.finish()
                 output = _outputs_table(outputs, user_schema, self.flavour)
+                if self.event_time_column is not None:
+                    _check_output_event_time(output, self.event_time_column, bt, self.operator)
                 state.commit(outputs=encode_batches(output),
                              meta={"rows_in": rows_in, "max_event_ms": max_event,
                                    **{f"tws_{k}": v for k, v in driver.counts.items()}})
@@ -436,52 +609,20 @@ class _TwsRunner(_TaskRunner):
         rows_out = 0
         for batch in decode_batches(values):
             rows_out += batch.num_rows
-            yield _with_metrics_column(batch, arrow_schema)
+            yield _with_metrics_column(batch, arrow_schema, where.partition)
         yield _metrics_row(arrow_schema, state.metrics, rows_in, rows_out,
                            (time.perf_counter() - started) * 1000)
 
-    def _groups(self, table: Any, key: list[str]) -> Iterator[tuple[tuple, Any]]:
-        """``(key tuple, that key's rows)`` in key order, as pandas DataFrames or Rows."""
-        import pyarrow.compute as pc
-
-        n = table.num_rows
-        if n == 0:
-            return
-        table = table.take(pc.sort_indices(table, [(k, "ascending") for k in key]))
-        changed = None
-        for k in key:
-            column = table.column(k).combine_chunks()
-            after, before = column.slice(1), column.slice(0, n - 1)
-            step = pc.not_equal(after, before)
-            if step.null_count:  # nulls group together, as in Spark's groupBy
-                both_null = pc.and_(pc.is_null(after), pc.is_null(before))
-                step = pc.if_else(both_null, False, pc.fill_null(step, True))
-            changed = step if changed is None else pc.or_(changed, step)
-        starts = [0] + [i + 1 for i in pc.indices_nonzero(changed).to_pylist()] + [n] \
-            if changed is not None else [0, n]
-        key_values = [table.column(k).take(starts[:-1]).to_pylist() for k in key]
+    def _groups(self, table: Any, key: list[str]) -> Iterator[tuple[tuple, list[Any]]]:
+        """``(key tuple, that key's rows)`` in key order, as Spark hands them to the processor:
+        a list of pandas DataFrames or of Rows (:mod:`weir.engine.spark.handover`)."""
         if self.flavour == "pandas":
-            import pandas as pd
-
-            frame = _spark_pandas(table, self.timezone)
-            for g, (a, b) in enumerate(zip(starts, starts[1:])):
-                # a shallow copy with its own 0..n-1 index, as Spark hands a group over: no
-                # chained-assignment warning when the processor edits it, and its edits only
-                # reach its own rows of the partition's frame (groups are disjoint). 3-6x
-                # cheaper per key than reset_index(drop=True), which copies the data.
-                group = frame.iloc[a:b].copy(deep=False)
-                group.index = pd.RangeIndex(b - a)
-                yield tuple(col[g] for col in key_values), group
-        else:
-            from pyspark.sql import Row
-
-            rows = _spark_rows(table)
-            for g, (a, b) in enumerate(zip(starts, starts[1:])):
-                yield tuple(col[g] for col in key_values), [Row(**r) for r in rows[a:b]]
+            return pandas_groups(table, key, self.handover)
+        return row_groups(table, key)
 
     def _data(self, table: Any, driver: Any) -> None:
         for key, group in self._groups(table, self.key):
-            driver.rows(key, iter([group]) if self.flavour == "pandas" else iter(group))
+            driver.rows(key, iter(group))
 
     def _initial(self, checkpoint: OperatorCheckpoint, where: BatchContext, driver: Any) -> None:
         import pyarrow as pa
@@ -494,38 +635,7 @@ class _TwsRunner(_TaskRunner):
                              f"{where.partition} is missing ({path})") from None
         table = pa.ipc.open_stream(data).read_all()
         for key, group in self._groups(table, self.initial_key):
-            driver.initial(key, iter([group]) if self.flavour == "pandas" else iter(group))
-
-
-def _spark_pandas(table: Any, timezone: str | None) -> Any:
-    """``table`` as pandas the way Spark hands pandas UDFs their rows: timestamps in the
-    session time zone, without a zone."""
-    import pandas as pd
-
-    frame = table.to_pandas()
-    for name in frame.columns:
-        column = frame[name]
-        if isinstance(column.dtype, pd.DatetimeTZDtype):
-            if timezone:
-                column = column.dt.tz_convert(timezone)
-            frame[name] = column.dt.tz_localize(None)
-    return frame
-
-
-def _spark_rows(table: Any) -> list[dict[str, Any]]:
-    """``table`` as dicts the way Spark builds Row objects: timestamps as local naive
-    datetimes."""
-    from datetime import datetime
-
-    rows = table.to_pylist()
-    zoned = [f.name for f in table.schema if getattr(f.type, "tz", None)]
-    if zoned:
-        for row in rows:
-            for name in zoned:
-                value = row[name]
-                if isinstance(value, datetime) and value.tzinfo is not None:
-                    row[name] = value.astimezone().replace(tzinfo=None)
-    return rows
+            driver.initial(key, iter(group))
 
 
 def _outputs_table(outputs: list[Any], schema: Any, flavour: str) -> Any:

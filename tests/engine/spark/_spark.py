@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["start_spark", "stop_spark", "write_parquet", "await_query"]
+__all__ = ["start_spark", "stop_spark", "write_parquet", "await_query", "running_count"]
 
 
 def start_spark(scratch: Path, *, app: str, master: str = "local[2,2]", extra: dict | None = None):
@@ -68,3 +68,19 @@ def await_query(query, timeout: float = 180.0) -> list[int]:
     if query.exception() is not None:
         raise query.exception()
     return [p["batchId"] for p in query.recentProgress]
+
+
+def running_count(state, table):
+    """A StateOperator function: vectorised running count per key (one Arrow group_by, one
+    get_all, one put_all) in the store ``counts``."""
+    import pyarrow as pa
+
+    counts = state.store("counts")
+    if table.num_rows == 0:
+        return None
+    grouped = table.group_by("key").aggregate([("key", "count")])
+    keys = grouped.column("key").to_pylist()
+    old = counts.get_all(keys)
+    new = [old.get(k, 0) + n for k, n in zip(keys, grouped.column("key_count").to_pylist())]
+    counts.put_all(list(zip(keys, new)))
+    return pa.table({"key": keys, "count": pa.array(new, pa.int64())})

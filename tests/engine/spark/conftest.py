@@ -20,9 +20,15 @@ if _MISSING and _REQUIRED:
     raise pytest.UsageError(f"WEIR_REQUIRE_SPARK=1 but {', '.join(_MISSING)} is not installed: "
                             f"pip install -e '.[test,spark]'")
 
+_CONNECT_MISSING = [m for m in ("grpc", "google.rpc") if importlib.util.find_spec(m.split(".")[0])
+                    is None]
+
 collect_ignore = ["test_jobtask.py", "test_logsink.py", "test_operator_spark.py",
                   "test_processor.py", "test_transform_spark.py", "test_statesource.py",
-                  "test_jobrunner_spark.py"] if _MISSING else []
+                  "test_jobrunner_spark.py", "test_connect_spark.py", "test_handover.py"] \
+    if _MISSING else []
+if _CONNECT_MISSING and not _REQUIRED:
+    collect_ignore.append("test_connect_spark.py")
 
 
 def pytest_collection_modifyitems(config, items):

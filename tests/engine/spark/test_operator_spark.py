@@ -9,6 +9,8 @@ the emitted counts and the durable state with pandas:
 * a batch replayed by Spark (its commit marker removed, as after a crash between our publish
   and Spark's commit);
 * a real task retry: a task that fails once after the operator published its version;
+* a Python worker killed with SIGKILL inside the operator's function, and one killed after the
+  operator published (in the same task): Spark retries the task, the counts stay exact;
 * the metrics of every batch in the query's observed metrics.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +30,8 @@ import pytest
 from weir.engine.spark.replica import release_replicas
 from weir.engine.spark.settings import ProviderSettings
 
-from tests.engine.spark._spark import await_query, start_spark, stop_spark, write_parquet
+from tests.engine.spark._spark import (await_query, running_count, start_spark, stop_spark,
+                                       write_parquet)
 
 pytestmark = pytest.mark.spark
 
@@ -45,19 +49,6 @@ def spark(tmp_path_factory):
     stop_spark(session, scratch)
 
 
-def running_count(state, table):
-    """Vectorised running count: one Arrow group_by, one get_all, one put_all."""
-    counts = state.store("counts")
-    if table.num_rows == 0:
-        return None
-    grouped = table.group_by("key").aggregate([("key", "count")])
-    keys = grouped.column("key").to_pylist()
-    old = counts.get_all(keys)
-    new = [old.get(k, 0) + n for k, n in zip(keys, grouped.column("key_count").to_pylist())]
-    counts.put_all(list(zip(keys, new)))
-    return pa.table({"key": keys, "count": pa.array(new, pa.int64())})
-
-
 def fail_once_after_publish(marker: str):
     """A mapInArrow after the operator, in the same task: fails the first attempt of the
     first task it sees (after the operator published its version), then never again."""
@@ -73,8 +64,36 @@ def fail_once_after_publish(marker: str):
     return fn
 
 
+def kill_worker_once(marker: str, fn=None):
+    """``fn`` (default: a pass-through mapInArrow) whose first call anywhere SIGKILLs its own
+    Python worker process, as an OOM killer or a crashed executor would."""
+
+    def kill_if_first():
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    if fn is not None:
+        def inside(state, table):
+            if table.num_rows:
+                kill_if_first()
+            return fn(state, table)
+        return inside
+
+    def after(batches):
+        for batch in batches:
+            if batch.num_rows:
+                kill_if_first()
+            yield batch
+    return after
+
+
 class Query:
-    def __init__(self, spark, base: Path, provider: str = "rocksdb"):
+    def __init__(self, spark, base: Path, provider: str = "rocksdb", placement="own-stage"):
         from weir.spark import StateOperator
 
         self.spark, self.base = spark, base
@@ -83,8 +102,10 @@ class Query:
                                          local_dir=str(base / "local"))
         self.op = StateOperator("counts", checkpoint_location=str(self.ckpt), key="key",
                                 stores={"counts": {"key.serde": "string", "msg.serde": "int64"}},
-                                partitions=P, settings=self.settings)
+                                partitions=P, settings=self.settings, placement=placement)
         self.fail_marker: str | None = None
+        self.kill_after_publish: str | None = None
+        self.fn = running_count
         self.progress: list[dict] = []
 
     def add(self, *indexes):
@@ -93,16 +114,18 @@ class Query:
 
     def run(self) -> list[int]:
         out, op = self.out, self.op
-        fail = self.fail_marker
+        fail, kill = self.fail_marker, self.kill_after_publish
 
         def sink(df, batch_id):
             if fail is not None:
                 df = df.mapInArrow(fail_once_after_publish(fail), df.schema)
+            if kill is not None:
+                df = df.mapInArrow(kill_worker_once(kill), df.schema)
             df.write.mode("overwrite").parquet(str(out / f"batch={batch_id}"))
 
         stream = (self.spark.readStream.schema("key string, v long")
                   .option("maxFilesPerTrigger", 1).parquet(str(self.src)))
-        counted = op.apply(stream, running_count, "key string, count long")
+        counted = op.apply(stream, self.fn, "key string, count long")
         query = (counted.writeStream.foreachBatch(sink)
                  .option("checkpointLocation", str(self.ckpt))
                  .trigger(availableNow=True).start())
@@ -167,7 +190,8 @@ def test_running_count_survives_restarts_lost_replicas_and_replays(spark, tmp_pa
 
 
 def test_a_task_retried_after_publishing_emits_the_published_rows(spark, tmp_path):
-    q = Query(spark, tmp_path, provider="lmdb")
+    # in-stage: the failing function after the operator runs in the operator's own task
+    q = Query(spark, tmp_path, provider="lmdb", placement="in-stage")
     q.fail_marker = str(tmp_path / "failed-once")
     q.add(0, 1)
     assert q.run() == [0, 1]
@@ -177,6 +201,31 @@ def test_a_task_retried_after_publishing_emits_the_published_rows(spark, tmp_pat
     assert q.emitted(0) == {k: v for k, v in expected(1).items()}
     metrics = [p["observedMetrics"]["weir.counts"] for p in q.progress]
     assert sum(m["replayed"] for m in metrics) >= 1      # the retry found its version published
+
+
+def test_a_python_worker_killed_inside_the_function_is_retried_and_counts_stay_exact(
+        spark, tmp_path):
+    q = Query(spark, tmp_path)
+    marker = str(tmp_path / "killed-inside")
+    q.fn = kill_worker_once(marker, running_count)
+    q.add(0, 1)
+    assert q.run() == [0, 1]
+    assert os.path.exists(marker)                    # a worker really died mid-function
+    assert q.state() == expected(2)
+    assert q.emitted_last() == expected(2)
+    assert q.emitted(0) == expected(1)
+
+
+def test_a_python_worker_killed_after_the_operator_published_replays_the_version(spark, tmp_path):
+    q = Query(spark, tmp_path, placement="in-stage")     # the killer runs in the operator's task
+    q.kill_after_publish = str(tmp_path / "killed-after")
+    q.add(0, 1)
+    assert q.run() == [0, 1]
+    assert os.path.exists(q.kill_after_publish)
+    assert q.state() == expected(2)
+    assert q.emitted_last() == expected(2)
+    metrics = [p["observedMetrics"]["weir.counts"] for p in q.progress]
+    assert sum(m["replayed"] for m in metrics) >= 1    # the retry emitted the published rows
 
 
 def test_foreach_batch_runs_the_operator_with_the_callbacks_batch_id(spark, tmp_path):

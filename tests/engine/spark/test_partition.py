@@ -283,3 +283,23 @@ def test_state_rows_are_exact_through_deletes_replays_and_snapshots(op_factory, 
     rebuilt.commit()
     rebuilt.close()
     assert rebuilt.metrics.state_rows == len(expected(3))
+
+
+def test_rows_for_a_version_an_empty_attempt_published_are_refused_not_dropped(op_factory):
+    import pyarrow as pa
+
+    from weir.engine.spark.errors import StatePartitioningError
+    from weir.engine.spark.operator import check_replayed_input
+
+    op = op_factory()
+    op.run(0, 0, [])          # an attempt that got no rows (a renumbered task) published 0
+    state = op.state(0, 0)
+    state.open()
+    try:
+        assert state.published is not None
+        check_replayed_input(state, iter([]), "counts")            # a replay with no rows: fine
+        rows = [pa.record_batch({"key": ["a"]})]
+        with pytest.raises(StatePartitioningError, match="received no rows"):
+            check_replayed_input(state, iter(rows), "counts")
+    finally:
+        state.close()

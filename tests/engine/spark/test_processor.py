@@ -156,6 +156,23 @@ def test_delete_if_exists_removes_a_variable_for_every_key():
     assert not count.exists()
 
 
+@pytest.mark.parametrize("kind", ["value", "list", "map"])
+def test_a_state_variable_removed_with_delete_if_exists_raises_when_used_again(kind):
+    from weir.engine.spark.errors import StateVariableError
+
+    handle = WeirProcessorHandle(MemoryEngine("tws"), BatchTime(TimeMode.NONE), SCHEMAS)
+    handle.set_key(("a",))
+    var = {"value": lambda: handle.getValueState("count", N_SCHEMA),
+           "list": lambda: handle.getListState("recent", V_SCHEMA),
+           "map": lambda: handle.getMapState("buckets", SCHEMAS["buckets#key"], N_SCHEMA)}[kind]()
+    handle.deleteIfExists(var.name)
+    with pytest.raises(StateVariableError, match=f"'{var.name}' was removed") as raised:
+        var.exists()
+    from pyspark.errors import PySparkRuntimeError
+
+    assert isinstance(raised.value, PySparkRuntimeError)   # what Spark raises
+
+
 def _checkpoint_with_event_times(tmp_path, per_batch: list[list[int | None]]):
     cp = OperatorCheckpoint(tmp_path, "tws")
     meta = cp.ensure_meta(OperatorMeta("tws", "transform-with-state", len(per_batch[0]),

@@ -55,6 +55,16 @@ def test_time_travel_reads_any_retained_version(checkpoint):
         assert rows(plan, 0) == expected(version + 1)
 
 
+def test_sparks_statestore_option_names_are_accepted(checkpoint):
+    plan = _Plan({"path": str(checkpoint), "batchId": "1"})
+    assert plan.version == 1 and rows(plan, 0) == expected(2)
+    feed = _Plan({"path": str(checkpoint), "readChangeFeed": "true",
+                  "changeStartBatchId": "1", "changeEndBatchId": "2"})
+    assert (feed.start, feed.end) == (1, 2)
+    with pytest.raises(SparkError, match="name the same thing"):
+        _Plan({"path": str(checkpoint), "version": "1", "batchId": "2"})
+
+
 def test_a_version_never_published_is_a_typed_error(checkpoint):
     plan = _Plan({"path": str(checkpoint), "version": "9"})
     with pytest.raises(StateHistoryError, match="never published"):

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from weir.engine.spark.errors import SparkError
-from weir.engine.spark.transform import _frames_table, _outputs_table, _TwsRunner
+from weir.engine.spark.transform import _frames_table, _outputs_table
 
 
 def _reference(frames, schema):
@@ -49,15 +49,32 @@ def test_a_frame_without_an_output_column_is_a_clear_error():
 
 
 def test_each_key_gets_its_own_rows_indexed_from_zero_and_may_edit_them():
-    runner = _TwsRunner.__new__(_TwsRunner)
-    runner.flavour, runner.timezone = "pandas", None
+    from weir.engine.spark.handover import HandOver, pandas_groups
+
     table = pa.table({"key": ["b", "a", "b", "c", "a"], "v": [1, 2, 3, 4, 5]})
     seen = {}
     with warnings.catch_warnings():
         warnings.simplefilter("error")                  # no SettingWithCopyWarning
-        for key, group in runner._groups(table, ["key"]):
+        for key, [group] in pandas_groups(table, ["key"], HandOver()):
             assert list(group.index) == list(range(len(group)))
             group["v2"] = group["v"] * 10
             group.loc[0, "v"] = -1
             seen[key] = sorted(group["v2"].tolist())
     assert seen == {("a",): [20, 50], ("b",): [10, 30], ("c",): [40]}
+
+
+def test_default_operator_names_are_stable_and_differ_by_processor_and_key(tmp_path):
+    from weir.engine.spark.durable import OperatorCheckpoint, OperatorMeta
+    from weir.engine.spark.transform import default_name
+
+    from tests.engine.spark.processors import MapOps, Sessions
+
+    name = default_name(Sessions(), ["key"], str(tmp_path))
+    assert name == default_name(Sessions(), ["key"], str(tmp_path))   # same on a restart
+    assert name.startswith("tws-Sessions-")
+    assert len({name, default_name(MapOps(), ["key"], str(tmp_path)),
+                default_name(Sessions(), ["key", "day"], str(tmp_path))}) == 3
+    # a checkpoint written under the old fixed default keeps its state folder
+    OperatorCheckpoint(tmp_path, "transformWithState").ensure_meta(
+        OperatorMeta("transformWithState", "transform-with-state", 2, {}))
+    assert default_name(Sessions(), ["key"], str(tmp_path)) == "transformWithState"
