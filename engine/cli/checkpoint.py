@@ -21,7 +21,8 @@ ever deleted: what is replaced is renamed aside with a UTC timestamp suffix.
   undoes the change).
 * ``weir checkpoint reset job.properties --yes``: start the job's state over. Moves the
   checkpoints, the local store directories *and* the changelog streams aside together (never
-  one without the others, which would count messages twice), through the reset module the
+  one without the others, which would count messages twice), with exactly-once the job's
+  producer state too (its unfinished transactions completed first), through the reset module the
   coordinator's ``--reset-state`` uses too (:mod:`weir.engine.container.state_reset`); the
   next run starts its inputs from ``samza.offset.default`` with empty stores.
 
@@ -386,7 +387,9 @@ def _reset(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2))
         return 0
     console.print(table)
+    completed = len(plan.of_kind("transaction"))
+    finished = f"{completed} unfinished transaction(s) completed, " if completed else ""
     console.print(f"job '{tools.job.name}' starts over at its next run: inputs from "
-                  f"samza.offset.default, empty stores; {len(plan.moves)} item(s) moved aside, "
-                  f"nothing deleted")
+                  f"samza.offset.default, empty stores; {finished}"
+                  f"{len(plan.moves) - completed} item(s) moved aside, nothing deleted")
     return 0

@@ -11,7 +11,8 @@ mismatch stops the job before a single file is changed:
   :class:`~weir.engine.errors.StreamIdentityMismatchError`. A checkpoint written before
   identities existed is accepted (logged once) and records them from its next commit.
 * **State without a checkpoint** (:func:`check_state_without_checkpoint`): a task without a
-  checkpoint whose logged store holds state -- records in its changelog, an ``OFFSET`` file
+  checkpoint whose logged store holds state -- records in its changelog (committed, or of a
+  transaction still open; transaction markers and aborted records are not state), an ``OFFSET`` file
   vouching for non-empty local files, or local engine files nothing vouches for -- would
   restore (or wipe) that state and then read its input from the default offsets again,
   counting every message twice. Refused with
@@ -39,12 +40,12 @@ from weir.stores.config import Config
 
 from weir.engine.consumers.offsets import OffsetPolicy, offset_policy
 from weir.engine.container.task_storage import LoggedStore
-from weir.engine.errors import StreamIdentityMismatchError
+from weir.engine.errors import OpenTransactionError, StreamIdentityMismatchError
 from weir.engine.model import SystemStream, SystemStreamPartition, TaskName
 from weir.engine.systems.api import partition_identities
 
 __all__ = ["config_file_of", "current_identities", "check_identities",
-           "check_state_without_checkpoint", "reset_ssps"]
+           "check_state_without_checkpoint", "changelog_holds_state", "reset_ssps"]
 
 log = logging.getLogger("weir.container")
 
@@ -187,6 +188,25 @@ def _engine_is_empty(store: LoggedStore, directory) -> bool:
         engine.close()
 
 
+def changelog_holds_state(source, newest: int | None = None) -> bool:
+    """Whether a changelog (whose newest offset is ``newest``, asked when None) holds a
+    record that is state: a
+    committed one, or one of a transaction still open (it may yet commit). Offsets taken by
+    transaction markers alone, or by records of aborted transactions, are not state: a
+    changelog holding nothing else restores an empty store (issue 23, point 9: the commit
+    markers of an earlier producer in a new changelog refused a job after a reset)."""
+    if newest is None:
+        newest = source.newest_offset()
+    if newest == NO_OFFSET:
+        return False
+    try:
+        for _ in source.read(source.oldest_offset(), newest):
+            return True
+    except OpenTransactionError:
+        return True
+    return False
+
+
 _NOT_STATE = frozenset({LOCK_FILE_NAME, OFFSET_FILE_NAME, LOCK_FILE_NAME + ".tmp"})
 
 
@@ -199,9 +219,10 @@ def check_state_without_checkpoint(task: TaskName, stores: Iterable[LoggedStore]
     for store in stores:
         newest = store.source.newest_offset()
         why = []
-        if newest != NO_OFFSET:
+        holds = newest != NO_OFFSET and changelog_holds_state(store.source, newest)
+        if holds:
             why.append(f"its changelog {store.changelog} holds records up to offset {newest}")
-        local = _local_state(store, changelog_empty=newest == NO_OFFSET)
+        local = _local_state(store, changelog_empty=not holds)
         if local is not None:
             why.append(local)
         if why:

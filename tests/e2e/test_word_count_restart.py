@@ -1,0 +1,100 @@
+"""The README's word count run, stopped, reset and started again as an operator would, through
+the ``weir`` command in child processes (issue 23).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "word_count"
+PARTITIONS = 4
+
+
+def weir(workdir: Path, *args: str, check: bool = True, stdin: str | None = None
+         ) -> subprocess.CompletedProcess:
+    """``weir ARGS`` in ``workdir`` (the example's directory on the path, as ``weir run``
+    adds it); fails the test, with the output, on a non-zero exit when ``check``."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(EXAMPLE)]))
+    done = subprocess.run([sys.executable, "-m", "weir", *args], cwd=workdir, env=env,
+                          input=stdin, capture_output=True, text=True, timeout=300)
+    if check:
+        assert done.returncode == 0, f"weir {' '.join(args)}: {done.stdout}\n{done.stderr}"
+    return done
+
+
+def word_count(tmp_path: Path, guarantee: str, words: int = 6_000) -> Path:
+    """``examples/word_count`` copied to ``tmp_path`` with ``guarantee``, its input created
+    bounded with ``words`` words and ended (the README's steps)."""
+    text = (EXAMPLE / "job.properties").read_text()
+    text += f"task.processing.guarantee={guarantee}\njob.container.count=1\n"
+    (tmp_path / "job.properties").write_text(text)
+    root = "./weir-data/log"
+    weir(tmp_path, "log", "create", "words", "--partitions", str(PARTITIONS), "--root", root,
+         "--bounded")
+    weir(tmp_path, "log", "create", "word-counts", "--partitions", str(PARTITIONS), "--root",
+         root)
+    lines = "".join(json.dumps({"word": f"w{(i * 7919) % 1_500:04d}"}) + "\n"
+                    for i in range(words))
+    weir(tmp_path, "log", "produce", "words", "--format", "json", "--key-field", "word",
+         "--root", root, "--end", stdin=lines)
+    return tmp_path
+
+
+def restore_actions(output: str) -> dict[str, str]:
+    """Task -> the action of its ``restored store 'counts' ...`` summary line in a run's log."""
+    marker = "restored store 'counts' of task '"
+    out = {}
+    for line in output.splitlines():
+        if marker in line:
+            task, rest = line.split(marker, 1)[1].split("' (", 1)
+            out[task] = rest.split(",", 1)[0].split(")")[0]
+    return out
+
+
+# -- a reset between two exactly-once runs (issue 23, point 9) -----------------------------------
+
+def stored_counts(job: Path) -> dict[str, int]:
+    """Every word's count in the job's store (``weir state dump``)."""
+    dumped = weir(job, "state", "dump", "job.properties", "--store", "counts").stdout
+    return {row["key"]: row["value"] for row in map(json.loads, dumped.splitlines())}
+
+
+def input_counts(words: int = 6_000) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for i in range(words):
+        word = f"w{(i * 7919) % 1_500:04d}"
+        counts[word] = counts.get(word, 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize("reset", ["weir checkpoint reset", "weir run --reset-state"])
+def test_a_reset_between_two_exactly_once_runs_starts_the_state_over(tmp_path, reset):
+    job = word_count(tmp_path, "exactly_once")
+    weir(job, "run", "job.properties", "--status", "off")
+    assert stored_counts(job) == input_counts()
+    if reset == "weir checkpoint reset":
+        weir(job, "checkpoint", "reset", "job.properties", "--yes")
+        second = weir(job, "run", "job.properties", "--status", "off")
+    else:
+        second = weir(job, "run", "job.properties", "--status", "off", "--reset-state")
+    assert "StateWithoutCheckpointError" not in second.stderr
+    # counted once, from the start of the input, into the new state
+    assert stored_counts(job) == input_counts()
+    log = job / "weir-data" / "log"
+    aside = sorted(p.name for p in log.iterdir() if p.name.startswith(".transactions.reset-"))
+    assert len(aside) == 1 and len(list((log / aside[0] / "ids").iterdir())) == PARTITIONS
+    # the new run's producers are new ones: the old ones' markers never reach the new changelog
+    assert len(list((log / ".transactions" / "ids").iterdir())) == PARTITIONS
+    # and the reset can be repeated after the second run
+    weir(job, "checkpoint", "reset", "job.properties", "--yes")
+    weir(job, "run", "job.properties", "--status", "off")
+    assert stored_counts(job) == input_counts()
