@@ -1,5 +1,6 @@
-"""The README's word count run, stopped, reset and started again as an operator would, through
-the ``weir`` command in child processes (issue 23).
+"""The README's word count run, stopped and started again as an operator would, through the
+``weir`` command in child processes (issue 23): a clean stop leaves every store reusable, and
+``weir state list`` predicts what the next start does.
 """
 
 from __future__ import annotations
@@ -58,6 +59,43 @@ def restore_actions(output: str) -> dict[str, str]:
             task, rest = line.split(marker, 1)[1].split("' (", 1)
             out[task] = rest.split(",", 1)[0].split(")")[0]
     return out
+
+
+@pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])
+def test_a_clean_stop_leaves_every_store_reused_at_the_next_start(tmp_path, guarantee):
+    job = word_count(tmp_path, guarantee)
+    first = weir(job, "run", "job.properties", "--status", "off")
+    assert "ended" in first.stdout + first.stderr
+    listed = json.loads(weir(job, "state", "list", "job.properties", "--json").stdout)
+    assert len(listed["stores"]) == PARTITIONS
+    for row in listed["stores"]:
+        assert row["offset_file"]["offset"] == row["checkpoint_changelog_offset"], row
+        assert row["status"] == "at the checkpoint: used as is", row
+    second = weir(job, "run", "job.properties", "--status", "off")
+    actions = restore_actions(second.stdout + second.stderr)
+    assert actions == {f"Partition {p}": "reuse" for p in range(PARTITIONS)}, second.stderr
+    assert "rebuilt" not in second.stderr and "set aside" not in second.stderr
+
+
+def test_weir_state_list_says_what_the_next_start_does(tmp_path):
+    """A store whose OFFSET file is one past its checkpoint (what a clean exactly-once stop
+    used to leave) holds no uncommitted write, but nothing proves it: the start rebuilds it,
+    and ``weir state list`` says so (it used to predict a one-record revert)."""
+    from weir.recovery.offset_file import read_offset_file, write_offset_file
+    job = word_count(tmp_path, "exactly_once")
+    weir(job, "run", "job.properties", "--status", "off")
+    directory = job / "weir-data" / "word-count-1" / "state" / "counts" / "Partition_0"
+    old = read_offset_file(directory)
+    write_offset_file(directory, old.store, old.changelog, old.offset + 1, engine=old.engine,
+                      marker=old.marker, identity=old.identity, task=old.task)
+    listed = json.loads(weir(job, "state", "list", "job.properties", "--json").stdout)
+    status = {row["task"]: row["status"] for row in listed["stores"]}
+    assert status["Partition 0"].startswith("rebuilt from the changelog (local copy is at "
+                                            f"offset {old.offset + 1}, past the committed"), status
+    assert status["Partition 1"] == "at the checkpoint: used as is"
+    second = weir(job, "run", "job.properties", "--status", "off")
+    actions = restore_actions(second.stdout + second.stderr)
+    assert actions["Partition 0"] == "rebuild" and actions["Partition 1"] == "reuse"
 
 
 # -- a reset between two exactly-once runs (issue 23, point 9) -----------------------------------
