@@ -334,7 +334,8 @@ def _set(args: argparse.Namespace) -> int:
                     rows.append((task, f"{ssp[0]}.{ssp[1]}#{ssp[2]}", before, offset))
                 updates.append((task, Checkpoint(
                     {**current.input_offsets, **offsets}, current.changelog_offsets,
-                    current.extras, current.input_identities, current.changelog_identities)))
+                    current.extras, current.input_identities, current.changelog_identities,
+                    changelog_partitions=current.changelog_partitions)))
             for task, checkpoint in updates:
                 manager.set_last(task, checkpoint)
     finally:

@@ -31,7 +31,7 @@ import logging
 from collections.abc import Collection, Iterable, Mapping
 
 from weir.recovery.checkpoint import Checkpoint
-from weir.recovery.errors import StateWithoutCheckpointError
+from weir.recovery.errors import ChangelogPartitionMismatchError, StateWithoutCheckpointError
 from weir.recovery.offset_file import OFFSET_FILE_NAME, OffsetFileCorruptError, read_offset_file
 from weir.stores.builder import open_engine
 from weir.stores.changelog import NO_OFFSET
@@ -45,7 +45,7 @@ from weir.engine.model import SystemStream, SystemStreamPartition, TaskName
 from weir.engine.systems.api import partition_identities
 
 __all__ = ["config_file_of", "current_identities", "check_identities",
-           "check_state_without_checkpoint", "changelog_holds_state", "reset_ssps"]
+           "check_changelog_partition", "check_state_without_checkpoint", "changelog_holds_state", "reset_ssps"]
 
 log = logging.getLogger("weir.container")
 
@@ -112,6 +112,10 @@ def check_identities(task: TaskName, checkpoint: Checkpoint | None,
     for store, (ssp, current) in sorted(changelogs.items()):
         if store not in checkpoint.changelog_offsets:
             continue
+        check_changelog_partition(task, store, checkpoint, ssp, checkpoint_path=checkpoint_path,
+                                  job_config=job_config)
+        if store not in checkpoint.changelog_partitions:
+            unknown.append(f"changelog partition of store '{store}'")
         recorded = checkpoint.changelog_identities.get(store)
         if recorded is None:
             unknown.append(f"changelog of store '{store}'")
@@ -130,9 +134,38 @@ def check_identities(task: TaskName, checkpoint: Checkpoint | None,
                 task=str(task), ssp=ssp, recorded=recorded, current=current,
                 checkpoint_path=checkpoint_path, store=store)
     if unknown:
-        log.info("task '%s': checkpoint %s records no stream identity for %s (written before "
-                 "identities existed); they are recorded from the next commit on", task,
-                 checkpoint_path, ", ".join(unknown))
+        log.info("task '%s': checkpoint %s records no stream identity (or changelog "
+                 "partition) for %s (written by an older Weir, nothing to check them against); "
+                 "they are recorded from the next commit on", task, checkpoint_path,
+                 ", ".join(unknown))
+
+
+def check_changelog_partition(task: TaskName, store: str, checkpoint: Checkpoint,
+                              ssp: SystemStreamPartition, *, checkpoint_path: str,
+                              job_config: str) -> None:
+    """Raise :class:`~weir.recovery.errors.ChangelogPartitionMismatchError` when
+    ``checkpoint`` recorded another changelog partition for ``store`` than ``ssp``, the one
+    the job model (the coordinator stream's ``set-changelog``) gives the task now. A
+    checkpoint that recorded none (written before the field existed) is not checked."""
+    recorded = checkpoint.changelog_partitions.get(store)
+    if recorded is None or tuple(recorded) == (ssp.system, ssp.stream, ssp.partition):
+        return
+    system, stream, partition = recorded
+    raise ChangelogPartitionMismatchError(
+        f"task '{task}': store '{store}' would be restored from changelog partition "
+        f"{ssp.system}.{ssp.stream}#{ssp.partition} (the task's changelog partition in the job's "
+        f"coordinator stream now), but its checkpoint {checkpoint_path} was written against "
+        f"{system}.{stream}#{partition}: that partition holds the task's state, the other "
+        f"one another task's (or nothing), and restoring from it would run the task on the "
+        f"wrong state. Nothing was restored or changed. The coordinator stream's changelog "
+        f"assignment of the task was changed (restored from another backup, or a "
+        f"set-changelog record written by hand): put the coordinator stream back from the "
+        f"backup that goes with these checkpoints (`weir coordinator show {job_config}` lists "
+        f"the assignments), or write the task's set-changelog record back to partition "
+        f"{partition}; if the checkpoints are the wrong ones, put the right ones back, or "
+        f"start the job's state over with `weir checkpoint reset {job_config} --yes`",
+        task=str(task), store=store, recorded=(system, stream, partition),
+        current=(ssp.system, ssp.stream, ssp.partition), checkpoint_path=checkpoint_path)
 
 
 def _local_state(store: LoggedStore, *, changelog_empty: bool) -> str | None:

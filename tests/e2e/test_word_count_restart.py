@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import os
 import subprocess
 import sys
@@ -136,3 +137,35 @@ def test_a_reset_between_two_exactly_once_runs_starts_the_state_over(tmp_path, r
     weir(job, "checkpoint", "reset", "job.properties", "--yes")
     weir(job, "run", "job.properties", "--status", "off")
     assert stored_counts(job) == input_counts()
+
+
+# -- a coordinator stream pointing a task at another task's changelog (issue 23, point 2) --------
+
+def test_a_set_changelog_record_pointing_at_another_tasks_partition_is_refused(tmp_path):
+    job = word_count(tmp_path, "at_least_once")
+    weir(job, "run", "job.properties", "--status", "off")
+    before = stored_counts(job)
+    stream = "__samza_coordinator_word-count_1"
+    record = ('[1,"set-changelog","Partition 0"]={"host":"vm","username":"op","source":"hand",'
+              '"timestamp":1,"values":{"Partition":"1"}}\n')
+    produce = ("log", "produce", stream, "--format", "kv", "--root", "./weir-data/log")
+    refused = weir(job, *produce, stdin=record, check=False)
+    assert refused.returncode != 0 and "--force" in refused.stderr
+    weir(job, *produce, "--force", stdin=record)
+    # the documented-safe deletion of a task's local store
+    shutil.rmtree(job / "weir-data" / "word-count-1" / "state" / "counts" / "Partition_0")
+    checkpoints = job / "weir-data" / "word-count-1" / "checkpoints"
+    kept = {p.name: p.read_bytes() for p in checkpoints.iterdir() if p.is_file()}
+
+    run = weir(job, "run", "job.properties", "--status", "off", check=False)
+
+    assert run.returncode != 0
+    message = run.stdout + run.stderr
+    assert "ChangelogPartitionMismatchError" in message, message
+    assert "filelog.word-count-counts#1" in message and "filelog.word-count-counts#0" in message
+    assert {p.name: p.read_bytes() for p in checkpoints.iterdir() if p.is_file()} == kept
+    assert not (job / "weir-data" / "word-count-1" / "state" / "counts" / "Partition_0").exists()
+    # put the assignment back: the task's own partition restores the exact state
+    weir(job, *produce, "--force", stdin=record.replace('"Partition":"1"', '"Partition":"0"'))
+    weir(job, "run", "job.properties", "--status", "off")
+    assert stored_counts(job) == before

@@ -30,6 +30,7 @@ def produce_records(args: argparse.Namespace) -> int:
     if args.key_field and fmt is not InputFormat.JSON:
         raise EngineError("--key-field needs --format json (kv lines carry their key)")
     reg, ss, admin, count = existing_stream(args)
+    _check_own_stream(ss, args.force)
     system = ss.system
     serdes = reg.serdes_for(ss)
     producer = reg.producer(system)
@@ -87,6 +88,26 @@ def produce_records(args: argparse.Namespace) -> int:
           f"{'; sealed ' + ', '.join(f'p{p}@{o}' for p, o in sorted(sealed.items())) if sealed else ''}"
           f"{'; stream ended' if args.end else ''}")
     return 0
+
+
+INTERNAL_PREFIX = "__samza_"
+"""The names of the streams a job keeps for itself (Samza's): its coordinator stream
+(``__samza_coordinator_<job>_<id>``) and its checkpoint stream
+(``__samza_checkpoint_ver_1_for_<job>_<id>``)."""
+
+
+def _check_own_stream(ss: SystemStream, force: bool) -> None:
+    """A job's own streams take records only with ``--force``: a record there is read as
+    the job's config, changelog assignment or checkpoint (issue 23, point 2: a hand-written
+    ``set-changelog`` record pointed a task at another task's changelog partition)."""
+    if ss.stream.startswith(INTERNAL_PREFIX) and not force:
+        raise EngineError(
+            f"{ss} is one of a job's own streams (its coordinator or checkpoint stream): what "
+            f"is written there is taken as the job's config, its tasks' changelog partitions "
+            f"or their checkpoints at its next start, so a wrong record runs it on the wrong "
+            f"state. Nothing was written. Change a job's config with `weir coordinator "
+            f"set-config` and its checkpoints with `weir checkpoint`; to write here anyway "
+            f"(the job stopped, a backup of the stream kept), add --force")
 
 
 def _end_stream(producer: Any, admin: Any, ss: SystemStream) -> None:

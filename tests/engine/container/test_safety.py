@@ -295,3 +295,27 @@ def test_a_changelog_holding_an_open_transaction_is_state(tmp_path):
                                            previous_exists=False, job_config="job.properties")
     finally:
         producer.stop()
+
+
+# -- the changelog partition a checkpoint was written against (issue 23, point 2) --------------
+
+def test_a_checkpoint_of_another_changelog_partition_is_refused_naming_both():
+    from weir.engine.container.safety import check_identities
+    from weir.engine.model import SystemStreamPartition
+    from weir.recovery.checkpoint import Checkpoint
+    from weir.recovery.errors import ChangelogPartitionMismatchError
+    checkpoint = Checkpoint({}, {"counts": 7},
+                            changelog_partitions={"counts": ("fl", "counts-log", 0)})
+    now = SystemStreamPartition("fl", "counts-log", 1)
+    with pytest.raises(ChangelogPartitionMismatchError) as err:
+        check_identities("Partition 0", checkpoint, {}, {"counts": (now, None)},
+                         checkpoint_path="cp.json", job_config="job.properties")
+    assert err.value.recorded == ("fl", "counts-log", 0) and err.value.current == now
+    assert "fl.counts-log#1" in str(err.value) and "fl.counts-log#0" in str(err.value)
+    assert "weir coordinator show job.properties" in str(err.value)
+    # the same partition, or a checkpoint that recorded none (an older Weir's), passes
+    check_identities("Partition 0", checkpoint, {},
+                     {"counts": (SystemStreamPartition("fl", "counts-log", 0), None)},
+                     checkpoint_path="cp.json", job_config="job.properties")
+    check_identities("Partition 0", Checkpoint({}, {"counts": 7}), {}, {"counts": (now, None)},
+                     checkpoint_path="cp.json", job_config="job.properties")
