@@ -42,7 +42,9 @@ def produce_records(args: argparse.Namespace) -> int:
     source = args.file or "stdin"
     started = time.perf_counter()
     stream_in = open(args.file, encoding="utf-8") if args.file else sys.stdin
-    if args.seal and not args.file and sys.stdin.isatty():
+    from weir.stores.adjunct import SealKind
+    seal = SealKind.EMPTY if args.seal_empty else SealKind.DATASET if args.seal else None
+    if seal is not None and not args.file and sys.stdin.isatty():
         stream_in = iter(())  # `weir log produce model --seal`: only the marker
     try:
         for lineno, line in enumerate(stream_in, 1):
@@ -70,10 +72,11 @@ def produce_records(args: argparse.Namespace) -> int:
                 producer.flush(_SOURCE)
         producer.flush(_SOURCE)
         sealed = {}
-        if args.seal:
+        if seal is not None:
             from weir.engine.adjunct.seal import seal_dataset
             sealed = seal_dataset(reg, system, ss.stream,
-                                  None if args.partition is None else [args.partition])
+                                  None if args.partition is None else [args.partition],
+                                  kind=seal)
         if args.end:
             _end_stream(producer, admin, ss)
     finally:
@@ -85,9 +88,16 @@ def produce_records(args: argparse.Namespace) -> int:
     print(f"produced {produced} record(s) to {ss} in {seconds:.2f} s"
           f"{f' ({produced / seconds:,.0f} records/s)' if produced and seconds > 0 else ''}"
           f"{f'; {spread}' if spread else ''}{f'; {skipped} blank line(s) skipped' if skipped else ''}"
-          f"{'; sealed ' + ', '.join(f'p{p}@{o}' for p, o in sorted(sealed.items())) if sealed else ''}"
+          f"{_sealed_text(sealed, seal is SealKind.EMPTY)}"
           f"{'; stream ended' if args.end else ''}")
     return 0
+
+
+def _sealed_text(sealed: dict[int, int], empty: bool) -> str:
+    if not sealed:
+        return ""
+    where = ", ".join(f"p{p}@{o}" for p, o in sorted(sealed.items()))
+    return f"; sealed{' (empty on purpose)' if empty else ''} {where}"
 
 
 INTERNAL_PREFIX = "__samza_"
