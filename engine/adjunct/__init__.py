@@ -45,7 +45,8 @@ _LAZY = {
 }
 
 __all__ = [
-    "SEAL_KEY", "EMPTY_SEAL_KEY", "SealKind", "seal_kind", "SEAL_KEY_BYTES", "AdjunctKeyError", "AdjunctValueError", "EnvelopeExtractor",
+    "SEAL_KEY", "EMPTY_SEAL_KEY", "SealKind", "seal_kind", "SEAL_KEY_BYTES",
+    "AdjunctKeyError", "AdjunctValueError", "EnvelopeExtractor",
     "KeyValueExtractor", "Projection", "is_seal", "make_extractor",
     "AdjunctDataStoreManager", "Feed",
     "seal_dataset", "seal_key_bytes",

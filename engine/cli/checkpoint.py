@@ -365,7 +365,7 @@ def _reset(args: argparse.Namespace) -> int:
     tools = JobTools.load(args)
     console = _console()
     with tools.locked("weir checkpoint reset"):
-        plan = plan_state_reset([tools.config], tools.registry, suffix=aside_suffix("reset"))
+        plan = plan_state_reset(tools.configs(), tools.registry, suffix=aside_suffix("reset"))
         if args.json:
             doc = {"job": tools.job.name, "done": bool(args.yes), "moves": [
                 {"what": m.what, "kind": m.kind, "from": m.source, "to": m.target}

@@ -33,7 +33,7 @@ from collections.abc import Collection, Iterable, Mapping
 from weir.recovery.checkpoint import Checkpoint
 from weir.recovery.errors import ChangelogPartitionMismatchError, StateWithoutCheckpointError
 from weir.recovery.offset_file import OFFSET_FILE_NAME, OffsetFileCorruptError, read_offset_file
-from weir.stores.builder import open_engine
+from weir.stores.offline import open_read_only
 from weir.stores.changelog import NO_OFFSET
 from weir.stores.locking import LOCK_FILE_NAME
 from weir.stores.config import Config
@@ -45,7 +45,8 @@ from weir.engine.model import SystemStream, SystemStreamPartition, TaskName
 from weir.engine.systems.api import partition_identities
 
 __all__ = ["config_file_of", "current_identities", "check_identities",
-           "check_changelog_partition", "check_state_without_checkpoint", "changelog_holds_state", "reset_ssps"]
+           "check_changelog_partition", "check_state_without_checkpoint", "changelog_holds_state",
+           "reset_ssps"]
 
 log = logging.getLogger("weir.container")
 
@@ -160,8 +161,8 @@ def check_changelog_partition(task: TaskName, store: str, checkpoint: Checkpoint
         f"wrong state. Nothing was restored or changed. The coordinator stream's changelog "
         f"assignment of the task was changed (restored from another backup, or a "
         f"set-changelog record written by hand): put the coordinator stream back from the "
-        f"backup that goes with these checkpoints (`weir coordinator show {job_config}` lists "
-        f"the assignments), or write the task's set-changelog record back to partition "
+        f"backup that goes with these checkpoints (`weir coordinator show --job "
+        f"{job_config}` lists the assignments), or write the task's set-changelog record back to partition "
         f"{partition}; if the checkpoints are the wrong ones, put the right ones back, or "
         f"start the job's state over with `weir checkpoint reset {job_config} --yes`",
         task=str(task), store=store, recorded=(system, stream, partition),
@@ -208,8 +209,8 @@ def _engine_is_empty(store: LoggedStore, directory) -> bool:
     be opened (then the files are treated as state: nothing is assumed)."""
     if store.spec is None:
         return False
-    try:
-        engine = open_engine(store.spec, directory, logged=True)
+    try:  # read only: looking creates nothing (no other engine's files among these)
+        engine = open_read_only(store.spec, directory)
     except Exception:  # noqa: BLE001 - unreadable files may be state: refuse, never guess
         return False
     try:

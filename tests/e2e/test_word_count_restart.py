@@ -1,15 +1,20 @@
-"""The README's word count run, stopped and started again as an operator would, through the
-``weir`` command in child processes (issue 23): a clean stop leaves every store reusable, and
-``weir state list`` predicts what the next start does.
+"""The README's word count run, stopped, reset, changed and started again as an operator
+would, through the ``weir`` command in child processes (issue 23): a clean stop leaves every
+store reusable and ``weir state list`` predicts what the next start does; a reset between two
+exactly-once runs starts the state over; a coordinator stream pointing a task at another
+task's changelog partition is refused; the offline tools read a store with the engine the job
+last ran with.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -169,3 +174,66 @@ def test_a_set_changelog_record_pointing_at_another_tasks_partition_is_refused(t
     weir(job, *produce, "--force", stdin=record.replace('"Partition":"1"', '"Partition":"0"'))
     weir(job, "run", "job.properties", "--status", "off")
     assert stored_counts(job) == before
+
+
+# -- offline tools after a dynamic config change (issue 23, point 7) ---------------------------
+
+def test_offline_tools_read_a_store_with_the_engine_the_job_last_ran_with(tmp_path):
+    """`weir coordinator set-config stores.counts.factory=lmdb` while the job runs switches
+    its stores to LMDB; once it stopped, `weir state list/dump` read them with LMDB (the
+    coordinator stream's config, not the file's rocksdb), create nothing in the store, and an
+    engine that does not match the files is a typed error."""
+    job = tmp_path
+    text = (EXAMPLE / "job.properties").read_text() + "job.container.count=1\n"
+    (job / "job.properties").write_text(text)
+    root = "./weir-data/log"
+    weir(job, "log", "create", "words", "--partitions", "2", "--root", root)
+    weir(job, "log", "create", "word-counts", "--partitions", "2", "--root", root)
+    weir(job, "log", "produce", "words", "--format", "json", "--key-field", "word", "--root",
+         root, stdin="".join(json.dumps({"word": f"w{i % 50}"}) + "\n" for i in range(500)))
+    store = job / "weir-data" / "word-count-1" / "state" / "counts"
+    checkpoints = job / "weir-data" / "word-count-1" / "checkpoints"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(EXAMPLE)]))
+    run = subprocess.Popen([sys.executable, "-m", "weir", "run", "job.properties", "--status",
+                            "off"], cwd=job, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: len(list(checkpoints.glob("*.json"))) == 2, run)
+        weir(job, "coordinator", "set-config", "--job", "job.properties", "--key",
+             "stores.counts.factory", "--value", "lmdb")
+        wait_for(lambda: all((store / f"Partition_{p}" / "data.mdb").exists()
+                             and (store / f"Partition_{p}" / "OFFSET").exists()
+                             for p in range(2)), run)
+    finally:
+        run.send_signal(signal.SIGINT)
+        output, _ = run.communicate(timeout=120)
+    assert run.returncode == 130, output
+    files = {p: sorted(x.name for x in (store / f"Partition_{p}").iterdir()) for p in range(2)}
+
+    listed = weir(job, "state", "list", "job.properties", "--json")
+    rows = {row["task"]: row for row in json.loads(listed.stdout)["stores"]}
+    assert "stores.counts.factory=lmdb" in listed.stderr  # says which config it read
+    assert {row["engine"] for row in rows.values()} == {"lmdb"}
+    assert sum(row["keys"] for row in rows.values()) == 50
+    assert all(row["status"] == "at the checkpoint: used as is" for row in rows.values())
+    dumped = weir(job, "state", "dump", "job.properties", "--store", "counts").stdout
+    assert {json.loads(line)["key"] for line in dumped.splitlines()} == {
+        f"w{i}" for i in range(50)}
+
+    wrong = weir(job, "state", "dump", "job.properties", "--store", "counts", "--set",
+                 "stores.counts.factory=rocksdb", check=False)
+    assert wrong.returncode != 0
+    assert "StoreFilesMismatchError" in wrong.stderr or "written by the lmdb engine" in \
+        wrong.stderr, wrong.stderr
+    assert {p: sorted(x.name for x in (store / f"Partition_{p}").iterdir())
+            for p in range(2)} == files  # nothing created, nothing changed
+
+
+def wait_for(condition, process: subprocess.Popen, timeout: float = 120) -> None:
+    """Poll ``condition`` until it holds; fail when ``process`` exits first or time runs out
+    (a bound on a hang, not a timed assertion)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert process.poll() is None, process.stdout.read() if process.stdout else ""
+        assert time.monotonic() < deadline, "the job did not get there"
+        time.sleep(0.05)

@@ -17,7 +17,8 @@ from weir.recovery.checkpoint import Checkpoint
 from weir.recovery.container_storage import RestoreSettings
 from weir.recovery.errors import RecoveryError
 from weir.recovery.restore import Action
-from weir.recovery.store_restore import StoreRestore, commit_marker
+from weir.recovery.store_restore import StoreRestore
+from weir.stores.offline import engine_of_files
 
 from weir.engine.cli._job import JobTools, console as _console
 from weir.engine.cli.state.adjunct import adjunct_entries, adjunct_rows
@@ -57,7 +58,10 @@ def list_stores(args: argparse.Namespace) -> int:
                    "changelog", "next start"):
         table.add_column(column, overflow="fold")
     for r in rows:
-        table.add_row(r["task"], r["store"], r["engine"], size_text(r["size_bytes"]),
+        engine = r["engine"]
+        if r["files_engine"] not in (None, engine):
+            engine += f" (files: {r['files_engine']})"
+        table.add_row(r["task"], r["store"], engine, size_text(r["size_bytes"]),
                       "-" if r["keys"] is None else f"{r['keys']:,}",
                       _offset_cell(r), num(r["checkpoint_changelog_offset"]),
                       r["changelog"] or "-", r["status"])
@@ -106,11 +110,15 @@ def _describe(tools: JobTools, ref: StoreRef, checkpoint: Checkpoint | None) -> 
         row["offset_file"] = {"offset": local.offset, "written_at_ms": local.written_at_ms,
                               "changelog": local.changelog, "engine": local.engine}
     marker = None
+    row["files_engine"] = None
     if has_files(ref.directory):
         row["size_bytes"] = directory_size(ref.directory)
-        engine = open_local(ref)
-        marker = commit_marker(engine)
-        row["keys"] = sum(1 for _ in read_entries(engine, None, None))
+        found = engine_of_files(ref.directory)
+        row["files_engine"] = found.value if found is not None else None
+        if found is spec.engine:  # files of another engine are not opened (nor created)
+            engine = open_local(ref)
+            marker = engine.commit_marker()
+            row["keys"] = sum(1 for _ in read_entries(engine, None, None))
     row["status"] = _status(tools, ref, source, checkpoint, marker)
     return row
 

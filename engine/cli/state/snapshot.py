@@ -183,7 +183,8 @@ def _write_changelog(tools: JobTools, ref: StoreRef, pairs: list[tuple[bytes, by
 
 def _write_local(ref: StoreRef, pairs: list[tuple[bytes, bytes]]) -> None:
     """Put ``pairs`` into non-logged persistent store ``ref``'s local files."""
-    engine = open_local(ref)
+    from weir.stores.builder import open_engine
+    engine = open_engine(ref.spec, ref.directory, logged=False)
     try:
         engine.put_all(pairs)
         engine.flush()

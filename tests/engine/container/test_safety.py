@@ -312,7 +312,7 @@ def test_a_checkpoint_of_another_changelog_partition_is_refused_naming_both():
                          checkpoint_path="cp.json", job_config="job.properties")
     assert err.value.recorded == ("fl", "counts-log", 0) and err.value.current == now
     assert "fl.counts-log#1" in str(err.value) and "fl.counts-log#0" in str(err.value)
-    assert "weir coordinator show job.properties" in str(err.value)
+    assert "weir coordinator show --job job.properties" in str(err.value)
     # the same partition, or a checkpoint that recorded none (an older Weir's), passes
     check_identities("Partition 0", checkpoint, {},
                      {"counts": (SystemStreamPartition("fl", "counts-log", 0), None)},
