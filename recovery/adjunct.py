@@ -172,12 +172,28 @@ class _Unreadable(Enum):
 
 
 def read_adjunct_offsets(directory: Path) -> AdjunctOffsets | _Unreadable:
-    """The offset file of the store in ``directory``, or why there is none."""
+    """The offset file of the store in ``directory``, or why there is none. Raises
+    :class:`AdjunctStoreError` when the path exists but cannot be read as a file (a directory
+    in its place, no permission): that is not damage Weir may repair by re-creating the
+    store, and nothing is changed."""
     path = Path(directory) / ADJUNCT_OFFSETS_FILE
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         return _Unreadable.MISSING
+    except IsADirectoryError:
+        raise AdjunctStoreError(
+            f"the offset file of the adjunct store in {directory}, {path}, is a directory, not "
+            f"the file Weir writes there: something other than Weir put it in the store's "
+            f"directory. Nothing was changed. Move it out of {directory} (with the job "
+            f"stopped); the store is then rebuilt from its input stream at the next start") \
+            from None
+    except OSError as exc:
+        raise AdjunctStoreError(
+            f"cannot read the offset file of the adjunct store in {directory}, {path} "
+            f"({exc.strerror}); nothing was changed. Make it readable by the job's user, or "
+            f"move it out of {directory} (the store is then rebuilt from its input stream at "
+            f"the next start)") from None
     try:
         doc = orjson.loads(raw)
         body = doc["body"]
@@ -203,7 +219,11 @@ def list_adjunct_stores(base: Path) -> list[tuple[Path, AdjunctOffsets | str]]:
     if not base.is_dir():
         return out
     for path in sorted(base.glob(f"*/*/{ADJUNCT_OFFSETS_FILE}")):
-        recorded = read_adjunct_offsets(path.parent)
+        try:
+            recorded = read_adjunct_offsets(path.parent)
+        except AdjunctStoreError as exc:
+            out.append((path.parent, str(exc)))
+            continue
         out.append((path.parent, recorded.value if isinstance(recorded, _Unreadable)
                     else recorded))
     return out
