@@ -24,7 +24,7 @@ from typing import Any
 
 from rich.console import Console
 
-from weir.recovery.job_lock import JobLock
+from weir.recovery.job_lock import JobLock, LockAccess
 from weir.stores.config import Config
 from weir.stores.spec import StoreSpec
 
@@ -161,14 +161,25 @@ class JobTools:
         return str(self.job.checkpoint_dir)
 
     @contextmanager
-    def locked(self, role: str) -> Iterator[JobLock]:
+    def locked(self, role: str, access: LockAccess = LockAccess.CHANGE) -> Iterator[JobLock]:
         """The job's run lock and job lock, for ``role``: refused, naming the holder, while
         the job runs, whatever directories it runs with, and a ``weir run`` of the job is
-        refused while the tool works (:func:`~weir.engine.coordinator.run_lock.hold_stopped_job`)."""
+        refused while the tool works (:func:`~weir.engine.coordinator.run_lock.hold_stopped_job`).
+        ``access``: a tool that only looks (:attr:`LockAccess.READ`) works on a job whose
+        directories it cannot write, under shared locks, and says so on standard error."""
         from weir.engine.coordinator.run_lock import hold_stopped_job
         with hold_stopped_job(self.config, self.registry, role, self.job.checkpoint_dir,
-                              self.job.name) as lock:
+                              self.job.name, access=access) as lock:
+            if lock.shared:
+                print(f"{role}: {self.job.checkpoint_dir} cannot be written here (read-only "
+                      f"file system or permissions): reading the job's state without taking "
+                      f"its job lock; a shared lock keeps a run of the job on this machine out "
+                      f"meanwhile, and nothing is written", file=sys.stderr)
             yield lock
+
+    def looking(self, role: str) -> Any:
+        """:meth:`locked` for a tool that only reads the job's state."""
+        return self.locked(role, LockAccess.READ)
 
     def close(self) -> None:
         if self._checkpoints is not None:

@@ -237,3 +237,66 @@ def wait_for(condition, process: subprocess.Popen, timeout: float = 120) -> None
         assert process.poll() is None, process.stdout.read() if process.stdout else ""
         assert time.monotonic() < deadline, "the job did not get there"
         time.sleep(0.05)
+
+
+# -- a look at a read-only copy of a job's data (issue 23, point 11) ---------------------------
+
+def read_only_weir(job: Path, *args: str) -> subprocess.CompletedProcess:
+    """``weir ARGS`` in a mount namespace where ``weir-data`` is mounted read only (the test
+    is skipped where this process may not make one)."""
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount --bind / /mnt && umount /mnt"],
+                           capture_output=True) if shutil.which("unshare") else None
+    if probe is None or probe.returncode != 0:
+        pytest.skip("cannot make a read-only mount here (needs unshare and mount rights)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(EXAMPLE)]))
+    script = ('mount --bind weir-data weir-data && mount -o remount,bind,ro weir-data && '
+              'exec "$@"')
+    return subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", sys.executable, "-m",
+                           "weir", *args], cwd=job, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def tree(directory: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(directory)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in directory.rglob("*") if p.is_file()}
+
+
+def test_weir_state_list_reads_a_read_only_copy_of_a_stopped_job(tmp_path):
+    job = word_count(tmp_path, "at_least_once")
+    weir(job, "run", "job.properties", "--status", "off")
+    before = tree(job / "weir-data")
+
+    listed = read_only_weir(job, "state", "list", "job.properties", "--json")
+    dumped = read_only_weir(job, "state", "dump", "job.properties", "--store", "counts")
+
+    assert listed.returncode == 0, listed.stderr
+    assert "cannot be written here" in listed.stderr and "nothing is written" in listed.stderr
+    rows = json.loads(listed.stdout)["stores"]
+    assert [row["status"] for row in rows] == ["at the checkpoint: used as is"] * PARTITIONS
+    assert sum(row["keys"] for row in rows) == len(input_counts())
+    assert dumped.returncode == 0, dumped.stderr
+    assert {json.loads(line)["key"]: json.loads(line)["value"]
+            for line in dumped.stdout.splitlines()} == input_counts()
+    assert tree(job / "weir-data") == before
+
+
+def test_a_look_at_a_read_only_copy_is_refused_while_the_job_runs(tmp_path):
+    job = tmp_path
+    (job / "job.properties").write_text((EXAMPLE / "job.properties").read_text()
+                                        + "job.container.count=1\n")
+    weir(job, "log", "create", "words", "--partitions", "2", "--root", "./weir-data/log")
+    weir(job, "log", "create", "word-counts", "--partitions", "2", "--root", "./weir-data/log")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(EXAMPLE)]))
+    run = subprocess.Popen([sys.executable, "-m", "weir", "run", "job.properties", "--status",
+                            "off"], cwd=job, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    try:
+        checkpoints = job / "weir-data" / "word-count-1" / "checkpoints"
+        wait_for(lambda: len(list(checkpoints.glob("*.json"))) == 2, run)
+        looked = read_only_weir(job, "state", "list", "job.properties")
+    finally:
+        run.send_signal(signal.SIGINT)
+        run.communicate(timeout=120)
+    assert looked.returncode != 0
+    assert "JobLockedError" in looked.stderr or "is locked by" in looked.stderr, looked.stderr
+    assert f"pid {run.pid}" in looked.stderr

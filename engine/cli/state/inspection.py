@@ -41,7 +41,7 @@ def list_stores(args: argparse.Namespace) -> int:
     tools = JobTools.load(args)
     rows = []
     try:
-        with tools.locked("weir state list"):
+        with tools.looking("weir state list"):
             refs = store_refs(tools, args.store, args.task)
             checkpoints = last_checkpoints(tools, {r.task for r in refs})
             for ref in refs:
@@ -221,7 +221,7 @@ def show_store(args: argparse.Namespace) -> int:
     """``weir state show``: a store's contents as a table (or ``--json``)."""
     tools = JobTools.load(args)
     try:
-        with tools.locked("weir state show"):
+        with tools.looking("weir state show"):
             rows = list(_entries(tools, args))
     finally:
         tools.close()
@@ -248,7 +248,7 @@ def dump_store(args: argparse.Namespace) -> int:
     tools = JobTools.load(args)
     count = 0
     try:
-        with tools.locked("weir state dump"):
+        with tools.looking("weir state dump"):
             for task, key, value in _entries(tools, args):
                 sys.stdout.write(orjson.dumps({"task": task, "key": jsonable(key),
                                                "value": jsonable(value)}).decode() + "\n")

@@ -40,7 +40,7 @@ def export_state(args: argparse.Namespace) -> int:
     if out.exists():
         raise RecoveryError(f"{out} exists; choose another file (nothing was written)")
     try:
-        with tools.locked("weir state export"):
+        with tools.looking("weir state export"):
             summary = _write(tools, out)
     finally:
         tools.close()
