@@ -93,8 +93,7 @@ class ResetPlan:
             move.run()
             done.append(move)
             if move.kind == "transaction":
-                log.warning("reset of job '%s': %s: %s", self.job, move.what, move.target)
-                continue
+                continue  # completing it logged what became of it
             log.warning("reset of job '%s': moved %s aside: %s -> %s", self.job, move.what,
                         move.source, move.target)
         return done
