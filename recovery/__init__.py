@@ -16,7 +16,8 @@ from weir.recovery.checkpoint import (
     decode_checkpoint_file,
     encode_checkpoint,
 )
-from weir.recovery.errors import (ChangelogDamagedError, ChangelogMismatchError, ChangelogStateError,
+from weir.recovery.errors import (ChangelogDamagedError, ChangelogMismatchError,
+                                  ChangelogPartitionMismatchError, ChangelogStateError,
                                   CheckpointCorruptError, CheckpointRegressionError, JobLockedError,
                                   RecoveryError, StaleStoreError, StateWithoutCheckpointError,
                                   StoreRepairError)
@@ -36,6 +37,7 @@ __all__ = [
     "CheckpointCorruptError", "CheckpointRegressionError", "JobLockedError", "RecoveryError",
     "StaleStoreError", "StateWithoutCheckpointError", "JobLock",
     "ChangelogStateError", "ChangelogMismatchError", "ChangelogDamagedError", "StoreRepairError",
+    "ChangelogPartitionMismatchError",
     "OffsetFileCorruptError", "StoreOffset", "read_offset_file", "write_offset_file",
     "Action", "Repair", "RestorePlan", "RestoreStats", "plan_restore",
     "ProgressMode", "TaskStorageManager", "task_directory_name",

@@ -39,7 +39,10 @@ filled alongside processing.
 
 **Versions and pins** (:class:`AdjunctStore`): a versioned store serves version ``N`` and
 builds ``N + 1`` beside it; a seal marker makes ``N + 1`` the served version atomically and
-drops ``N`` once no reader holds it. A reader *pins* the served version for the length of one
+drops ``N`` once no reader holds it. A seal that ends a version holding no record switches
+nothing (a repeated seal: an operator retrying ``weir log produce --seal``; logged and counted
+as ``duplicate_seals``) unless one of its partitions' seals is :attr:`SealKind.EMPTY` (an empty
+dataset on purpose). A reader *pins* the served version for the length of one
 ``process`` call (:meth:`AdjunctStore.pinned`), on any thread, so a call sees one version from
 start to end.
 
@@ -79,7 +82,7 @@ from typing import Any
 
 import orjson
 
-from weir.stores.adjunct import AdjunctSpec
+from weir.stores.adjunct import AdjunctSpec, SealKind
 from weir.stores.builder import open_engine, shared_store
 from weir.stores.config import Config
 from weir.stores.layers.cached import CachedLayer
@@ -141,12 +144,17 @@ class AdjunctOffsets:
     sealed: tuple[str, ...] = ()
     """Partitions whose seal of the version being built was read already (a version is
     served once every partition sealed it)."""
+    sealed_empty: tuple[str, ...] = ()
+    """Those of ``sealed`` whose seal said the version is empty on purpose
+    (:attr:`SealKind.EMPTY`)."""
 
     def to_bytes(self) -> bytes:
         body = {"format": _FORMAT, "store": self.store, "engine": self.engine,
                 "input": self.input, "offsets": dict(self.offsets), "serving": self.serving,
                 "building": self.building, "written_at_ms": self.written_at_ms,
                 "sealed": list(self.sealed)}
+        if self.sealed_empty:
+            body["sealed_empty"] = list(self.sealed_empty)
         raw = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
         return orjson.dumps({"crc32": zlib.crc32(raw), "body": body},
                             option=orjson.OPT_SORT_KEYS) + b"\n"
@@ -164,12 +172,28 @@ class _Unreadable(Enum):
 
 
 def read_adjunct_offsets(directory: Path) -> AdjunctOffsets | _Unreadable:
-    """The offset file of the store in ``directory``, or why there is none."""
+    """The offset file of the store in ``directory``, or why there is none. Raises
+    :class:`AdjunctStoreError` when the path exists but cannot be read as a file (a directory
+    in its place, no permission): that is not damage Weir may repair by re-creating the
+    store, and nothing is changed."""
     path = Path(directory) / ADJUNCT_OFFSETS_FILE
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         return _Unreadable.MISSING
+    except IsADirectoryError:
+        raise AdjunctStoreError(
+            f"the offset file of the adjunct store in {directory}, {path}, is a directory, not "
+            f"the file Weir writes there: something other than Weir put it in the store's "
+            f"directory. Nothing was changed. Move it out of {directory} (with the job "
+            f"stopped); the store is then rebuilt from its input stream at the next start") \
+            from None
+    except OSError as exc:
+        raise AdjunctStoreError(
+            f"cannot read the offset file of the adjunct store in {directory}, {path} "
+            f"({exc.strerror}); nothing was changed. Make it readable by the job's user, or "
+            f"move it out of {directory} (the store is then rebuilt from its input stream at "
+            f"the next start)") from None
     try:
         doc = orjson.loads(raw)
         body = doc["body"]
@@ -180,7 +204,8 @@ def read_adjunct_offsets(directory: Path) -> AdjunctOffsets | _Unreadable:
         return AdjunctOffsets(body["store"], body["engine"], body["input"],
                               {str(k): int(v) for k, v in body["offsets"].items()},
                               body["serving"], body["building"], int(body["written_at_ms"]),
-                              tuple(str(p) for p in body.get("sealed", ())))
+                              tuple(str(p) for p in body.get("sealed", ())),
+                              tuple(str(p) for p in body.get("sealed_empty", ())))
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
         return _Unreadable.CORRUPT
 
@@ -194,7 +219,11 @@ def list_adjunct_stores(base: Path) -> list[tuple[Path, AdjunctOffsets | str]]:
     if not base.is_dir():
         return out
     for path in sorted(base.glob(f"*/*/{ADJUNCT_OFFSETS_FILE}")):
-        recorded = read_adjunct_offsets(path.parent)
+        try:
+            recorded = read_adjunct_offsets(path.parent)
+        except AdjunctStoreError as exc:
+            out.append((path.parent, str(exc)))
+            continue
         out.append((path.parent, recorded.value if isinstance(recorded, _Unreadable)
                     else recorded))
     return out
@@ -327,6 +356,7 @@ class _Counters:
     applied: int = 0
     deleted: int = 0
     seals: int = 0
+    duplicate_seals: int = 0
     rejected: int = 0
     bulk_records: int = 0
 
@@ -362,6 +392,7 @@ class AdjunctStore:
         self._closed = False
         self._dirty = False
         self._sealed: set[str] = set()
+        self._sealed_empty: set[str] = set()
 
     # -- life ------------------------------------------------------------------------------
     def open(self, recorded: AdjunctOffsets | None, *, recreate: bool = False) -> None:
@@ -375,11 +406,12 @@ class AdjunctStore:
             self.directory.mkdir(parents=True, exist_ok=True)
         if recorded is None:
             self.offsets = {}
-            self._sealed = set()
+            self._sealed, self._sealed_empty = set(), set()
             serving, building = (None, 1) if self.adjunct.versioned else (0, None)
         else:
             self.offsets = dict(recorded.offsets)
             self._sealed = set(recorded.sealed)
+            self._sealed_empty = set(recorded.sealed_empty)
             serving, building = recorded.serving, recorded.building
         if self.directory is not None:  # versions the offset file does not name: leftovers
             keep = {f"v{v}" for v in (serving, building) if v is not None}
@@ -505,23 +537,40 @@ class AdjunctStore:
         self.counters.bulk_records += records
         self._dirty = True
 
-    def seal(self, partition: str, offset: int) -> None:
-        """A seal marker at ``offset`` of ``partition``. Once every partition of the store
-        sealed the version being built: serve it, start the next one, record it, and drop the
-        old version once no reader holds it. A store that is not versioned only records the
-        offset."""
+    def seal(self, partition: str, offset: int, kind: SealKind = SealKind.DATASET) -> None:
+        """A seal marker of ``kind`` at ``offset`` of ``partition``. Once every partition of
+        the store sealed the version being built: serve it, start the next one, record it, and
+        drop the old version once no reader holds it -- unless the version holds no record
+        and no partition's seal said :attr:`SealKind.EMPTY`: then it was a repeated seal (an
+        operator's retry), the served version stays, and the next records keep building the
+        next one. A store that is not versioned only records the offset."""
         self.applied(partition, offset)
         if not self.adjunct.versioned:
             return
         self._sealed.add(str(partition))
+        if kind is SealKind.EMPTY:
+            self._sealed_empty.add(str(partition))
         if not self._sealed.issuperset(self.partitions):
             self.record()  # this partition's seal must survive a restart
             return
-        self._sealed = set()
+        empty_on_purpose = bool(self._sealed_empty)
+        self._sealed, self._sealed_empty = set(), set()
         new = self._building
         assert new is not None
         new.typed.flush()
         new.engine.flush()
+        if not empty_on_purpose and _holds_nothing(new.engine):
+            self.counters.duplicate_seals += 1
+            self.record()
+            served = (f"version {self.serving} stays served" if self.serving is not None
+                      else "the store still serves nothing (no version sealed yet)")
+            _log.warning("adjunct store '%s': the seal at %s#%s offset %d ends version %d, "
+                         "which holds no record: taken for a repeated seal (a retried `weir log "
+                         "produce --seal`), %s. To serve an empty dataset on purpose, seal it "
+                         "with `weir log produce %s --seal-empty`", self.name,
+                         ".".join(self.adjunct.input), partition, offset, new.number, served,
+                         self.adjunct.input[1])
+            return
         following = self._open_version(new.number + 1)
         with self._lock:
             old, self._serving, self._building = self._serving, new, following
@@ -564,7 +613,8 @@ class AdjunctStore:
         write_adjunct_offsets(self.directory, AdjunctOffsets(
             self.name, self.spec.engine.value, ".".join(self.adjunct.input),
             {p: self.offsets.get(p, -1) for p in self.partitions}, self.serving, self.building,
-            time.time_ns() // 1_000_000, tuple(sorted(self._sealed))))
+            time.time_ns() // 1_000_000, tuple(sorted(self._sealed)),
+            tuple(sorted(self._sealed_empty))))
 
     def describe(self) -> dict[str, Any]:
         """Plain data for status and tools: versions, offsets, counters."""
@@ -572,12 +622,19 @@ class AdjunctStore:
                 "serving": self.serving, "building": self.building,
                 "offsets": dict(self.offsets), "applied": self.counters.applied,
                 "deleted": self.counters.deleted, "seals": self.counters.seals,
+                "duplicate_seals": self.counters.duplicate_seals,
                 "rejected": self.counters.rejected,
                 "bulk_records": self.counters.bulk_records}
 
     def __repr__(self) -> str:
         return (f"<AdjunctStore {self.name!r} serving={self.serving} building={self.building} "
                 f"dir={self.directory}>")
+
+
+def _holds_nothing(engine: Any) -> bool:
+    """Whether a version's engine holds no key."""
+    with engine.all() as items:
+        return next(iter(items), None) is None
 
 
 @contextmanager

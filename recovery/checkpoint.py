@@ -12,7 +12,12 @@ A :class:`Checkpoint` holds, per task:
   and of each store's changelog partition when the offsets were recorded (a stream's identity
   changes when it is deleted and created again, so an offset can only be trusted against the
   same identity). Absent entries mean "unknown" (a checkpoint written before identities
-  existed, or a system without them).
+  existed, or a system without them);
+* ``changelog_partitions``: per logged store, the changelog partition ``(system, stream,
+  partition)`` its offset is in: the coordinator stream assigns each task its changelog
+  partition, and a start whose assignment says another one (a coordinator stream restored
+  from another backup, or written by hand) would restore another task's state. Absent:
+  unknown (a checkpoint written before the field existed; the next commit records it).
 
 The commit path writes a checkpoint only after stores and changelogs are flushed. A checkpoint
 never moves an input offset backwards on its own: :meth:`FileCheckpointManager.write` refuses
@@ -27,13 +32,18 @@ On disk (:class:`FileCheckpointManager`) a checkpoint is one JSON file per task 
                                        "partition": 0, "offset": 41,
                                        "identity": "3f2a..."}],
                     "changelog_offsets": {"counts": 17},
-                    "changelog_identities": {"counts": "9b1c..."}, "extras": {}}}
+                    "changelog_identities": {"counts": "9b1c..."},
+                    "changelog_partitions": {"counts": {"system": "filelog",
+                                                        "stream": "counts-changelog",
+                                                        "partition": 0}},
+                    "extras": {}}}
 
 ``crc32c`` is the CRC-32C of ``{"checkpoint": ..., "format": 2}`` serialized compactly with
 sorted keys, so the file may be pretty-printed or re-indented without breaking it, and a
 damaged ``format`` field fails the checksum instead of reading as "made by a newer Weir".
 Every later format keeps this rule. Format 1 files (no identities; the checksum covers the
-``checkpoint`` object only) are still read.
+``checkpoint`` object only) are still read. ``changelog_partitions`` was added within format 2
+(older readers ignore it; files without it read as "unknown").
 
 Example::
 
@@ -135,6 +145,9 @@ class Checkpoint:
     """When the checkpoint was written (milliseconds since the epoch), as read back from its
     file or stream; None for a checkpoint built in code (the writer stamps the time). Restore's
     compaction-lag rule uses it. Not part of equality."""
+    changelog_partitions: Mapping[str, SSPKey] = field(default_factory=dict)
+    """Per logged store, the changelog partition ``(system, stream, partition)`` its offset
+    is in (absent: unknown); only kept for stores that have an offset."""
 
     def __post_init__(self) -> None:
         inputs = {}
@@ -152,6 +165,8 @@ class Checkpoint:
         changelog_ids = {store: _check_identity(identity, f"the changelog of store '{store}'")
                          for store, identity in self.changelog_identities.items()
                          if store in self.changelog_offsets}
+        partitions = {store: _ssp_key(ssp) for store, ssp in self.changelog_partitions.items()
+                      if store in self.changelog_offsets}
         try:
             orjson.dumps(dict(self.extras))
         except TypeError as exc:
@@ -162,23 +177,31 @@ class Checkpoint:
         object.__setattr__(self, "extras", _frozen(self.extras))
         object.__setattr__(self, "input_identities", _frozen(identities))
         object.__setattr__(self, "changelog_identities", _frozen(changelog_ids))
+        object.__setattr__(self, "changelog_partitions", _frozen(partitions))
 
     def __reduce__(self):  # MappingProxyType does not pickle; Spark and processes need this
         return (Checkpoint, (dict(self.input_offsets), dict(self.changelog_offsets),
                              dict(self.extras), dict(self.input_identities),
-                             dict(self.changelog_identities), self.written_at_ms))
+                             dict(self.changelog_identities), self.written_at_ms,
+                             dict(self.changelog_partitions)))
 
     def with_identities(self, inputs: Mapping[SSPKey, str] | None = None,
-                        changelogs: Mapping[str, str] | None = None) -> "Checkpoint":
-        """This checkpoint with identities filled in where it has none (its own win)."""
+                        changelogs: Mapping[str, str] | None = None,
+                        partitions: Mapping[str, Any] | None = None) -> "Checkpoint":
+        """This checkpoint with identities (and changelog partitions) filled in where it has
+        none (its own win)."""
         input_ids = {**{_ssp_key(k): v for k, v in (inputs or {}).items()},
                      **self.input_identities}
         changelog_ids = {**(changelogs or {}), **self.changelog_identities}
+        changelog_partitions = {**{k: _ssp_key(v) for k, v in (partitions or {}).items()
+                                   if k in self.changelog_offsets},
+                                **self.changelog_partitions}
         if input_ids == dict(self.input_identities) and \
-                changelog_ids == dict(self.changelog_identities):
+                changelog_ids == dict(self.changelog_identities) and \
+                changelog_partitions == dict(self.changelog_partitions):
             return self
         return Checkpoint(self.input_offsets, self.changelog_offsets, self.extras, input_ids,
-                          changelog_ids, self.written_at_ms)
+                          changelog_ids, self.written_at_ms, changelog_partitions)
 
     def to_json_body(self, task_name: str, *, written_at_ms: int) -> dict[str, Any]:
         """The ``checkpoint`` object of the file format (see the module docstring)."""
@@ -189,7 +212,7 @@ class Checkpoint:
             if identity is not None:
                 entry["identity"] = identity
             inputs.append(entry)
-        return {
+        body = {
             "task": str(task_name),
             "written_at_ms": int(written_at_ms),
             "input_offsets": inputs,
@@ -197,6 +220,11 @@ class Checkpoint:
             "changelog_identities": dict(sorted(self.changelog_identities.items())),
             "extras": dict(self.extras),
         }
+        if self.changelog_partitions:
+            body["changelog_partitions"] = {
+                store: {"system": s, "stream": t, "partition": p}
+                for store, (s, t, p) in sorted(self.changelog_partitions.items())}
+        return body
 
     @classmethod
     def from_json_body(cls, body: Mapping[str, Any]) -> "Checkpoint":
@@ -207,9 +235,11 @@ class Checkpoint:
         identities = {(e["system"], e["stream"], e["partition"]): e["identity"]
                       for e in body["input_offsets"] if e.get("identity") is not None}
         written = body.get("written_at_ms")
+        partitions = {store: (e["system"], e["stream"], e["partition"])
+                      for store, e in (body.get("changelog_partitions") or {}).items()}
         return cls(inputs, dict(body["changelog_offsets"]), dict(body.get("extras") or {}),
                    identities, dict(body.get("changelog_identities") or {}),
-                   written if isinstance(written, int) and written > 0 else None)
+                   written if isinstance(written, int) and written > 0 else None, partitions)
 
 
 def _check_offset(offset: object, what: str, *, minimum: int) -> None:
@@ -390,20 +420,26 @@ class _Bindings:
     def __init__(self) -> None:
         self.inputs: dict[str, dict[SSPKey, str]] = {}
         self.changelogs: dict[str, dict[str, str]] = {}
+        self.partitions: dict[str, dict[str, SSPKey]] = {}
         self.rewind: dict[str, set[SSPKey]] = {}
         self.last: dict[str, Checkpoint | None] = {}
 
     def bind(self, task: str, inputs: Mapping[Any, str] | None,
-             changelogs: Mapping[str, str] | None) -> None:
+             changelogs: Mapping[str, str] | None,
+             partitions: Mapping[str, Any] | None = None) -> None:
         if inputs:
             self.inputs.setdefault(task, {}).update(
                 {_ssp_key(k): v for k, v in inputs.items() if v})
         if changelogs:
             self.changelogs.setdefault(task, {}).update(
                 {k: v for k, v in changelogs.items() if v})
+        if partitions:
+            self.partitions.setdefault(task, {}).update(
+                {k: _ssp_key(v) for k, v in partitions.items()})
 
     def stamp(self, task: str, checkpoint: Checkpoint) -> Checkpoint:
-        return checkpoint.with_identities(self.inputs.get(task), self.changelogs.get(task))
+        return checkpoint.with_identities(self.inputs.get(task), self.changelogs.get(task),
+                                          self.partitions.get(task))
 
     def written(self, task: str, checkpoint: Checkpoint) -> None:
         self.last[task] = checkpoint
@@ -465,11 +501,13 @@ class FileCheckpointManager:
 
     # -- binding the running job -----------------------------------------------------------
     def bind(self, task_name: str, *, inputs: Mapping[Any, str] | None = None,
-             changelogs: Mapping[str, str] | None = None) -> None:
+             changelogs: Mapping[str, str] | None = None,
+             changelog_partitions: Mapping[str, Any] | None = None) -> None:
         """Record the identities of the task's input partitions and of its stores' changelog
-        partitions in every checkpoint this manager writes for it (where the checkpoint
+        partitions, and which changelog partition (``(system, stream, partition)``) each
+        store uses, in every checkpoint this manager writes for it (where the checkpoint
         written has none)."""
-        self._bindings.bind(str(task_name), inputs, changelogs)
+        self._bindings.bind(str(task_name), inputs, changelogs, changelog_partitions)
 
     def allow_rewind(self, task_name: str, ssps: Collection[Any]) -> None:
         """Let the next checkpoint of ``task_name`` move these SSPs' offsets backwards once
@@ -706,8 +744,9 @@ class MemoryCheckpointManager:
         return None
 
     def bind(self, task_name: str, *, inputs: Mapping[Any, str] | None = None,
-             changelogs: Mapping[str, str] | None = None) -> None:
-        self._bindings.bind(str(task_name), inputs, changelogs)
+             changelogs: Mapping[str, str] | None = None,
+             changelog_partitions: Mapping[str, Any] | None = None) -> None:
+        self._bindings.bind(str(task_name), inputs, changelogs, changelog_partitions)
 
     def allow_rewind(self, task_name: str, ssps: Collection[Any]) -> None:
         self._bindings.rewind.setdefault(str(task_name), set()).update(

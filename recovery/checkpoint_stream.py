@@ -132,9 +132,10 @@ class StreamCheckpointManager:
 
     # -- binding the running job -----------------------------------------------------------
     def bind(self, task_name: str, *, inputs: Mapping[Any, str] | None = None,
-             changelogs: Mapping[str, str] | None = None) -> None:
+             changelogs: Mapping[str, str] | None = None,
+             changelog_partitions: Mapping[str, Any] | None = None) -> None:
         """See :meth:`FileCheckpointManager.bind`."""
-        self._bindings.bind(str(task_name), inputs, changelogs)
+        self._bindings.bind(str(task_name), inputs, changelogs, changelog_partitions)
 
     def allow_rewind(self, task_name: str, ssps: Collection[Any]) -> None:
         """See :meth:`FileCheckpointManager.allow_rewind`."""

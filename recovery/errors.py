@@ -6,6 +6,7 @@ from weir.stores.errors import WeirError
 
 __all__ = ["RecoveryError", "CheckpointCorruptError", "StaleStoreError",
            "CheckpointRegressionError", "StateWithoutCheckpointError", "JobLockedError",
+           "ChangelogPartitionMismatchError",
            # changelog and local-store damage (issue 9)
            "ChangelogStateError", "ChangelogMismatchError", "ChangelogDamagedError",
            "StoreRepairError"]
@@ -46,6 +47,20 @@ class StateWithoutCheckpointError(RecoveryError):
                  checkpoint_path: str | None = None):
         super().__init__(message)
         self.task, self.stores, self.checkpoint_path = task, tuple(stores), checkpoint_path
+
+
+class ChangelogPartitionMismatchError(RecoveryError):
+    """A task's checkpoint was written against another changelog partition of a store than
+    the one the job now gives the task (the coordinator stream's ``set-changelog``): restoring
+    would give the task another task's state. Names both partitions (``recorded`` and
+    ``current``, each ``(system, stream, partition)``), the task, the store and the
+    checkpoint; nothing was restored or changed."""
+
+    def __init__(self, message: str, *, task: str, store: str, recorded: tuple,
+                 current: tuple, checkpoint_path: str | None = None):
+        super().__init__(message)
+        self.task, self.store, self.checkpoint_path = task, store, checkpoint_path
+        self.recorded, self.current = tuple(recorded), tuple(current)
 
 
 class JobLockedError(RecoveryError):

@@ -16,6 +16,15 @@ job's durable position: two runs of the same job would write the same checkpoint
 Locks are ``flock``s (:mod:`weir.stores.locking`): the kernel drops them when their process
 exits for any reason, so a crashed run never leaves the job locked.
 
+A command that only *looks* (``weir state list``, ``show``, ``dump``, ``verify``, ``export``)
+asks for :attr:`LockAccess.READ`: the same exclusive lock where the checkpoint directory can be
+written, and where it cannot (a read-only file system, a backup mounted read only, another
+user's files) a *shared* ``flock`` on the lock files as they are, opened read only
+(:class:`ReadLock`): it refuses, naming the holder, while a run holds them, keeps a run on this
+machine out while the command reads, and writes nothing. A look needs no more: it changes
+nothing a run could trip on, and refusing it made a read-only copy of a job's data unreadable
+(issue 23, point 11).
+
 Clean-up that would disturb a live run (removing temp files of interrupted checkpoint writes)
 is done only while holding this lock: see
 :meth:`weir.recovery.checkpoint.FileCheckpointManager.remove_stray_temps`.
@@ -34,19 +43,24 @@ Example::
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import functools
 import os
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from weir.stores.locking import FileLock, LockHolder, acquire_lock
+from weir.stores.locking import FileLock, LockHolder, acquire_lock, read_holder
 
 from weir.recovery.errors import JobLockedError, RecoveryError
 
-__all__ = ["JOB_LOCK_FILE", "JobLock", "command_line", "container_lock_path",
-           "hold_container_lock", "is_lock_file"]
+__all__ = ["JOB_LOCK_FILE", "JobLock", "LockAccess", "ReadLock", "command_line",
+           "container_lock_path", "hold_container_lock", "is_lock_file", "read_lock",
+           "writable"]
 
 JOB_LOCK_FILE = "JOB.LOCK"
 _CONTAINER_PREFIX = "CONTAINER-"
@@ -63,6 +77,78 @@ def is_lock_file(name: str) -> bool:
     base = name[:-4] if name.endswith(".tmp") else name
     return base == JOB_LOCK_FILE or (base.startswith(_CONTAINER_PREFIX)
                                      and base.endswith(_CONTAINER_SUFFIX))
+
+
+class LockAccess(Enum):
+    """What a command holding a job's locks does with the job's state."""
+
+    CHANGE = "change"
+    """Runs the job or changes its checkpoints or state: the exclusive lock, always."""
+    READ = "read"
+    """Only looks: the exclusive lock where its directory can be written, else a
+    :class:`ReadLock` (see the module docstring)."""
+
+
+class ReadLock:
+    """A shared ``flock`` on an existing lock file opened read only: taken by a look at a job
+    whose lock directory cannot be written (:func:`read_lock`). Writes nothing; ``holder`` is
+    None (the file's record names whoever held it last, not this process)."""
+
+    __slots__ = ("path", "_fd")
+    holder = None
+
+    def __init__(self, path: Path, fd: int):
+        self.path, self._fd = path, fd
+
+    @property
+    def held(self) -> bool:
+        return self._fd >= 0
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)  # drops the lock
+
+    def __enter__(self) -> "ReadLock":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+_HANDOVER_WAIT_S = 1.0
+"""How long a look waits while a lock file's record names no live process (a locker between
+taking the lock and writing its record, or one that just died)."""
+
+
+def read_lock(path: Path | str, *, error: Callable[[Path, LockHolder | None], Exception]
+              ) -> ReadLock | None:
+    """A :class:`ReadLock` on lock file ``path`` (None when there is no such file: nobody ever
+    held it), or ``error(path, holder)`` raised while another process holds it."""
+    path = Path(path)
+    deadline = time.monotonic() + _HANDOVER_WAIT_S
+    while True:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            holder = read_holder(path)
+            if (holder is None or holder.is_alive() is False) and time.monotonic() < deadline:
+                time.sleep(0.005)
+                continue
+            raise error(path, holder) from None
+        return ReadLock(path, fd)
+
+
+def writable(directory: Path) -> bool:
+    """Whether this process can create files in ``directory`` (False when it is missing)."""
+    return directory.is_dir() and os.access(directory, os.W_OK)
 
 
 def _make_directory(directory: Path) -> None:
@@ -103,19 +189,24 @@ class JobLock:
 
     __slots__ = ("directory", "_lock")
 
-    def __init__(self, directory: Path, lock: FileLock):
+    def __init__(self, directory: Path, lock: FileLock | ReadLock | None):
         self.directory = directory
         self._lock = lock
 
     @classmethod
     def acquire(cls, directory: Path | str, *, job: str = "", role: str = "runner",
-                details: Mapping[str, Any] | None = None) -> "JobLock":
+                details: Mapping[str, Any] | None = None,
+                access: LockAccess = LockAccess.CHANGE) -> "JobLock":
         """Lock the job whose checkpoint directory is ``directory`` (created if missing), or
         raise :class:`JobLockedError` naming the holder. Also refuses while a container
-        process of an earlier run still holds its container lock."""
+        process of an earlier run still holds its container lock. With
+        :attr:`LockAccess.READ` and a directory this process cannot write (or that does not
+        exist), take :class:`ReadLock` s instead, creating nothing (:attr:`shared`)."""
         directory = Path(directory)
-        _make_directory(directory)
         what = f"job '{job}'" if job else f"the job of {directory}"
+        if access is LockAccess.READ and not writable(directory):
+            return cls._read(directory, what)
+        _make_directory(directory)
         record = {"role": role, "job": job, "command": command_line(), **(details or {})}
         lock = acquire_lock(directory / JOB_LOCK_FILE,
                             error=functools.partial(_locked_error, what), details=record)
@@ -130,20 +221,42 @@ class JobLock:
             raise
         return cls(directory, lock)
 
+    @classmethod
+    def _read(cls, directory: Path, what: str) -> "JobLock":
+        lock = read_lock(directory / JOB_LOCK_FILE, error=functools.partial(_locked_error, what))
+        try:
+            for path in sorted(directory.glob(f"{_CONTAINER_PREFIX}*{_CONTAINER_SUFFIX}")):
+                probe = read_lock(path, error=functools.partial(
+                    _locked_error, f"{what} (a container of an earlier run)"))
+                if probe is not None:
+                    probe.release()
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        return cls(directory, lock)
+
+    @property
+    def shared(self) -> bool:
+        """True for a look's lock on a directory it cannot write (see the module
+        docstring): nothing exclusive is held."""
+        return not isinstance(self._lock, FileLock)
+
     @property
     def held(self) -> bool:
-        return self._lock.held
+        return self._lock is not None and self._lock.held
 
     @property
     def path(self) -> Path:
-        return self._lock.path
+        return self.directory / JOB_LOCK_FILE
 
     @property
-    def holder(self) -> LockHolder:
-        return self._lock.holder
+    def holder(self) -> LockHolder | None:
+        return self._lock.holder if self._lock is not None else None
 
     def release(self) -> None:
-        self._lock.release()
+        if self._lock is not None:
+            self._lock.release()
 
     def __enter__(self) -> "JobLock":
         return self

@@ -200,6 +200,18 @@ class TaskStorageManager:
         the changelog cannot back never vouches for the files. Non-logged stores are flushed
         and absent from the result.
         """
+        return self._flush(closing=False)
+
+    def _flush(self, *, closing: bool) -> dict[str, int]:
+        """:meth:`flush`; ``closing``: the flush of :meth:`close`, after the last commit.
+
+        Closing keeps the offset of an ``OFFSET`` file that still describes the files (no
+        change since the last flush) instead of moving it to the changelog's newest offset:
+        the records after it are not the store's (with exactly-once, the commit marker of the
+        last transaction follows the offset the last checkpoint recorded), so the state is the
+        same, and the file must keep saying the offset the checkpoint says, or the next start
+        takes the copy for one holding uncommitted writes and rebuilds it.
+        """
         offsets: dict[str, int] = {}
         for name, entry in self._require_open().items():
             entry.store.flush()
@@ -213,6 +225,8 @@ class TaskStorageManager:
             if entry.spec.persistent:
                 if not guard.clean:
                     entry.offset_file = None  # the guard removed the file
+                elif closing and entry.offset_file is not None:
+                    newest = entry.offset_file.offset  # unchanged since: keep what it says
                 record_offset(entry, newest, self._clock(), self.task_name)
         return offsets
 
@@ -225,7 +239,7 @@ class TaskStorageManager:
             self._closed = True
             return
         try:
-            self.flush()
+            self._flush(closing=True)
         finally:
             self._open = None
             self._closed = True

@@ -305,19 +305,41 @@ class StoreRestore:
         self.plan_ = self.plan(self._local_state())
         return self.plan_
 
-    def _local_state(self) -> StoreOffset | LocalState:
+    def predict(self, marker: str | None = None) -> RestorePlan:
+        """What :meth:`prepare` and :meth:`run` would decide for the store as it is now,
+        changing nothing (``weir state list``): a STOP plan where a start raises the changelog
+        error. ``marker`` is the commit marker the store's engine shows (None: not looked at);
+        a reuse or catch-up whose ``OFFSET`` file recorded another one is a rebuild, as in
+        :meth:`open`. A rebuild a killed process left half-way (``<dir>.restore-aside``) is
+        finished by the start before it decides: not predicted here."""
+        local = self._local_state(quiet=True)
+        plan = self._decide(local)
+        if (plan.action in (Action.REUSE, Action.CATCH_UP) and isinstance(local, StoreOffset)
+                and local.marker is not None and marker is not None and marker != local.marker):
+            plan = self._decide(LocalState.FOREIGN)
+        return plan
+
+    def _local_state(self, *, quiet: bool = False) -> StoreOffset | LocalState:
         spec = self.spec
         if not (spec.persistent and spec.logged):
             return LocalState.MISSING
         try:
             found = read_offset_file(self.directory)
         except OffsetFileCorruptError as exc:
-            _log.warning("task '%s': %s", self.task, exc)
+            if not quiet:
+                _log.warning("task '%s': %s", self.task, exc)
             return LocalState.CORRUPT
         return LocalState.MISSING if found is None else found
 
     def plan(self, local: StoreOffset | LocalState) -> RestorePlan:
         """The plan for ``local``; raises the changelog error instead of a STOP plan."""
+        plan = self._decide(local)
+        if plan.action is Action.STOP:
+            raise self.mismatch(plan)
+        return plan
+
+    def _decide(self, local: StoreOffset | LocalState) -> RestorePlan:
+        """The plan for ``local`` (a STOP plan included)."""
         spec = self.spec
         self.local = local
         lag = spec.min_compaction_lag_ms
@@ -347,8 +369,6 @@ class StoreRestore:
             # discarded -- its files are kept aside for whoever owns them.
             self.keep_reason = proof_problem(local, changelog_name(spec), spec.engine.value,
                                              task=self.task)
-        if plan.action is Action.STOP:
-            raise self.mismatch(plan)
         return plan
 
     # -- carrying it out -------------------------------------------------------------------

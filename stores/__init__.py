@@ -22,6 +22,8 @@ from weir.stores._lazy import lazy_exports
 # changelog file format; the containers' fork server starts that much sooner.
 _LAZY = {
     "SEAL_KEY": "weir.stores.adjunct",
+    "EMPTY_SEAL_KEY": "weir.stores.adjunct",
+    "SealKind": "weir.stores.adjunct",
     "AdjunctSpec": "weir.stores.adjunct",
     "RejectedKeys": "weir.stores.adjunct",
     "adjunct_specs": "weir.stores.adjunct",
@@ -62,7 +64,7 @@ _LAZY = {
 
 __all__ = [
     "MemoryBudget",
-    "SEAL_KEY", "AdjunctSpec", "RejectedKeys", "adjunct_specs",
+    "SEAL_KEY", "EMPTY_SEAL_KEY", "SealKind", "AdjunctSpec", "RejectedKeys", "adjunct_specs",
     "KeyValueIterator", "KeyValueSnapshot", "KeyValueStore", "ReadOnlyKeyValueStore",
     "build_store", "open_engine",
     "NO_OFFSET", "ChangelogSink", "ChangelogSource",

@@ -30,6 +30,8 @@ __all__ = [
     "AdjunctSpec",
     "RejectedKeys",
     "SEAL_KEY",
+    "EMPTY_SEAL_KEY",
+    "SealKind",
     "adjunct_specs",
     "ADSTORE_INPUT",
     "ADSTORE_EXTRACTOR_FACTORY",
@@ -45,7 +47,27 @@ SEAL_KEY = "__weir.seal__"
 """The reserved key of a seal marker (with a null value): the end of one version of a bounded
 dataset (``weir log produce --seal``, :func:`weir.engine.adjunct.seal_dataset`). A versioned
 adjunct store switches to the version it built when it reads one; other adjunct stores ignore
-it. Data records may not use this key."""
+it. Data records may not use this key. A seal that ends a version holding no record is taken for
+a repeated seal (an operator's retry) and switches nothing: see :data:`EMPTY_SEAL_KEY`."""
+
+EMPTY_SEAL_KEY = "__weir.seal.empty__"
+"""The reserved key of a seal marker that ends a version which is empty on purpose (``weir log
+produce --seal-empty``, ``seal_dataset(..., kind=SealKind.EMPTY)``): a versioned adjunct store
+switches to it although it holds no record. Data records may not use this key."""
+
+
+class SealKind(Enum):
+    """What a seal marker says about the version it ends (its reserved key)."""
+
+    DATASET = "seal"
+    """The end of a version of the dataset (:data:`SEAL_KEY`). A version with no record is
+    not switched to: such a seal repeats the previous one."""
+    EMPTY = "seal-empty"
+    """The end of a version that is empty on purpose (:data:`EMPTY_SEAL_KEY`)."""
+
+    @property
+    def key(self) -> str:
+        return EMPTY_SEAL_KEY if self is SealKind.EMPTY else SEAL_KEY
 
 
 class RejectedKeys(Enum):

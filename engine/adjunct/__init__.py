@@ -34,6 +34,9 @@ _LAZY = {
     "KeyValueExtractor": "weir.engine.adjunct.extract",
     "Projection": "weir.engine.adjunct.extract",
     "SEAL_KEY": "weir.engine.adjunct.seal",
+    "EMPTY_SEAL_KEY": "weir.engine.adjunct.seal",
+    "SealKind": "weir.engine.adjunct.seal",
+    "seal_kind": "weir.engine.adjunct.extract",
     "SEAL_KEY_BYTES": "weir.engine.adjunct.extract",
     "is_seal": "weir.engine.adjunct.extract",
     "make_extractor": "weir.engine.adjunct.extract",
@@ -42,7 +45,8 @@ _LAZY = {
 }
 
 __all__ = [
-    "SEAL_KEY", "SEAL_KEY_BYTES", "AdjunctKeyError", "AdjunctValueError", "EnvelopeExtractor",
+    "SEAL_KEY", "EMPTY_SEAL_KEY", "SealKind", "seal_kind", "SEAL_KEY_BYTES",
+    "AdjunctKeyError", "AdjunctValueError", "EnvelopeExtractor",
     "KeyValueExtractor", "Projection", "is_seal", "make_extractor",
     "AdjunctDataStoreManager", "Feed",
     "seal_dataset", "seal_key_bytes",

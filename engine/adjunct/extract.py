@@ -22,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from weir.stores.adjunct import ADSTORE_EXTRACTOR_FACTORY, SEAL_KEY, AdjunctSpec
+from weir.stores.adjunct import (ADSTORE_EXTRACTOR_FACTORY, EMPTY_SEAL_KEY, SEAL_KEY,
+                                 AdjunctSpec, SealKind)
 from weir.stores.config import Config
 from weir.stores.errors import ConfigError
 
@@ -31,14 +32,28 @@ from weir.engine.model import SystemStreamPartition
 from weir.engine.systems.registry import _import_target
 
 __all__ = ["AdjunctKeyError", "AdjunctValueError", "EnvelopeExtractor", "KeyValueExtractor",
-           "Projection", "is_seal", "make_extractor", "SEAL_KEY_BYTES"]
+           "Projection", "is_seal", "seal_kind", "make_extractor", "SEAL_KEY_BYTES",
+           "EMPTY_SEAL_KEY_BYTES"]
 
 SEAL_KEY_BYTES = SEAL_KEY.encode()
+EMPTY_SEAL_KEY_BYTES = EMPTY_SEAL_KEY.encode()
+
+
+def seal_kind(key: Any, message: Any) -> SealKind | None:
+    """The kind of a seal marker (a reserved key, typed or bytes, with a null message); None
+    for any other message."""
+    if message is not None:
+        return None
+    if key == SEAL_KEY or key == SEAL_KEY_BYTES:
+        return SealKind.DATASET
+    if key == EMPTY_SEAL_KEY or key == EMPTY_SEAL_KEY_BYTES:
+        return SealKind.EMPTY
+    return None
 
 
 def is_seal(key: Any, message: Any) -> bool:
-    """True for a seal marker: the reserved key (typed or bytes) with a null message."""
-    return message is None and (key == SEAL_KEY or key == SEAL_KEY_BYTES)
+    """True for a seal marker (either kind, :func:`seal_kind`)."""
+    return seal_kind(key, message) is not None
 
 
 class KeyValueExtractor(Protocol):

@@ -48,7 +48,7 @@ from weir.recovery.adjunct import AdjunctStore, pinned
 from weir.stores.adjunct import RejectedKeys
 
 from weir.engine.adjunct.extract import (AdjunctKeyError, AdjunctValueError, EnvelopeExtractor,
-                                         KeyValueExtractor, is_seal)
+                                         KeyValueExtractor, seal_kind)
 from weir.engine.model import IncomingMessageEnvelope, SystemStreamPartition
 
 __all__ = ["AdjunctDataStoreManager", "Feed", "EnvelopeExtractor"]
@@ -96,13 +96,13 @@ class AdjunctDataStoreManager:
         None value deletes the key, a seal marker switches a versioned store."""
         ssp, offset = envelope.ssp, envelope.offset
         partition = str(ssp.partition)
-        seal = is_seal(envelope.key, envelope.message)
+        seal = seal_kind(envelope.key, envelope.message)
         for feed in self.feeds[ssp]:
             if not feed.writer:
                 continue
             store = feed.store
-            if seal:
-                store.seal(partition, offset)
+            if seal is not None:
+                store.seal(partition, offset, seal)
                 continue
             try:
                 key = feed.extractor.get_key(envelope)

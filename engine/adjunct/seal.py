@@ -5,6 +5,11 @@ A producer writes a dataset version's records, then a seal marker (the reserved 
 store (``stores.<s>.adstore.versioned=true``) switches to the version it built when it reads the
 marker. :func:`seal_dataset` is the API call; ``weir log produce STREAM --seal`` the command.
 
+A seal that ends a version holding no record switches nothing: it is taken for a repeated seal
+(an operator retrying ``--seal``) and the store keeps serving the version it serves, saying so.
+A version that is empty on purpose is sealed with :attr:`SealKind.EMPTY` (the key
+``__weir.seal.empty__``; ``weir log produce STREAM --seal-empty``).
+
 Example::
 
     >>> from weir.stores.config import Config
@@ -24,40 +29,44 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from weir.stores.adjunct import SEAL_KEY
+from weir.stores.adjunct import EMPTY_SEAL_KEY, SEAL_KEY, SealKind
 
 from weir.engine.errors import EngineError
 from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
 
-__all__ = ["seal_dataset", "seal_key_bytes", "SEAL_KEY"]
+__all__ = ["seal_dataset", "seal_key_bytes", "SEAL_KEY", "EMPTY_SEAL_KEY", "SealKind"]
 
 _SOURCE = "weir-seal"
 
 
-def seal_key_bytes(serdes: Any) -> bytes:
-    """The seal key as the stream's key serde writes it (bytes as they are without one)."""
+def seal_key_bytes(serdes: Any, kind: SealKind = SealKind.DATASET) -> bytes:
+    """The key of a seal of ``kind`` as the stream's key serde writes it (bytes as they are
+    without one)."""
     serde = getattr(serdes, "key_serde", None)
     if serde is None:
-        return SEAL_KEY.encode()
+        return kind.key.encode()
     try:
-        return serde.to_bytes(SEAL_KEY)
+        return serde.to_bytes(kind.key)
     except Exception as exc:  # noqa: BLE001 - e.g. an int64 key serde
         raise EngineError(f"the stream's key serde ({getattr(serdes, 'key_serde_name', '?')}) "
-                          f"cannot write the seal key {SEAL_KEY!r}: {exc}; a versioned dataset "
+                          f"cannot write the seal key {kind.key!r}: {exc}; a versioned dataset "
                           f"needs a stream with string, json, msgpack or bytes keys") from exc
 
 
 def seal_dataset(registry: Any, system: str, stream: str,
-                 partitions: Iterable[int] | None = None, *, producer: Any = None) -> dict[int, int]:
+                 partitions: Iterable[int] | None = None, *, producer: Any = None,
+                 kind: SealKind = SealKind.DATASET) -> dict[int, int]:
     """Write a seal marker to ``partitions`` of ``system.stream`` (default: every partition)
     and flush. Returns the offset each marker got when the system tells it (the partition's
     newest offset after the flush). ``producer``: a started producer to use (registered
-    under source ``weir-seal``); otherwise one is made and stopped here."""
+    under source ``weir-seal``); otherwise one is made and stopped here. ``kind``:
+    :attr:`SealKind.EMPTY` seals a version that is empty on purpose (a plain seal of a version
+    without records is taken for a repeated seal and switches nothing)."""
     ss = SystemStream(system, stream)
     if partitions is None:
         partitions = range(registry.partition_counts([ss])[ss])
     partitions = sorted(set(partitions))
-    key = seal_key_bytes(registry.serdes_for(ss))
+    key = seal_key_bytes(registry.serdes_for(ss), kind)
     own = producer is None
     if own:
         producer = registry.producer(system)

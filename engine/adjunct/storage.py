@@ -40,7 +40,7 @@ from weir.stores.config import Config
 from weir.stores.errors import ConfigError
 from weir.stores.spec import StoreSpec
 
-from weir.engine.adjunct.extract import SEAL_KEY_BYTES, make_extractor
+from weir.engine.adjunct.extract import EMPTY_SEAL_KEY_BYTES, SEAL_KEY_BYTES, make_extractor
 from weir.engine.adjunct.manager import AdjunctDataStoreManager, Feed
 from weir.engine.adjunct.settings import JOB_ADSTORE_MANAGER_FACTORY, AdjunctBinding, AdjunctSettings
 from weir.engine.config.job import JobConfig, StoreBase
@@ -282,7 +282,7 @@ class AdjunctStorage:
                 records += batch.records
                 head = batch.last
                 if builder.pending_bytes >= self.budget_bytes:
-                    builder.pairs.pop(SEAL_KEY_BYTES, None)
+                    _drop_seals(builder.pairs)
                     store.load_bytes(builder, empty=empty)
                     empty = False
                 store.applied(partition, head)
@@ -291,13 +291,13 @@ class AdjunctStorage:
             # what it collected is loaded, and the rest is read record by record, where a
             # message without key is rejected with its offset (or dropped and counted).
             builder.pairs.pop(None, None)
-            builder.pairs.pop(SEAL_KEY_BYTES, None)
+            _drop_seals(builder.pairs)
             if len(builder):
                 store.load_bytes(builder, empty=empty)
             first = head + 1 if head is not None else start
             more, last = self._records(unit, ssp, source, first, end)
             return records + more, last if last is not None else head
-        builder.pairs.pop(SEAL_KEY_BYTES, None)  # a seal means nothing to this store
+        _drop_seals(builder.pairs)  # a seal means nothing to this store
         if len(builder):
             store.load_bytes(builder, empty=empty)
         return records, head
@@ -388,3 +388,8 @@ def _same_serde(stream: str, store: str) -> bool:
     a, b = stream.lower(), store.lower()
     return aliases.get(a, a) == aliases.get(b, b)
 
+
+def _drop_seals(pairs: dict) -> None:
+    """Seal markers (both kinds) are no records of a store that is not versioned."""
+    pairs.pop(SEAL_KEY_BYTES, None)
+    pairs.pop(EMPTY_SEAL_KEY_BYTES, None)

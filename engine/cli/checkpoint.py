@@ -21,7 +21,8 @@ ever deleted: what is replaced is renamed aside with a UTC timestamp suffix.
   undoes the change).
 * ``weir checkpoint reset job.properties --yes``: start the job's state over. Moves the
   checkpoints, the local store directories *and* the changelog streams aside together (never
-  one without the others, which would count messages twice), through the reset module the
+  one without the others, which would count messages twice), with exactly-once the job's
+  producer state too (its unfinished transactions completed first), through the reset module the
   coordinator's ``--reset-state`` uses too (:mod:`weir.engine.container.state_reset`); the
   next run starts its inputs from ``samza.offset.default`` with empty stores.
 
@@ -333,7 +334,8 @@ def _set(args: argparse.Namespace) -> int:
                     rows.append((task, f"{ssp[0]}.{ssp[1]}#{ssp[2]}", before, offset))
                 updates.append((task, Checkpoint(
                     {**current.input_offsets, **offsets}, current.changelog_offsets,
-                    current.extras, current.input_identities, current.changelog_identities)))
+                    current.extras, current.input_identities, current.changelog_identities,
+                    changelog_partitions=current.changelog_partitions)))
             for task, checkpoint in updates:
                 manager.set_last(task, checkpoint)
     finally:
@@ -363,7 +365,7 @@ def _reset(args: argparse.Namespace) -> int:
     tools = JobTools.load(args)
     console = _console()
     with tools.locked("weir checkpoint reset"):
-        plan = plan_state_reset([tools.config], tools.registry, suffix=aside_suffix("reset"))
+        plan = plan_state_reset(tools.configs(), tools.registry, suffix=aside_suffix("reset"))
         if args.json:
             doc = {"job": tools.job.name, "done": bool(args.yes), "moves": [
                 {"what": m.what, "kind": m.kind, "from": m.source, "to": m.target}
@@ -386,7 +388,9 @@ def _reset(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2))
         return 0
     console.print(table)
+    completed = len(plan.of_kind("transaction"))
+    finished = f"{completed} unfinished transaction(s) completed, " if completed else ""
     console.print(f"job '{tools.job.name}' starts over at its next run: inputs from "
-                  f"samza.offset.default, empty stores; {len(plan.moves)} item(s) moved aside, "
-                  f"nothing deleted")
+                  f"samza.offset.default, empty stores; {finished}"
+                  f"{len(plan.moves) - completed} item(s) moved aside, nothing deleted")
     return 0

@@ -438,7 +438,9 @@ class Container:
                 checkpoints.allow_rewind(name, [s for s in reset
                                                 if s in last[name].input_offsets])
             checkpoints.bind(name, inputs={s: i for s, i in inputs.items() if i},
-                             changelogs={store: i for store, (_, i) in changelogs.items() if i})
+                             changelogs={store: i for store, (_, i) in changelogs.items() if i},
+                             changelog_partitions={store: ssp for store, (ssp, _)
+                                                   in changelogs.items()})
         self._check_state_without_checkpoints(storages, last, checkpoints)
 
     def _check_state_without_checkpoints(self, storages: dict[TaskName, TaskStorage],

@@ -11,7 +11,8 @@ mismatch stops the job before a single file is changed:
   :class:`~weir.engine.errors.StreamIdentityMismatchError`. A checkpoint written before
   identities existed is accepted (logged once) and records them from its next commit.
 * **State without a checkpoint** (:func:`check_state_without_checkpoint`): a task without a
-  checkpoint whose logged store holds state -- records in its changelog, an ``OFFSET`` file
+  checkpoint whose logged store holds state -- records in its changelog (committed, or of a
+  transaction still open; transaction markers and aborted records are not state), an ``OFFSET`` file
   vouching for non-empty local files, or local engine files nothing vouches for -- would
   restore (or wipe) that state and then read its input from the default offsets again,
   counting every message twice. Refused with
@@ -30,21 +31,22 @@ import logging
 from collections.abc import Collection, Iterable, Mapping
 
 from weir.recovery.checkpoint import Checkpoint
-from weir.recovery.errors import StateWithoutCheckpointError
+from weir.recovery.errors import ChangelogPartitionMismatchError, StateWithoutCheckpointError
 from weir.recovery.offset_file import OFFSET_FILE_NAME, OffsetFileCorruptError, read_offset_file
-from weir.stores.builder import open_engine
+from weir.stores.offline import open_read_only
 from weir.stores.changelog import NO_OFFSET
 from weir.stores.locking import LOCK_FILE_NAME
 from weir.stores.config import Config
 
 from weir.engine.consumers.offsets import OffsetPolicy, offset_policy
 from weir.engine.container.task_storage import LoggedStore
-from weir.engine.errors import StreamIdentityMismatchError
+from weir.engine.errors import OpenTransactionError, StreamIdentityMismatchError
 from weir.engine.model import SystemStream, SystemStreamPartition, TaskName
 from weir.engine.systems.api import partition_identities
 
 __all__ = ["config_file_of", "current_identities", "check_identities",
-           "check_state_without_checkpoint", "reset_ssps"]
+           "check_changelog_partition", "check_state_without_checkpoint", "changelog_holds_state",
+           "reset_ssps"]
 
 log = logging.getLogger("weir.container")
 
@@ -111,6 +113,10 @@ def check_identities(task: TaskName, checkpoint: Checkpoint | None,
     for store, (ssp, current) in sorted(changelogs.items()):
         if store not in checkpoint.changelog_offsets:
             continue
+        check_changelog_partition(task, store, checkpoint, ssp, checkpoint_path=checkpoint_path,
+                                  job_config=job_config)
+        if store not in checkpoint.changelog_partitions:
+            unknown.append(f"changelog partition of store '{store}'")
         recorded = checkpoint.changelog_identities.get(store)
         if recorded is None:
             unknown.append(f"changelog of store '{store}'")
@@ -129,9 +135,38 @@ def check_identities(task: TaskName, checkpoint: Checkpoint | None,
                 task=str(task), ssp=ssp, recorded=recorded, current=current,
                 checkpoint_path=checkpoint_path, store=store)
     if unknown:
-        log.info("task '%s': checkpoint %s records no stream identity for %s (written before "
-                 "identities existed); they are recorded from the next commit on", task,
-                 checkpoint_path, ", ".join(unknown))
+        log.info("task '%s': checkpoint %s records no stream identity (or changelog "
+                 "partition) for %s (written by an older Weir, nothing to check them against); "
+                 "they are recorded from the next commit on", task, checkpoint_path,
+                 ", ".join(unknown))
+
+
+def check_changelog_partition(task: TaskName, store: str, checkpoint: Checkpoint,
+                              ssp: SystemStreamPartition, *, checkpoint_path: str,
+                              job_config: str) -> None:
+    """Raise :class:`~weir.recovery.errors.ChangelogPartitionMismatchError` when
+    ``checkpoint`` recorded another changelog partition for ``store`` than ``ssp``, the one
+    the job model (the coordinator stream's ``set-changelog``) gives the task now. A
+    checkpoint that recorded none (written before the field existed) is not checked."""
+    recorded = checkpoint.changelog_partitions.get(store)
+    if recorded is None or tuple(recorded) == (ssp.system, ssp.stream, ssp.partition):
+        return
+    system, stream, partition = recorded
+    raise ChangelogPartitionMismatchError(
+        f"task '{task}': store '{store}' would be restored from changelog partition "
+        f"{ssp.system}.{ssp.stream}#{ssp.partition} (the task's changelog partition in the job's "
+        f"coordinator stream now), but its checkpoint {checkpoint_path} was written against "
+        f"{system}.{stream}#{partition}: that partition holds the task's state, the other "
+        f"one another task's (or nothing), and restoring from it would run the task on the "
+        f"wrong state. Nothing was restored or changed. The coordinator stream's changelog "
+        f"assignment of the task was changed (restored from another backup, or a "
+        f"set-changelog record written by hand): put the coordinator stream back from the "
+        f"backup that goes with these checkpoints (`weir coordinator show --job "
+        f"{job_config}` lists the assignments), or write the task's set-changelog record back to partition "
+        f"{partition}; if the checkpoints are the wrong ones, put the right ones back, or "
+        f"start the job's state over with `weir checkpoint reset {job_config} --yes`",
+        task=str(task), store=store, recorded=(system, stream, partition),
+        current=(ssp.system, ssp.stream, ssp.partition), checkpoint_path=checkpoint_path)
 
 
 def _local_state(store: LoggedStore, *, changelog_empty: bool) -> str | None:
@@ -174,8 +209,8 @@ def _engine_is_empty(store: LoggedStore, directory) -> bool:
     be opened (then the files are treated as state: nothing is assumed)."""
     if store.spec is None:
         return False
-    try:
-        engine = open_engine(store.spec, directory, logged=True)
+    try:  # read only: looking creates nothing (no other engine's files among these)
+        engine = open_read_only(store.spec, directory)
     except Exception:  # noqa: BLE001 - unreadable files may be state: refuse, never guess
         return False
     try:
@@ -185,6 +220,25 @@ def _engine_is_empty(store: LoggedStore, directory) -> bool:
         return False
     finally:
         engine.close()
+
+
+def changelog_holds_state(source, newest: int | None = None) -> bool:
+    """Whether a changelog (whose newest offset is ``newest``, asked when None) holds a
+    record that is state: a
+    committed one, or one of a transaction still open (it may yet commit). Offsets taken by
+    transaction markers alone, or by records of aborted transactions, are not state: a
+    changelog holding nothing else restores an empty store (issue 23, point 9: the commit
+    markers of an earlier producer in a new changelog refused a job after a reset)."""
+    if newest is None:
+        newest = source.newest_offset()
+    if newest == NO_OFFSET:
+        return False
+    try:
+        for _ in source.read(source.oldest_offset(), newest):
+            return True
+    except OpenTransactionError:
+        return True
+    return False
 
 
 _NOT_STATE = frozenset({LOCK_FILE_NAME, OFFSET_FILE_NAME, LOCK_FILE_NAME + ".tmp"})
@@ -199,9 +253,10 @@ def check_state_without_checkpoint(task: TaskName, stores: Iterable[LoggedStore]
     for store in stores:
         newest = store.source.newest_offset()
         why = []
-        if newest != NO_OFFSET:
+        holds = newest != NO_OFFSET and changelog_holds_state(store.source, newest)
+        if holds:
             why.append(f"its changelog {store.changelog} holds records up to offset {newest}")
-        local = _local_state(store, changelog_empty=newest == NO_OFFSET)
+        local = _local_state(store, changelog_empty=not holds)
         if local is not None:
             why.append(local)
         if why:

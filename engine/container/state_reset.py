@@ -7,14 +7,24 @@ coordinator's ``weir run --reset-state`` both call it. A reset moves aside, toge
    files stay) or the checkpoint stream (``task.checkpoint.system``, renamed);
 2. each logged store's changelog stream (renamed);
 3. each persistent store's local directory (``<base>/<store>``, renamed);
+4. with exactly-once, the producer state of the job's tasks on each file log (their id
+   mappings, states, owner locks and epoch claims under ``<root>/.transactions``, into
+   ``<root>/.transactions.reset-<UTC time>``): the next run's producers start afresh. Left in
+   place, a task's producer wrote the commit markers of its last transaction again into the
+   new, empty changelog at its start, and that start refused the job for state without a
+   checkpoint (issue 23, point 9). A transaction the job left unfinished (a run killed before
+   its commit markers) is completed first, while its checkpoint is still in place, as the
+   job's next start would: rolled forward when the checkpoint names it, aborted otherwise, so
+   that no reader of the job's outputs is held back by it;
 
 each renamed to ``<name>.reset-<UTC time>``, never deleted (remove the copies yourself once the
 new state is trusted). The input offsets and the state always move together: a reset that moved
 the checkpoints but not a changelog would restore old state under new input positions and count
 messages twice. So everything is checked before anything moves (a store directory some process
-holds, a changelog on a system that cannot rename streams, a target name that exists: nothing
-moves), and the checkpoints move first: a reset interrupted halfway leaves a job without
-checkpoints but with state, which the next start refuses (``container/safety.py``) instead of
+holds, a live producer, a changelog on a system that cannot rename streams, a target name that
+exists: nothing moves), and the checkpoints move first (after completing unfinished
+transactions, which needs them): a reset interrupted halfway leaves a job without checkpoints
+but with state, which the next start refuses (``container/safety.py``) instead of
 double-counting; running the reset again finishes it.
 
 Streams of the in-process memory system are not moved: they live only in the process that
@@ -61,7 +71,8 @@ class ResetMove:
 
     what: str
     kind: str
-    """``checkpoints``, ``changelog`` or ``store``."""
+    """``transaction`` (an unfinished transaction completed, not moved), ``checkpoints``,
+    ``changelog``, ``store`` or ``producers``."""
     source: str
     target: str
     run: Callable[[], Any] = field(repr=False, compare=False)
@@ -81,6 +92,8 @@ class ResetPlan:
         for move in self.moves:
             move.run()
             done.append(move)
+            if move.kind == "transaction":
+                continue  # completing it logged what became of it
             log.warning("reset of job '%s': moved %s aside: %s -> %s", self.job, move.what,
                         move.source, move.target)
         return done
@@ -89,10 +102,14 @@ class ResetPlan:
         return [m for m in self.moves if m.kind == kind]
 
     def summary(self) -> str:
-        counts = {k: len(self.of_kind(k)) for k in ("checkpoints", "changelog", "store")}
-        return (f"job '{self.job}' state reset: moved aside {counts['checkpoints']} checkpoint "
-                f"location(s), {counts['changelog']} changelog stream(s), {counts['store']} "
-                f"local store director(y/ies) with suffix .{self.suffix}; nothing deleted")
+        counts = {k: len(self.of_kind(k))
+                  for k in ("checkpoints", "changelog", "store", "producers", "transaction")}
+        completed = (f"completed {counts['transaction']} unfinished transaction(s), "
+                     if counts["transaction"] else "")
+        return (f"job '{self.job}' state reset: {completed}moved aside {counts['checkpoints']} "
+                f"checkpoint location(s), {counts['changelog']} changelog stream(s), "
+                f"{counts['store']} local store director(y/ies), {counts['producers']} "
+                f"producer state location(s) with suffix .{self.suffix}; nothing deleted")
 
 
 def _specs(config: Config, job: JobConfig) -> list[StoreSpec]:
@@ -134,7 +151,11 @@ def plan_state_reset(configs: Sequence[Config], registry: Any, *, suffix: str) -
             seen.add(move.source)
             moves.append(move)
 
-    # 1. checkpoints (first: see the module docstring)
+    producers = _producers(jobs, registry, suffix)
+    # 0. unfinished transactions, completed while their checkpoints are there to decide them
+    for producer in producers:
+        moves.extend(producer.completions())
+    # 1. checkpoints (first of the moves: see the module docstring)
     for config, job in jobs:
         settings = CheckpointSettings.from_config(config, job)
         if settings.kind is CheckpointKind.STREAM:
@@ -173,7 +194,117 @@ def plan_state_reset(configs: Sequence[Config], registry: Any, *, suffix: str) -
                 _free(target)
                 add(ResetMove(f"local store '{spec.name}'", "store", str(directory),
                               str(target), lambda d=directory, t=target: _rename(d, t)))
+    # 4. the producer state of the job's transactional producers (exactly-once)
+    for producer in producers:
+        add(producer.move())
     return ResetPlan(name, suffix, moves)
+
+
+@dataclass
+class _JobProducers:
+    """The transactional producers of a job on one file log (one ``root``): ``found`` holds
+    ``(transactional id, producer id, state)``, checked: none is live."""
+
+    settings: Any
+    root: str
+    target: Path
+    found: list[tuple[str, int, Any]]
+
+    def completions(self) -> list[ResetMove]:
+        from weir.engine.systems.filelog.producer_state import producer_state_path
+        out = []
+        for tid, pid, state in self.found:
+            txn = state.transaction if state is not None else None
+            if txn is None or not txn.open:
+                continue
+            out.append(ResetMove(
+                f"unfinished transaction {txn.sequence} of '{tid}' ({txn.state.value})",
+                "transaction", producer_state_path(self.root, pid),
+                "completed: rolled forward when its checkpoint names it, aborted otherwise",
+                lambda s=self.settings, t=tid: _complete(s, t)))
+        return out
+
+    def move(self) -> ResetMove:
+        found = list(self.found)
+
+        def run() -> None:
+            from weir.engine.systems.filelog.producer_state import move_producer_aside
+            for tid, pid, _ in found:
+                move_producer_aside(self.root, tid, pid, str(self.target))
+
+        source = Path(self.root) / ".transactions"
+        return ResetMove(f"producer state of {len(found)} exactly-once task(s)", "producers",
+                         f"{source}{os.sep}", str(self.target), run)
+
+
+def _producers(jobs: list[tuple[Config, JobConfig]], registry: Any,
+               suffix: str) -> list[_JobProducers]:
+    """The job's transactional producers on each file log it uses, checked: a producer whose
+    owner lock a live process holds, or whose state is damaged, refuses the reset."""
+    from weir.engine.container.exactly_once import transactional_id, transactional_systems
+    from weir.engine.errors import ProducerStateCorruptError
+    from weir.engine.systems.filelog.producer_state import (TRANSACTIONS_DIR,
+                                                            load_producer_state,
+                                                            producer_owner, producers_of)
+    prefixes = sorted({transactional_id(job, "") for _, job in jobs})
+    out: list[_JobProducers] = []
+    roots: set[str] = set()
+    for system in transactional_systems(registry, _job_systems(jobs, registry)):
+        settings = registry.admin(system).settings
+        root = str(settings.root)
+        if root in roots:
+            continue
+        roots.add(root)
+        found = []
+        for prefix in prefixes:
+            try:
+                for tid, pid in producers_of(root, prefix):
+                    owner = producer_owner(root, pid)
+                    if owner:
+                        raise RecoveryError(
+                            f"cannot reset: the producer of '{tid}' on system '{system}' is "
+                            f"live (pid {owner.get('pid', '?')} on {owner.get('host', '?')}, "
+                            f"{owner.get('role', '?')}); nothing was changed. Stop that "
+                            f"process (a container of the job, or a tool), then reset again")
+                    found.append((tid, pid, load_producer_state(root, pid)))
+            except ProducerStateCorruptError as exc:
+                raise RecoveryError(
+                    f"cannot reset: {exc}. A reset completes the job's unfinished "
+                    f"transactions from their producer state before moving it aside; nothing "
+                    f"was changed") from None
+        if found:
+            target = Path(root) / f"{TRANSACTIONS_DIR}.{suffix}"
+            _free(target)
+            out.append(_JobProducers(settings, root, target, found))
+    return out
+
+
+def _job_systems(jobs: list[tuple[Config, JobConfig]], registry: Any) -> set[str]:
+    """The systems the job's containers make producers for (as ``JobSettings`` does):
+    configured ones, the inputs', the changelogs' and ``job.default.system``."""
+    from weir.engine.config.streams import JOB_DEFAULT_SYSTEM, all_input_streams
+    systems = set(registry.systems())
+    for config, job in jobs:
+        systems.update(ss.system for ss in all_input_streams(config))
+        systems.update(spec.changelog[0] for spec in _specs(config, job) if spec.logged)
+        default = JOB_DEFAULT_SYSTEM.get(config)
+        if default:
+            systems.add(default)
+    return systems
+
+
+def _complete(settings: Any, tid: str) -> None:
+    """Finish the unfinished transaction of ``tid`` as the job's next start would (its
+    producer, initialised and stopped: rolled forward when the checkpoint it names decides
+    it, aborted otherwise)."""
+    from weir.engine.systems.filelog.transactions import TransactionalProducer
+    producer = TransactionalProducer(settings, tid)
+    result = producer.init_transactions()
+    producer.stop()
+    if result.resolved is not None:
+        log.warning("reset: %s transaction %d of '%s' (its run ended before its commit "
+                    "markers)", "rolled forward" if result.resolved == "committed" else
+                    "aborted", result.previous.sequence, tid)
 
 
 def _stream_move(registry: Any, ss: SystemStream | None, suffix: str, what: str,

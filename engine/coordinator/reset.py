@@ -9,6 +9,8 @@ stores of the previous and of the new config, through the one reset module every
    read again from ``samza.offset.default``;
 2. each store's changelog stream;
 3. each store's local directories (``<base>/<store>``, logged and non-logged bases);
+4. with exactly-once, the producer state of the job's tasks (after completing the
+   transactions a killed run left unfinished);
 
 each renamed to ``<name>.reset-<UTC time>``, never deleted; then
 
@@ -57,11 +59,17 @@ class ResetReport:
         return [m for m in self.moves if m.kind == kind]
 
     def summary(self) -> str:
-        where = "; ".join(f"{m.source} -> {m.target}" for m in self.moves) or "nothing to move"
-        return (f"reset the job's state: moved aside {len(self.of_kind('checkpoints'))} "
-                f"checkpoint location(s), {len(self.of_kind('store'))} store director(y/ies), "
-                f"{len(self.of_kind('changelog'))} changelog stream(s) (never deleted: {where}); "
-                f"{self.assignments} assignment(s) tombstoned in the coordinator stream")
+        where = "; ".join(f"{m.source} -> {m.target}" for m in self.moves
+                          if m.kind != "transaction") or "nothing to move"
+        completed = len(self.of_kind("transaction"))
+        finished = f"completed {completed} unfinished transaction(s), " if completed else ""
+        return (f"reset the job's state: {finished}moved aside "
+                f"{len(self.of_kind('checkpoints'))} checkpoint location(s), "
+                f"{len(self.of_kind('store'))} store director(y/ies), "
+                f"{len(self.of_kind('changelog'))} changelog stream(s), "
+                f"{len(self.of_kind('producers'))} producer state location(s) (never deleted: "
+                f"{where}); {self.assignments} assignment(s) tombstoned in the coordinator "
+                f"stream")
 
 
 def reset_job_state(previous: CoordinatorState, config: Config, store: CoordinatorStreamStore,

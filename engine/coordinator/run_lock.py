@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from weir.recovery.job_lock import JobLock, command_line
+from weir.recovery.job_lock import JobLock, LockAccess, ReadLock, command_line, read_lock, writable
 from weir.stores.config import Config
 from weir.stores.locking import FileLock, LockHolder, acquire_lock, read_holder
 
@@ -116,20 +116,26 @@ class RunLock:
 
     __slots__ = ("path", "_lock")
 
-    def __init__(self, path: Path | None, lock: FileLock | None):
+    def __init__(self, path: Path | None, lock: FileLock | ReadLock | None):
         self.path = path
         self._lock = lock
 
     @classmethod
     def acquire(cls, registry: Any, settings: CoordinatorSettings,
-                directories: StateDirectories, *, tool: str | None = None) -> "RunLock":
+                directories: StateDirectories, *, tool: str | None = None,
+                access: LockAccess = LockAccess.CHANGE) -> "RunLock":
         """Lock the job's coordinator stream for this process, recording ``directories``;
         raise JobAlreadyRunningError naming the other run when another process holds it.
         ``tool`` names an offline command (``weir state rebuild``) that takes the lock to keep
-        the job from starting while it works, and is refused while the job runs."""
+        the job from starting while it works, and is refused while the job runs. A tool that
+        only looks (:attr:`LockAccess.READ`) takes a shared lock, writing nothing, where the
+        lock's directory cannot be written (:mod:`weir.recovery.job_lock`)."""
         path = run_lock_path(registry, settings)
         if path is None:
             return cls(None, None)
+        if access is LockAccess.READ and not writable(path.parent):
+            return cls(path, read_lock(path, error=functools.partial(
+                _already_running, settings, directories, tool)))
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -168,16 +174,20 @@ class RunLock:
 
 @contextmanager
 def hold_stopped_job(config: Config, registry: Any, tool: str, checkpoint_dir: Any,
-                     job_name: str) -> Iterator[JobLock]:
+                     job_name: str, *, access: LockAccess = LockAccess.CHANGE
+                     ) -> Iterator[JobLock]:
     """The job's run lock, then its job lock, held by ``tool`` (an offline command such as
     ``weir state rebuild``, or ``weir run --runner spark``) while it works: refused with
     JobAlreadyRunningError while the job runs with any directories, or JobLockedError with
     these; a ``weir run`` started meanwhile is refused naming ``tool``. A job whose
-    coordinator system is not configured has no run lock to take."""
+    coordinator system is not configured has no run lock to take. ``access``: a tool that
+    only looks takes shared locks where it cannot write (``JobLock.shared``)."""
     settings = CoordinatorSettings.from_config(config)
-    run_lock = (RunLock.acquire(registry, settings, StateDirectories.of(config), tool=tool)
+    run_lock = (RunLock.acquire(registry, settings, StateDirectories.of(config), tool=tool,
+                                access=access)
                 if settings.system in registry.systems() else RunLock(None, None))
-    with run_lock, JobLock.acquire(checkpoint_dir, job=job_name, role=tool) as lock:
+    with run_lock, JobLock.acquire(checkpoint_dir, job=job_name, role=tool,
+                                   access=access) as lock:
         yield lock
 
 

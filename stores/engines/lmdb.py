@@ -50,9 +50,16 @@ from weir.stores.engines._lmdb_iter import LMDBIterator, LMDBSnapshot, ReadHandl
 from weir.stores.engines._lmdb_options import LMDB_KEYS, MAX_READERS, LMDBOptions
 from weir.stores.locking import DirectoryLock
 
-__all__ = ["LMDBEngine", "LMDBOptions", "LMDB_KEYS", "LMDBIterator", "LMDBSnapshot"]
+__all__ = ["LMDBEngine", "LMDBOptions", "LMDB_KEYS", "LMDBIterator", "LMDBSnapshot",
+           "lmdb_commit_marker"]
 
 _DEFAULT_OPTIONS = LMDBOptions()
+
+
+def lmdb_commit_marker(env: "lmdb.Environment") -> str:
+    """The commit marker of an open LMDB environment (its last transaction id and entry
+    count): what :meth:`LMDBEngine.commit_marker` returns and offline readers compare with."""
+    return f"lmdb-txn:{env.info()['last_txnid']}:{env.stat()['entries']}"
 _IS_NONE = functools.partial(operator.is_, None)
 
 
@@ -381,7 +388,7 @@ class LMDBEngine(DerivedScans, CommitAndGrow):
             raise self._closed_error()
         if self._pending:
             return None
-        return f"lmdb-txn:{self._env.info()['last_txnid']}:{self._env.stat()['entries']}"
+        return lmdb_commit_marker(self._env)
 
     # -- tooling -------------------------------------------------------------------------
     @property

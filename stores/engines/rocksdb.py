@@ -44,9 +44,15 @@ from weir.stores.engines._rocksdb_options import (
 )
 
 __all__ = ["RocksDBEngine", "RocksDBOptions", "write_sst_file", "Compression", "CompactionStyle", "ROCKSDB_KEYS",
-           "RocksIterator", "RocksSnapshot"]
+           "RocksIterator", "RocksSnapshot", "rocksdb_commit_marker"]
 
 _DEFAULT_OPTIONS = RocksDBOptions()
+
+
+def rocksdb_commit_marker(db: "rocksdict.Rdict") -> str:
+    """The commit marker of an open RocksDB database (its last sequence number): what
+    :meth:`RocksDBEngine.commit_marker` returns and offline readers compare with."""
+    return f"rocksdb-seq:{db.latest_sequence_number()}"
 _IS_NONE = functools.partial(operator.is_, None)
 _consume = functools.partial(collections.deque, maxlen=0)
 """Run an iterator to its end in C, keeping nothing."""
@@ -335,7 +341,7 @@ class RocksDBEngine(DerivedScans):
         database) is never taken for the one the file vouched for."""
         if self._closed:
             raise self._closed_error()
-        return f"rocksdb-seq:{self._db.latest_sequence_number()}"
+        return rocksdb_commit_marker(self._db)
 
     def compact(self) -> None:
         """Compact the whole key range (e.g. after a bulk load); blocks until done."""

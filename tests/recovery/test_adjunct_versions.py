@@ -110,6 +110,54 @@ def test_reopening_serves_the_recorded_version_and_resumes_the_one_being_built(t
         again.close()
 
 
+# -- a seal of a version without records (issue 23, point 1) --------------------------------
+
+@pytest.mark.parametrize("engine", ["rocksdb", "lmdb", "memory"])
+def test_a_repeated_seal_keeps_serving_the_version_it_serves(tmp_path, engine, caplog):
+    store = make(tmp_path, engine)
+    try:
+        offset = write_version(store, 1, 3, 0)
+        with caplog.at_level("WARNING", logger="weir.adjunct"):
+            store.seal("0", offset)  # the operator retries `weir log produce model --seal`
+        assert (store.serving, store.building, store.view().get("k1")) == (1, 2, 1)
+        assert store.describe()["duplicate_seals"] == 1
+        assert "holds no record: taken for a repeated seal" in caplog.text
+        assert "version 1 stays served" in caplog.text and "--seal-empty" in caplog.text
+        write_version(store, 2, 2, offset + 1)  # the next dataset still builds version 2
+        assert (store.serving, store.view().get("k1"), store.view().get("k2")) == (2, 2, None)
+    finally:
+        store.close()
+
+
+def test_a_seal_of_an_empty_version_switches_nothing_before_the_first_version(tmp_path):
+    store = make(tmp_path)
+    try:
+        store.seal("0", 0)
+        assert store.serving is None and store.building == 1
+    finally:
+        store.close()
+
+
+def test_an_empty_dataset_sealed_on_purpose_is_served(tmp_path):
+    from weir.stores.adjunct import SealKind
+    store = make(tmp_path, partitions=("0", "1"))
+    try:
+        store.put("a", 1)
+        store.seal("0", 1)
+        store.seal("1", 0)
+        assert store.serving == 1
+        store.seal("0", 2, SealKind.EMPTY)
+        store.close()  # a restart between the two partitions' seals keeps the intent
+        again = AdjunctStore(store.spec, store.adjunct, tmp_path / "m", store.config,
+                             partitions=["0", "1"])
+        again.open(read_adjunct_offsets(tmp_path / "m"))
+        again.seal("1", 1)
+        assert again.serving == 2 and again.view().get("a") is None
+        again.close()
+    finally:
+        store.close()
+
+
 # -- the property: a pinned call sees one version ------------------------------------------
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -191,6 +191,28 @@ def test_bound_identities_are_recorded_in_every_checkpoint_written(manager):
     assert manager.read_last(TASK).input_identities[("filelog", "clicks", 0)] == "in-1"
 
 
+def test_bound_changelog_partitions_are_recorded_and_read_back(manager):
+    manager.bind(TASK, changelog_partitions={"counts": ("filelog", "counts-changelog", 3)})
+    manager.write(TASK, _checkpoint())
+    doc = orjson.loads(manager.path_for(TASK).read_bytes())["checkpoint"]
+    assert doc["changelog_partitions"] == {
+        "counts": {"system": "filelog", "stream": "counts-changelog", "partition": 3}}
+    back = manager.read_last(TASK)
+    assert back.changelog_partitions == {"counts": ("filelog", "counts-changelog", 3)}
+    assert pickle.loads(pickle.dumps(back)) == back
+
+
+def test_a_checkpoint_without_changelog_partitions_still_loads_as_unknown(manager):
+    """Files written before the field existed (format 2 without it) read as they are."""
+    body = _checkpoint().to_json_body(TASK, written_at_ms=5)
+    assert "changelog_partitions" not in body
+    covered = orjson.dumps({"checkpoint": body, "format": 2}, option=orjson.OPT_SORT_KEYS)
+    manager.path_for(TASK).write_bytes(orjson.dumps(
+        {"format": 2, "crc32c": f"{crc32c.crc32c(covered):08x}", "checkpoint": body}))
+    back = manager.read_last(TASK)
+    assert back == _checkpoint() and back.changelog_partitions == {}
+
+
 def test_a_checkpoint_never_moves_an_input_offset_backwards(manager):
     manager.write(TASK, _checkpoint(41))
     before = manager.path_for(TASK).read_bytes()

@@ -3,6 +3,7 @@ container processes of an earlier run."""
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -101,3 +102,32 @@ def test_an_unwritable_place_is_an_error_naming_the_directory_and_the_key(tmp_pa
             JobLock.acquire(tmp_path / "ro" / "checkpoints", job="wc")
     finally:
         os.chmod(tmp_path / "ro", 0o700)
+
+
+# -- a look at a job whose directory cannot be written (issue 23, point 11) --------------------
+
+def test_a_look_at_a_job_without_a_checkpoint_directory_creates_nothing(tmp_path):
+    from weir.recovery.job_lock import LockAccess
+    with JobLock.acquire(tmp_path / "checkpoints", job="wc", role="weir state list",
+                         access=LockAccess.READ) as lock:
+        assert lock.shared and not lock.held
+    assert not (tmp_path / "checkpoints").exists()
+
+
+def test_a_shared_look_is_refused_while_a_run_holds_the_lock_and_keeps_a_run_out(tmp_path):
+    from weir.recovery.job_lock import _locked_error, read_lock
+    error = functools.partial(_locked_error, "job 'wc'")
+    with JobLock.acquire(tmp_path, job="wc", role="runner"):
+        with pytest.raises(JobLockedError) as err:
+            read_lock(tmp_path / "JOB.LOCK", error=error)
+        assert err.value.holder["role"] == "runner"
+    assert read_lock(tmp_path / "JOB.LOCK", error=error) is None  # no file: nobody holds it
+    (tmp_path / "JOB.LOCK").write_text("{}")  # a lock file left as it is (read-only place)
+    look = read_lock(tmp_path / "JOB.LOCK", error=error)
+    assert look is not None and look.held
+    try:
+        with pytest.raises(JobLockedError):
+            JobLock.acquire(tmp_path, job="wc", role="runner")
+    finally:
+        look.release()
+    JobLock.acquire(tmp_path, job="wc", role="runner").release()

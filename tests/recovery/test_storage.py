@@ -65,6 +65,23 @@ def test_clean_restart_reuses_the_local_copy_without_replaying(make_task, engine
 
 
 @pytest.mark.parametrize("engine", PERSISTENT)
+def test_a_close_after_the_last_commit_keeps_the_offset_the_checkpoint_recorded(
+        make_task, engine):
+    """After the last commit the changelog moves on without the store (with exactly-once,
+    the commit marker of the last transaction): the clean stop still leaves the store at the
+    checkpoint's offset, and the next start reuses it."""
+    task = make_task(store_config(engine))
+    stores, checkpoint = task.open_and_commit([("a", 1), ("b", 2)])
+    task.log().append(b"\x00marker", None)  # an offset the store's state does not change by
+    task.log().flush()
+    task.close()
+    assert read_offset_file(task.store_dir()).offset == checkpoint.changelog_offsets["counts"]
+    stores = task.open(checkpoint)
+    assert task.stats().action is Action.REUSE and task.stats().records == 0
+    task.close()
+
+
+@pytest.mark.parametrize("engine", PERSISTENT)
 def test_local_copy_behind_the_checkpoint_replays_only_the_records_after_its_offset(
         make_task, engine):
     task = make_task(store_config(engine))

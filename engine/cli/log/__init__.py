@@ -78,7 +78,15 @@ def register(subparsers: Any) -> None:
     p.add_argument("--seal", action="store_true",
                    help="afterwards, write a seal marker (the end of one version of a bounded "
                         "dataset, for versioned adjunct stores) to --partition or every "
-                        "partition; stdin is not read when it is a terminal")
+                        "partition; stdin is not read when it is a terminal. A seal of a version "
+                        "without records repeats the previous one and switches nothing")
+    p.add_argument("--seal-empty", action="store_true",
+                   help="like --seal, for a version that is empty on purpose: versioned "
+                        "adjunct stores switch to it although it holds no record")
+    p.add_argument("--force", action="store_true",
+                   help="write to one of a job's own streams (__samza_*: its coordinator or "
+                        "checkpoint stream), whose records change what the job believes about "
+                        "its config, changelog partitions or checkpoints; stop the job first")
     p.set_defaults(func=produce_records)
 
     p = actions.add_parser("tail", parents=[target], help="print records")

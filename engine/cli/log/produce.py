@@ -30,6 +30,7 @@ def produce_records(args: argparse.Namespace) -> int:
     if args.key_field and fmt is not InputFormat.JSON:
         raise EngineError("--key-field needs --format json (kv lines carry their key)")
     reg, ss, admin, count = existing_stream(args)
+    _check_own_stream(ss, args.force)
     system = ss.system
     serdes = reg.serdes_for(ss)
     producer = reg.producer(system)
@@ -41,7 +42,9 @@ def produce_records(args: argparse.Namespace) -> int:
     source = args.file or "stdin"
     started = time.perf_counter()
     stream_in = open(args.file, encoding="utf-8") if args.file else sys.stdin
-    if args.seal and not args.file and sys.stdin.isatty():
+    from weir.stores.adjunct import SealKind
+    seal = SealKind.EMPTY if args.seal_empty else SealKind.DATASET if args.seal else None
+    if seal is not None and not args.file and sys.stdin.isatty():
         stream_in = iter(())  # `weir log produce model --seal`: only the marker
     interrupted = False
     try:
@@ -70,10 +73,11 @@ def produce_records(args: argparse.Namespace) -> int:
                 producer.flush(_SOURCE)
         producer.flush(_SOURCE)
         sealed = {}
-        if args.seal:
+        if seal is not None:
             from weir.engine.adjunct.seal import seal_dataset
             sealed = seal_dataset(reg, system, ss.stream,
-                                  None if args.partition is None else [args.partition])
+                                  None if args.partition is None else [args.partition],
+                                  kind=seal)
         if args.end:
             _end_stream(producer, admin, ss)
     except KeyboardInterrupt:
@@ -89,14 +93,41 @@ def produce_records(args: argparse.Namespace) -> int:
     if interrupted:
         print(f"interrupted: produced {produced:,} record(s) to {ss} in {seconds:.2f} s"
               f"{f'; {spread}' if spread else ''}; the stream was not "
-              f"{'sealed or ' if args.seal else ''}ended", file=sys.stderr)
+              f"{'sealed or ' if seal is not None else ''}ended", file=sys.stderr)
         return 130
     print(f"produced {produced:,} record(s) to {ss} in {seconds:.2f} s"
           f"{f' ({produced / seconds:,.0f} records/s)' if produced and seconds > 0 else ''}"
           f"{f'; {spread}' if spread else ''}{f'; {skipped:,} blank line(s) skipped' if skipped else ''}"
-          f"{'; sealed ' + ', '.join(f'p{p}@{o}' for p, o in sorted(sealed.items())) if sealed else ''}"
+          f"{_sealed_text(sealed, seal is SealKind.EMPTY)}"
           f"{'; stream ended' if args.end else ''}")
     return 0
+
+
+def _sealed_text(sealed: dict[int, int], empty: bool) -> str:
+    if not sealed:
+        return ""
+    where = ", ".join(f"p{p}@{o}" for p, o in sorted(sealed.items()))
+    return f"; sealed{' (empty on purpose)' if empty else ''} {where}"
+
+
+INTERNAL_PREFIX = "__samza_"
+"""The names of the streams a job keeps for itself (Samza's): its coordinator stream
+(``__samza_coordinator_<job>_<id>``) and its checkpoint stream
+(``__samza_checkpoint_ver_1_for_<job>_<id>``)."""
+
+
+def _check_own_stream(ss: SystemStream, force: bool) -> None:
+    """A job's own streams take records only with ``--force``: a record there is read as
+    the job's config, changelog assignment or checkpoint (issue 23, point 2: a hand-written
+    ``set-changelog`` record pointed a task at another task's changelog partition)."""
+    if ss.stream.startswith(INTERNAL_PREFIX) and not force:
+        raise EngineError(
+            f"{ss} is one of a job's own streams (its coordinator or checkpoint stream): what "
+            f"is written there is taken as the job's config, its tasks' changelog partitions "
+            f"or their checkpoints at its next start, so a wrong record runs it on the wrong "
+            f"state. Nothing was written. Change a job's config with `weir coordinator "
+            f"set-config` and its checkpoints with `weir checkpoint`; to write here anyway "
+            f"(the job stopped, a backup of the stream kept), add --force")
 
 
 def _end_stream(producer: Any, admin: Any, ss: SystemStream) -> None:

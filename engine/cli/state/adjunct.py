@@ -51,15 +51,16 @@ def adjunct_rows(tools: JobTools, stores: list[str] | None) -> list[dict[str, An
 def adjunct_entries(tools: JobTools, args: argparse.Namespace, spec: StoreSpec, prefix: Any
                     ) -> Iterator[tuple[str, Any, Any]]:
     """Entries of the version each copy of adjunct store ``spec`` serves."""
-    from weir.stores.builder import open_engine
+    from weir.stores.offline import open_read_only
     key_serde, value_serde = store_serdes(tools, spec)
+    origin = tools.config.origin(f"stores.{spec.name}.factory")
     owners = {task_directory_name(t) for t in args.task} if args.task else None
     for directory, rec in adjunct_dirs(tools, spec.name):
         if isinstance(rec, str) or rec.serving is None:
             continue
         if owners is not None and directory.name not in owners:
             continue
-        engine = open_engine(spec, directory / f"v{rec.serving}", logged=False)
+        engine = open_read_only(spec, directory / f"v{rec.serving}", origin=origin)
         for key, value in read_entries(engine, prefix, args.limit):
             yield (f"{directory.name} v{rec.serving}", key_serde.from_bytes(key),
                    value_serde.from_bytes(value))

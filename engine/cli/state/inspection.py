@@ -5,14 +5,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
 from rich.table import Table
 
 from weir.recovery.checkpoint import Checkpoint
+from weir.recovery.container_storage import RestoreSettings
 from weir.recovery.errors import RecoveryError
+from weir.recovery.restore import Action
+from weir.recovery.store_restore import StoreRestore
+from weir.stores.offline import engine_of_files
 
 from weir.engine.cli._job import JobTools, console as _console
 from weir.engine.cli.state.adjunct import adjunct_entries, adjunct_rows
@@ -35,7 +41,7 @@ def list_stores(args: argparse.Namespace) -> int:
     tools = JobTools.load(args)
     rows = []
     try:
-        with tools.locked("weir state list"):
+        with tools.looking("weir state list"):
             refs = store_refs(tools, args.store, args.task)
             checkpoints = last_checkpoints(tools, {r.task for r in refs})
             for ref in refs:
@@ -52,7 +58,10 @@ def list_stores(args: argparse.Namespace) -> int:
                    "changelog", "next start"):
         table.add_column(column, overflow="fold")
     for r in rows:
-        table.add_row(r["task"], r["store"], r["engine"], size_text(r["size_bytes"]),
+        engine = r["engine"]
+        if r["files_engine"] not in (None, engine):
+            engine += f" (files: {r['files_engine']})"
+        table.add_row(r["task"], r["store"], engine, size_text(r["size_bytes"]),
                       "-" if r["keys"] is None else f"{r['keys']:,}",
                       _offset_cell(r), num(r["checkpoint_changelog_offset"]),
                       r["changelog"] or "-", r["status"])
@@ -85,10 +94,9 @@ def _describe(tools: JobTools, ref: StoreRef, checkpoint: Checkpoint | None) -> 
                            "offset_file_error": None, "checkpoint_changelog_offset": None,
                            "changelog": None, "changelog_oldest": None,
                            "changelog_newest": None}
-    target = None
     if checkpoint is not None and spec.name in checkpoint.changelog_offsets:
-        target = checkpoint.changelog_offsets[spec.name]
-        row["checkpoint_changelog_offset"] = target
+        row["checkpoint_changelog_offset"] = checkpoint.changelog_offsets[spec.name]
+    source = None
     if spec.logged:
         ssp = ref.changelog_ssp
         row["changelog"] = f"{ssp.system}.{ssp.stream}#{ssp.partition}"
@@ -101,33 +109,81 @@ def _describe(tools: JobTools, ref: StoreRef, checkpoint: Checkpoint | None) -> 
     if local is not None:
         row["offset_file"] = {"offset": local.offset, "written_at_ms": local.written_at_ms,
                               "changelog": local.changelog, "engine": local.engine}
+    marker = None
+    row["files_engine"] = None
     if has_files(ref.directory):
         row["size_bytes"] = directory_size(ref.directory)
-        row["keys"] = sum(1 for _ in read_entries(open_local(ref), None, None))
-    row["status"] = _status(ref, local, error, target)
+        found = engine_of_files(ref.directory)
+        row["files_engine"] = found.value if found is not None else None
+        if found is spec.engine:  # files of another engine are not opened (nor created)
+            engine = open_local(ref)
+            marker = engine.commit_marker()
+            row["keys"] = sum(1 for _ in read_entries(engine, None, None))
+    row["status"] = _status(tools, ref, source, checkpoint, marker)
     return row
 
 
-def _status(ref: StoreRef, local: Any, error: str | None, target: int | None) -> str:
-    """What the next start does with the store."""
+def _status(tools: JobTools, ref: StoreRef, source: Any, checkpoint: Checkpoint | None,
+            marker: str | None) -> str:
+    """What the next start does with the store: the start's own decision
+    (:meth:`~weir.recovery.store_restore.StoreRestore.predict`), after the start's checks."""
     spec = ref.spec
-    if not spec.persistent:
-        return "in memory: restored from the changelog" if spec.logged else "in memory: empty"
-    if not has_files(ref.directory):
-        return "no local store: restored from the changelog" if spec.logged else "created empty"
-    if not spec.logged:
-        return "kept (no changelog)"
-    if error is not None:
-        return "OFFSET file damaged: rebuilt from the changelog"
-    if local is None:
-        return "no OFFSET file: rebuilt from the changelog"
-    if target is None:
+    if spec.logged and checkpoint is None and _holds_state(ref, source):
         return "no checkpoint: the next start refuses (state without a checkpoint)"
-    if local.offset == target:
-        return "at the checkpoint: used as is"
-    if local.offset < target:
-        return f"{target - local.offset:,} changelog record(s) behind: caught up"
-    return f"{local.offset - target:,} uncommitted record(s) ahead: reverted"
+    if spec.logged and source is None:
+        if checkpoint is not None and spec.name in checkpoint.changelog_offsets:
+            return "the next start stops: its changelog stream is gone"
+        return "no changelog yet: created empty by the next start"
+    if source is not None and checkpoint is not None:
+        recorded = checkpoint.changelog_identities.get(spec.name)
+        if recorded is not None and recorded != source.identity():
+            return ("the next start stops: its changelog was deleted and created again since "
+                    "the checkpoint (StreamIdentityMismatchError)")
+    restore = StoreRestore(ref.task, spec, ref.directory or Path(), None, source, checkpoint,
+                           config=tools.config, clock=lambda: time.time_ns() // 1_000_000,
+                           options=RestoreSettings.from_config(tools.config).options)
+    try:
+        plan = restore.predict(marker)
+    except RecoveryError as exc:
+        return f"the next start stops: {exc}"
+    if plan.action is Action.STOP:
+        return f"the next start stops: {plan.reason}"
+    text = {Action.REUSE: "at the checkpoint: used as is",
+            Action.KEEP: "kept (no changelog)",
+            Action.EMPTY: "in memory: empty",
+            Action.REPLAY: "in memory: restored from the changelog"}.get(plan.action)
+    if plan.action is Action.CATCH_UP:
+        text = (f"{plan.target - plan.start + 1:,} changelog offset(s) behind the checkpoint: "
+                f"caught up")
+    elif plan.action is Action.REBUILD:
+        text = ("no local store: restored from the changelog"
+                if spec.logged and not has_files(ref.directory)
+                else f"rebuilt from the changelog ({plan.reason})" if spec.logged
+                else f"set aside, starts empty ({plan.reason})")
+    if plan.trims and source is not None:
+        reverted = sum(1 for _ in source.read(plan.target + 1, plan.newest))
+        if reverted:
+            text += (f"; {reverted:,} uncommitted changelog record(s) after the checkpoint "
+                     f"reverted")
+    assert text is not None
+    return text
+
+
+def _holds_state(ref: StoreRef, source: Any) -> bool:
+    """Whether a start of a task without a checkpoint refuses the store for holding state:
+    the start's own check (docs/RECOVERY.md, "State without a checkpoint")."""
+    from weir.engine.container.safety import check_state_without_checkpoint
+    from weir.engine.container.task_storage import LoggedStore
+    from weir.recovery.errors import StateWithoutCheckpointError
+    if source is None:
+        return has_files(ref.directory)
+    store = LoggedStore(ref.spec.name, ref.changelog_ssp, source, ref.directory, ref.spec)
+    try:
+        check_state_without_checkpoint(ref.task, [store], checkpoint_path="-",
+                                       previous_exists=False, job_config="-")
+    except StateWithoutCheckpointError:
+        return True
+    return False
 
 
 def _offset_cell(r: dict[str, Any]) -> str:
@@ -165,7 +221,7 @@ def show_store(args: argparse.Namespace) -> int:
     """``weir state show``: a store's contents as a table (or ``--json``)."""
     tools = JobTools.load(args)
     try:
-        with tools.locked("weir state show"):
+        with tools.looking("weir state show"):
             rows = list(_entries(tools, args))
     finally:
         tools.close()
@@ -192,7 +248,7 @@ def dump_store(args: argparse.Namespace) -> int:
     tools = JobTools.load(args)
     count = 0
     try:
-        with tools.locked("weir state dump"):
+        with tools.looking("weir state dump"):
             for task, key, value in _entries(tools, args):
                 sys.stdout.write(orjson.dumps({"task": task, "key": jsonable(key),
                                                "value": jsonable(value)}).decode() + "\n")

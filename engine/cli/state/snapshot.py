@@ -40,7 +40,7 @@ def export_state(args: argparse.Namespace) -> int:
     if out.exists():
         raise RecoveryError(f"{out} exists; choose another file (nothing was written)")
     try:
-        with tools.locked("weir state export"):
+        with tools.looking("weir state export"):
             summary = _write(tools, out)
     finally:
         tools.close()
@@ -183,7 +183,8 @@ def _write_changelog(tools: JobTools, ref: StoreRef, pairs: list[tuple[bytes, by
 
 def _write_local(ref: StoreRef, pairs: list[tuple[bytes, bytes]]) -> None:
     """Put ``pairs`` into non-logged persistent store ``ref``'s local files."""
-    engine = open_local(ref)
+    from weir.stores.builder import open_engine
+    engine = open_engine(ref.spec, ref.directory, logged=False)
     try:
         engine.put_all(pairs)
         engine.flush()

@@ -30,6 +30,9 @@ class StoreRef:
     spec: StoreSpec
     directory: Path | None
     changelog_partition: int
+    engine_origin: str | None = None
+    """Where the config the tool read sets the store's engine (``file:line``, or the
+    coordinator stream and offset)."""
 
     @property
     def changelog_ssp(self) -> Any:
@@ -57,7 +60,8 @@ def store_refs(tools: JobTools, stores: list[str] | None, tasks: list[str] | Non
                 base = tools.job.base_dir(StoreBase.LOGGED if spec.logged
                                           else StoreBase.NON_LOGGED)
                 directory = base / spec.name / task_directory_name(name)
-            refs.append(StoreRef(name, spec, directory, task.changelog_partition))
+            refs.append(StoreRef(name, spec, directory, task.changelog_partition,
+                                 tools.config.origin(f"stores.{spec.name}.factory")))
     return refs
 
 
@@ -79,15 +83,17 @@ def directory_size(directory: Path) -> int:
 
 
 def open_local(ref: StoreRef) -> Any:
-    """The storage engine of ``ref``'s local directory, opened."""
-    from weir.stores.builder import open_engine
-    return open_engine(ref.spec, ref.directory, logged=ref.spec.logged)
+    """The files of ``ref``'s local directory, opened read only: nothing is created or
+    changed there, and files of another engine than the config names are refused
+    (:class:`~weir.stores.offline.StoreFilesMismatchError`)."""
+    from weir.stores.offline import open_read_only
+    return open_read_only(ref.spec, ref.directory, origin=ref.engine_origin)
 
 
 def read_entries(engine: Any, prefix: bytes | None, limit: int | None
                  ) -> Iterator[tuple[bytes, bytes]]:
-    """At most ``limit`` entries of an open ``engine`` (only keys starting with ``prefix``,
-    when given), in key order; closes the engine when done."""
+    """At most ``limit`` entries of an open ``engine`` or read-only files (only keys starting
+    with ``prefix``, when given), in key order; closes it when done."""
     try:
         with (engine.prefix(prefix) if prefix is not None else engine.all()) as entries:
             for n, (key, value) in enumerate(entries):

@@ -28,7 +28,7 @@ def verify_stores(args: argparse.Namespace) -> int:
     tools = JobTools.load(args)
     results = []
     try:
-        with tools.locked("weir state verify"):
+        with tools.looking("weir state verify"):
             refs = [r for r in store_refs(tools, args.store, args.task)
                     if r.spec.logged and r.spec.persistent]
             if not refs:

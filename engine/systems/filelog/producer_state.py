@@ -48,7 +48,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import orjson
 
@@ -56,7 +56,7 @@ from weir.stores import _crc as crc32c
 
 from weir.engine.errors import ProducerStateCorruptError, SystemError_
 
-from weir.engine.systems.filelog._files import fsync_dir, write_atomic
+from weir.engine.systems.filelog._files import FileLock, LockBusy, fsync_dir, write_atomic
 from weir.engine.systems.filelog._txn_format import MAX_EPOCH, MAX_PRODUCER_ID
 
 __all__ = [
@@ -71,6 +71,9 @@ __all__ = [
     "producer_states",
     "decided_by_checkpoint",
     "is_resolved_elsewhere",
+    "producers_of",
+    "producer_owner",
+    "move_producer_aside",
 ]
 
 TRANSACTIONS_DIR = ".transactions"
@@ -365,6 +368,73 @@ def is_resolved_elsewhere(root: str, producer_id: int, epoch: int, sequence: int
     txn = state.transaction
     return not (txn is not None and txn.open and txn.epoch == epoch
                 and txn.sequence == sequence)
+
+
+# -- a reset (docs/RECOVERY.md, "weir checkpoint reset") -------------------------------------
+
+def producers_of(root: str, prefix: str) -> list[tuple[str, int]]:
+    """``(transactional id, producer id)`` of every producer under ``root`` whose
+    transactional id starts with ``prefix`` (a job's: ``<job.name>-<job.id>/``), in id order;
+    their states are not read (a damaged one is the caller's to report)."""
+    ids = os.path.join(_dir(root), "ids")
+    try:
+        names = sorted(os.listdir(ids))
+    except FileNotFoundError:
+        return []
+    quoted = quote(prefix, safe="")
+    out = []
+    for name in names:
+        if not name.startswith(quoted) or name.endswith(".tmp"):
+            continue
+        path = os.path.join(ids, name)
+        try:
+            with open(path, "rb") as f:
+                pid = int(f.read().strip())
+        except ValueError:
+            raise ProducerStateCorruptError(path, "not a producer id") from None
+        out.append((unquote(name), pid))
+    return out
+
+
+def producer_owner(root: str, producer_id: int) -> dict[str, Any] | None:
+    """The live process holding ``producer_id``'s owner lock (its recorded pid, host, role),
+    or None when no process holds it. Takes and releases the lock to find out."""
+    path = _lock_path(root, producer_id)
+    if not os.path.exists(path):
+        return None
+    lock = FileLock(path)
+    try:
+        lock.acquire("checking the producer is not live")
+    except LockBusy as busy:
+        return dict(busy.holder)
+    lock.release()
+    return None
+
+
+def move_producer_aside(root: str, transactional_id: str, producer_id: int,
+                        target: str) -> list[str]:
+    """Move every file of one producer -- its id mapping, state, owner lock and epoch claims
+    -- from ``<root>/.transactions`` into ``target`` (the same layout), so that the
+    transactional id starts afresh as a new producer. Nothing is deleted. The caller holds
+    what keeps the producer from running (the job's locks) and has checked
+    :func:`producer_owner`. Returns the files moved."""
+    source = _dir(root)
+    os.makedirs(os.path.join(target, "ids"), exist_ok=True)
+    prefix = f"{producer_id}."
+    names = [os.path.join("ids", quote(transactional_id, safe=""))]
+    names += sorted(n for n in os.listdir(source)
+                    if n.startswith(prefix) and not os.path.isdir(os.path.join(source, n)))
+    moved = []
+    for name in names:
+        try:
+            os.rename(os.path.join(source, name), os.path.join(target, name))
+        except FileNotFoundError:
+            continue
+        moved.append(name)
+    for directory in (os.path.join(target, "ids"), target, os.path.join(source, "ids"),
+                      source):
+        fsync_dir(directory)
+    return moved
 
 
 # -- decisions ------------------------------------------------------------------------------

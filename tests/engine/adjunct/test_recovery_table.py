@@ -235,3 +235,20 @@ def test_the_offset_file_records_the_offsets_applied(tmp_path, engine):
     recorded = read_adjunct_offsets(directory(tmp_path))
     assert dict(recorded.offsets) == {"0": 2, "1": 2}
     assert (recorded.engine, recorded.input, recorded.serving) == (engine, "log.products", 0)
+
+
+def test_an_offset_file_that_is_a_directory_is_a_typed_error_and_nothing_is_removed(tmp_path):
+    from weir.recovery.adjunct import AdjunctStoreError, list_adjunct_stores
+    cfg, registry = first_start(tmp_path)
+    offsets = directory(tmp_path) / ADJUNCT_OFFSETS_FILE
+    offsets.unlink()
+    offsets.mkdir()
+    (offsets / "note").write_text("put here by hand")
+    before = sorted(p.relative_to(tmp_path) for p in directory(tmp_path).rglob("*"))
+    with pytest.raises(AdjunctStoreError) as err:
+        reopen(cfg)
+    assert str(offsets) in str(err.value) and "is a directory" in str(err.value)
+    assert "Move it out of" in str(err.value)
+    assert sorted(p.relative_to(tmp_path) for p in directory(tmp_path).rglob("*")) == before
+    (listed,) = list_adjunct_stores(tmp_path / "state")  # the tools show it, they do not fail
+    assert "is a directory" in listed[1]

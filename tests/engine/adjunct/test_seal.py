@@ -66,3 +66,17 @@ def test_a_stream_whose_keys_cannot_be_the_seal_key_is_refused(tmp_path):
     registry.admin("filelog").create_stream(StreamSpec("model", 1))
     with pytest.raises(EngineError, match="cannot write the seal key"):
         seal_dataset(registry, "filelog", "model")
+
+
+def test_weir_log_produce_seal_empty_writes_the_empty_seal_marker(tmp_path, capsys, monkeypatch):
+    from weir.engine.adjunct import EMPTY_SEAL_KEY, SealKind, seal_kind
+    root = str(tmp_path / "log")
+    assert main(["log", "create", "model", "--root", root]) == 0
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    assert main(["log", "produce", "model", "--seal-empty", "--root", root]) == 0
+    assert "sealed (empty on purpose) p0@0" in capsys.readouterr().out
+    registry = SystemRegistry(Config({"systems.filelog.factory": "filelog",
+                                      "systems.filelog.root": root}))
+    (record,) = _records(registry, "model", 0)
+    assert record == (EMPTY_SEAL_KEY.encode(), None) and seal_kind(*record) is SealKind.EMPTY
+    assert seal_kind(SEAL_KEY, None) is SealKind.DATASET and seal_kind(SEAL_KEY, b"x") is None

@@ -238,3 +238,84 @@ def test_containers_of_a_killed_runner_keep_a_new_run_out_until_they_exit(tmp_pa
     else:
         pytest.fail("the container processes did not exit after their runner died")
     runner.communicate(timeout=30)
+
+
+# -- transaction markers are never state (issue 23, point 9) -----------------------------------
+
+def _changelog_with(tmp_path, outcome: str):
+    """A compacted file-log changelog partition whose only record went through a transaction
+    that ``outcome`` (committed, aborted, open) says; then the stream moved aside and created
+    again, and the same transactional id started once more (what a reset used to leave)."""
+    from weir.engine.container.task_storage import LoggedStore
+    from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
+    from weir.engine.systems.changelog import SystemChangelogSource
+    from weir.engine.systems.filelog.transactions import TransactionalProducer
+
+    cfg = Config({"systems.fl.factory": "filelog", "systems.fl.root": str(tmp_path / "log")})
+    registry = SystemRegistry(cfg)
+    admin = registry.admin("fl")
+    admin.create_stream(StreamSpec("cl", 1, CleanupPolicy.COMPACT))
+    producer = TransactionalProducer(admin.settings, "job-1/Partition 0")
+    producer.init_transactions()
+    producer.send("t", OutgoingMessageEnvelope(SystemStream("fl", "cl"), b"1", b"k",
+                                               partition=0))
+    producer.prepare()
+    if outcome == "committed":
+        producer.commit()
+    elif outcome == "aborted":
+        producer.abort()
+    if outcome != "open":
+        producer.stop()
+        if outcome == "committed":  # the old reset: the stream moved, the producer left
+            admin.rename_stream("cl", "cl.reset-1")
+            admin.create_stream(StreamSpec("cl", 1, CleanupPolicy.COMPACT))
+            again = TransactionalProducer(admin.settings, "job-1/Partition 0")
+            again.init_transactions()  # writes its last transaction's commit marker again
+            again.stop()
+    ssp = SystemStreamPartition("fl", "cl", 0)
+    store = LoggedStore("counts", ssp, SystemChangelogSource(registry, ssp), None)
+    return store, producer
+
+
+@pytest.mark.parametrize("outcome", ["committed", "aborted"])
+def test_a_changelog_holding_only_markers_or_aborted_records_is_no_state(tmp_path, outcome):
+    from weir.engine.container.safety import check_state_without_checkpoint
+    store, _ = _changelog_with(tmp_path, outcome)
+    assert store.source.newest_offset() >= 0  # the offsets are taken
+    check_state_without_checkpoint("Partition 0", [store], checkpoint_path="cp",
+                                   previous_exists=False, job_config="job.properties")
+
+
+def test_a_changelog_holding_an_open_transaction_is_state(tmp_path):
+    from weir.engine.container.safety import check_state_without_checkpoint
+    store, producer = _changelog_with(tmp_path, "open")
+    try:
+        with pytest.raises(StateWithoutCheckpointError, match="holds records up to offset"):
+            check_state_without_checkpoint("Partition 0", [store], checkpoint_path="cp",
+                                           previous_exists=False, job_config="job.properties")
+    finally:
+        producer.stop()
+
+
+# -- the changelog partition a checkpoint was written against (issue 23, point 2) --------------
+
+def test_a_checkpoint_of_another_changelog_partition_is_refused_naming_both():
+    from weir.engine.container.safety import check_identities
+    from weir.engine.model import SystemStreamPartition
+    from weir.recovery.checkpoint import Checkpoint
+    from weir.recovery.errors import ChangelogPartitionMismatchError
+    checkpoint = Checkpoint({}, {"counts": 7},
+                            changelog_partitions={"counts": ("fl", "counts-log", 0)})
+    now = SystemStreamPartition("fl", "counts-log", 1)
+    with pytest.raises(ChangelogPartitionMismatchError) as err:
+        check_identities("Partition 0", checkpoint, {}, {"counts": (now, None)},
+                         checkpoint_path="cp.json", job_config="job.properties")
+    assert err.value.recorded == ("fl", "counts-log", 0) and err.value.current == now
+    assert "fl.counts-log#1" in str(err.value) and "fl.counts-log#0" in str(err.value)
+    assert "weir coordinator show --job job.properties" in str(err.value)
+    # the same partition, or a checkpoint that recorded none (an older Weir's), passes
+    check_identities("Partition 0", checkpoint, {},
+                     {"counts": (SystemStreamPartition("fl", "counts-log", 0), None)},
+                     checkpoint_path="cp.json", job_config="job.properties")
+    check_identities("Partition 0", Checkpoint({}, {"counts": 7}), {}, {"counts": (now, None)},
+                     checkpoint_path="cp.json", job_config="job.properties")
