@@ -20,8 +20,11 @@
 4. generates the **job config** that runs the application on the ordinary engine: task class
    :class:`~weir.engine.app.task.ApplicationTask`, the stages' inputs as ``task.inputs``, the
    intermediate streams' keys (``samza.intermediate``, serdes, upstream task count, read from
-   the oldest offset), and a store (with a changelog) per window, join and table. The user's
-   config wins over every generated default; ``task.class``/``task.inputs`` must not be set.
+   the oldest offset), a store (with a changelog) per window, join and table,
+   ``task.window.ms`` when a window runs on processing time or has a time-based trigger (the
+   greatest common divisor of their durations, at most :data:`MAX_TRIGGER_TIMER_MS`; Samza's
+   planner sets it to the gcd too). The user's config wins over every generated default;
+   ``task.class``/``task.inputs`` must not be set.
 
 One job runs every stage (the default, Samza's way: task ``Partition N`` runs every stage's
 operators for partition N), or :meth:`ExecutionPlan.job_config` gives stage ``N`` a job of its
@@ -39,6 +42,7 @@ Example::
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,7 +68,8 @@ from weir.engine.task import TASK_CLASS, load_object
 
 __all__ = [
     "APP_CLASS", "APP_NAME", "APP_ID", "APP_STAGE", "APP_STORE_FACTORY",
-    "JOB_INTERMEDIATE_STREAM_PARTITIONS", "MAX_INFERRED_PARTITIONS", "APPLICATION_TASK",
+    "JOB_INTERMEDIATE_STREAM_PARTITIONS", "MAX_INFERRED_PARTITIONS", "MAX_TRIGGER_TIMER_MS",
+    "APPLICATION_TASK",
     "StreamPlan", "StagePlan", "ExecutionPlan", "load_application", "describe_application",
     "plan_application", "is_application", "stage_operators",
 ]
@@ -98,6 +103,9 @@ JOB_INTERMEDIATE_STREAM_PARTITIONS = declare(
     "streams, at most 256.", component=_C)
 
 MAX_INFERRED_PARTITIONS = 256
+MAX_TRIGGER_TIMER_MS = 100
+"""The longest ``task.window.ms`` the planner generates for processing-time windows and
+time-based triggers: a pane is emitted at most this long after its processing-time deadline."""
 APPLICATION_TASK = "weir.engine.app.task:ApplicationTask"
 _ORIGIN = "application plan"
 
@@ -572,9 +580,23 @@ def plan_application(config: Config, registry: Any = None) -> ExecutionPlan:
         streams[ss] = StreamPlan(ss, "output", output_counts[ss],
                                  min(writers.get(ss, {-1})), (), None, None,
                                  ss not in missing_outputs)
+    generated.update(_timer_config(config, graph))
     _check_deployment(config)
     return ExecutionPlan(name, app_id, config.get_str(APP_CLASS.name), config, tuple(stages),
                          streams, generated, stage_stores, registry)
+
+
+def _timer_config(config: Config, graph: OperatorGraph) -> dict[str, str]:
+    """``task.window.ms`` for processing-time windows and time-based triggers (the
+    ApplicationTask's ``window`` checks them): the gcd of their durations, at most
+    :data:`MAX_TRIGGER_TIMER_MS`."""
+    from weir.engine.runloop.settings import TASK_WINDOW_MS
+
+    durations = [d for op in graph.ops if op.opcode is OpCode.WINDOW
+                 for d in op.window.timer_durations()]
+    if not durations or TASK_WINDOW_MS.name in config:
+        return {}
+    return {TASK_WINDOW_MS.name: str(max(1, min(math.gcd(*durations), MAX_TRIGGER_TIMER_MS)))}
 
 
 def _feeds_only_tables(op: OpSpec) -> bool:

@@ -98,6 +98,17 @@ def no_output(a):
     a.input("filelog.in1").send_to(a.output("filelog.nowhere"))
 
 
+@app
+def timed_windows(a):
+    from weir.engine.app import Triggers
+    by_key = a.input("filelog.in1").partition_by(lambda e: e, name="p")
+    by_key.window(Windows.keyed_tumbling_window(lambda kv: kv.key, 5_000), name="samza").sink(
+        lambda *x: None)
+    panes = by_key.window(Windows.tumbling(60_000).set_early_trigger(
+        Triggers.repeat(Triggers.time_since_first_message(750))), name="early")
+    panes.late_elements().sink(lambda *x: None)
+
+
 def setup(tmp_path: Path, name: str, **extra) -> tuple[Config, SystemRegistry]:
     values = {"job.name": "myjob", "app.class": f"{__name__}:describe_{name}",
               "systems.filelog.root": str(tmp_path / "log"),
@@ -272,3 +283,17 @@ def test_create_streams_makes_the_intermediate_streams_and_declared_outputs(tmp_
                             SystemStream("filelog", "out")}
     assert plan.create_streams() == []
     assert plan.to_json()["stages"][1]["tasks"] == 6
+
+
+def test_processing_time_windows_and_timed_triggers_get_a_window_timer(tmp_path):
+    config, registry = setup(tmp_path, "timed_windows")
+    plan = plan_application(config, registry)
+    assert plan.job_config().get_str("task.window.ms") == "100"     # gcd 250, at most 100
+    assert ("myjob-1-late_elements-1", "late_elements") in plan.stages[1].ops
+    mine = plan_application(*setup(tmp_path / "b", "timed_windows", **{"task.window.ms": "40"}))
+    assert mine.job_config().get_str("task.window.ms") == "40"      # the user's wins
+
+
+def test_event_time_windows_without_timed_triggers_need_no_window_timer(tmp_path):
+    plan = plan_application(*setup(tmp_path, "chain"))
+    assert "task.window.ms" not in plan.job_config()
