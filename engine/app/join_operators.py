@@ -69,7 +69,7 @@ class StreamJoinOperator(Operator):
                 f"give the input a timestamp function (app.input(..., timestamp=fn))")
         if ts < self.input_wm:
             self.dropped.count += 1
-            self.drops.dropped(self.input_wm - ts)
+            self.drops.dropped(ts, self.input_wm)
             return
         key = self.keys[side](value)
         store, within = self.store, self.within

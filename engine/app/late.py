@@ -14,7 +14,7 @@ Example::
 
     >>> drops = LateDrops("window 'per-minute'", "Partition 0", interval_ms=10_000,
     ...                   hint="raise task.watermark.max.out.of.orderness.ms")
-    >>> drops.dropped(behind_ms=1_200)            # logs a warning
+    >>> drops.dropped(ts=3_800, watermark=5_000)   # logs a warning: 1,200 ms behind
     >>> drops.total, drops.unlogged
     (1, 0)
 """
@@ -25,6 +25,8 @@ import logging
 import time
 
 from weir.stores.config import Config, ConfigError, declare
+
+from weir.engine.control.messages import WATERMARK_MAX
 
 __all__ = ["APP_LATE_LOG_INTERVAL_MS", "LateDrops", "late_log_interval_ms"]
 
@@ -52,22 +54,23 @@ class LateDrops:
     """Counts one operator's late drops and logs them, rate-limited (see the module
     docstring)."""
 
-    __slots__ = ("what", "task", "interval_s", "hint", "total", "unlogged", "latest_behind_ms",
-                 "_next_at")
+    __slots__ = ("what", "task", "interval_s", "hint", "total", "unlogged", "latest_ts",
+                 "latest_watermark", "_next_at")
 
     def __init__(self, what: str, task: str, *, interval_ms: int, hint: str):
         self.what, self.task, self.hint = what, task, hint
         self.interval_s = interval_ms / 1000.0 if interval_ms >= 0 else -1.0
         self.total = 0
         self.unlogged = 0
-        self.latest_behind_ms = 0
+        self.latest_ts = self.latest_watermark = 0
         self._next_at = 0.0
 
-    def dropped(self, behind_ms: int) -> None:
-        """One element dropped, ``behind_ms`` behind the watermark."""
+    def dropped(self, ts: int, watermark: int) -> None:
+        """One element at event time ``ts`` dropped, the operator's watermark at
+        ``watermark``."""
         self.total += 1
         self.unlogged += 1
-        self.latest_behind_ms = behind_ms
+        self.latest_ts, self.latest_watermark = ts, watermark
         if self.interval_s < 0:
             return
         now = time.monotonic()
@@ -82,9 +85,13 @@ class LateDrops:
     def _log(self, now: float) -> None:
         since = ("" if self.total == self.unlogged or self.interval_s <= 0 else
                  f" since the last warning")
+        if self.latest_watermark >= WATERMARK_MAX:
+            where = (f"at event time {self.latest_ts:,}, after the end of the operator's input "
+                     f"(every upstream had ended)")
+        else:
+            where = f"{self.latest_watermark - self.latest_ts:,} ms behind the watermark"
         log.warning("task '%s': %s dropped %s late element%s%s (%s in all); the latest was "
-                    "%s ms behind the watermark. %s", self.task, self.what,
-                    f"{self.unlogged:,}", "" if self.unlogged == 1 else "s", since,
-                    f"{self.total:,}", f"{self.latest_behind_ms:,}", self.hint)
+                    "%s. %s", self.task, self.what, f"{self.unlogged:,}",
+                    "" if self.unlogged == 1 else "s", since, f"{self.total:,}", where, self.hint)
         self.unlogged = 0
         self._next_at = now + self.interval_s

@@ -211,7 +211,7 @@ class WindowOperator(Operator):
         self.dropped.count += 1
         for fn in self.late_emit:
             fn(value, ts)
-        self.drops.dropped(self.input_wm - ts)
+        self.drops.dropped(ts, self.input_wm)
 
     def _new_entry(self) -> list:
         return [self.initial(), _OPEN, 0, self.early.start() if self.early is not None

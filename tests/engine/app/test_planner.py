@@ -109,6 +109,12 @@ def timed_windows(a):
     panes.late_elements().sink(lambda *x: None)
 
 
+@app
+def memory_output(a):
+    (a.input("filelog.in1").partition_by(lambda e: e, name="p")
+      .send_to(a.output("mem.out", partitions=1)))
+
+
 def setup(tmp_path: Path, name: str, **extra) -> tuple[Config, SystemRegistry]:
     values = {"job.name": "myjob", "app.class": f"{__name__}:describe_{name}",
               "systems.filelog.root": str(tmp_path / "log"),
@@ -297,3 +303,32 @@ def test_processing_time_windows_and_timed_triggers_get_a_window_timer(tmp_path)
 def test_event_time_windows_without_timed_triggers_need_no_window_timer(tmp_path):
     plan = plan_application(*setup(tmp_path, "chain"))
     assert "task.window.ms" not in plan.job_config()
+
+
+def test_an_application_on_the_file_log_is_exactly_once_by_default(tmp_path):
+    plan = plan_application(*setup(tmp_path, "chain"))
+    job = plan.job_config()
+    assert job.get_str("task.processing.guarantee") == "exactly_once"
+    assert job.get_str("task.commit.ms") == "100"          # a hop's latency is the commit
+    assert plan.to_json()["guarantee"] == "exactly_once"
+
+
+def test_a_chosen_guarantee_or_commit_interval_wins(tmp_path):
+    plan = plan_application(*setup(tmp_path, "chain",
+                                   **{"task.processing.guarantee": "at_least_once"}))
+    assert plan.job_config().get_str("task.processing.guarantee") == "at_least_once"
+    assert "task.commit.ms" not in plan.job_config()
+    plan = plan_application(*setup(tmp_path / "b", "chain", **{"task.commit.ms": "1000"}))
+    assert plan.job_config().get_str("task.commit.ms") == "1000"
+    assert plan.guarantee == "exactly_once"
+
+
+def test_an_application_writing_a_system_without_transactions_stays_at_least_once(tmp_path,
+                                                                                 caplog):
+    config, registry = setup(tmp_path, "memory_output",
+                             **{"systems.mem.samza.factory": "memory"})
+    with caplog.at_level("INFO", logger="weir.app"):
+        plan = plan_application(config, registry)
+    assert plan.guarantee == "at_least_once"
+    assert "task.commit.ms" not in plan.job_config()
+    assert "system 'mem' is not a file log" in caplog.text

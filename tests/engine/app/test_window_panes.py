@@ -275,3 +275,17 @@ def test_window_entries_of_an_older_weir_are_read_and_fire(tmp_path):
                                    stores=stores)
     source.set_watermark(WATERMARK_MAX)
     assert panes(sink) == [("a", 0, ["x", "y"], ON_TIME, 0)]
+
+
+def test_a_session_merged_after_a_drain_pane_emits_a_pane_that_replaces_it(tmp_path):
+    op, _, sink, _, ctx, _ = make(tmp_path, Windows.session(10, aggregate=count()), name="s")
+    op.on_message(KV("u", 1), 20)
+    ctx.draining = True
+    op.handle_watermark(WATERMARK_MAX)           # the drain: [20, 30) early, kept
+    ctx.draining = False
+    assert [(p.start, p.end, p.timing, p.index) for p, _ in sink.items] == [(20, 30, EARLY, 0)]
+    op.on_message(KV("u", 1), 15)                # the next run: before the session's start
+    op.handle_watermark(100)
+    [(merged, _)] = sink.items[1:]
+    assert (merged.start, merged.end, merged.value, merged.timing, merged.index) == (
+        15, 30, 2, ON_TIME, 1)                   # contains [20, 30), a higher index
