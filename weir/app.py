@@ -3,10 +3,13 @@
 See docs/APPLICATIONS.md; the code lives in :mod:`weir.engine.app`.
 """
 
-from weir.engine.app import (KV, Aggregate, ApplicationDescriptor, ApplicationError,
-                             MessageStream, OutputStream, StreamApplication, Table, WindowPane,
-                             Windows, WindowSpec, collecting, count, summing)
+from weir.engine.app import (KV, AccumulationMode, Aggregate, ApplicationDescriptor,
+                             ApplicationError, MessageStream, OutputStream, PaneTiming,
+                             StreamApplication, Table, TimeDomain, Trigger, Triggers,
+                             WindowedStream, WindowPane, Windows, WindowSpec, collecting, count,
+                             summing)
 
-__all__ = ["KV", "Aggregate", "ApplicationDescriptor", "ApplicationError", "MessageStream",
-           "OutputStream", "StreamApplication", "Table", "WindowPane", "Windows", "WindowSpec",
-           "collecting", "count", "summing"]
+__all__ = ["KV", "AccumulationMode", "Aggregate", "ApplicationDescriptor", "ApplicationError",
+           "MessageStream", "OutputStream", "PaneTiming", "StreamApplication", "Table",
+           "TimeDomain", "Trigger", "Triggers", "WindowedStream", "WindowPane", "Windows",
+           "WindowSpec", "collecting", "count", "summing"]

@@ -2,7 +2,10 @@
 
 * :mod:`~weir.engine.app.api`: ``StreamApplication``, the descriptor, ``MessageStream`` and its
   operators, ``KV``, output streams and tables;
-* :mod:`~weir.engine.app.windows`: tumbling and session windows, aggregates, ``WindowPane``;
+* :mod:`~weir.engine.app.windows`: tumbling and session windows on event or processing time,
+  aggregates, ``WindowPane`` and its pane information;
+* :mod:`~weir.engine.app.triggers`: Samza's ``Triggers`` (early and late triggers);
+* :mod:`~weir.engine.app.late`: late elements made visible (warnings with counts);
 * :mod:`~weir.engine.app.graph`: the operator graph and operator ids;
 * :mod:`~weir.engine.app.planner`: stages, intermediate streams, partition counts, job configs;
 * :mod:`~weir.engine.app.task`: ``ApplicationTask``, the low-level task that runs the operators;
@@ -14,15 +17,18 @@ docs/APPLICATIONS.md is the guide.
 """
 
 from weir.engine.app.api import (KV, ApplicationDescriptor, MessageStream, OutputStream,
-                                 StreamApplication, Table)
+                                 StreamApplication, Table, WindowedStream)
 from weir.engine.app.errors import ApplicationError, MissingEventTimeError
 from weir.engine.app.planner import ExecutionPlan, StagePlan, StreamPlan, plan_application
-from weir.engine.app.windows import (Aggregate, WindowPane, Windows, WindowSpec, collecting, count,
-                                     summing)
+from weir.engine.app.triggers import Trigger, Triggers
+from weir.engine.app.windows import (AccumulationMode, Aggregate, PaneTiming, TimeDomain,
+                                     WindowPane, Windows, WindowSpec, collecting, count, summing)
 
 __all__ = [
     "KV", "ApplicationDescriptor", "MessageStream", "OutputStream", "StreamApplication", "Table",
-    "ApplicationError", "MissingEventTimeError",
+    "WindowedStream", "ApplicationError", "MissingEventTimeError",
     "ExecutionPlan", "StagePlan", "StreamPlan", "plan_application",
-    "Aggregate", "WindowPane", "Windows", "WindowSpec", "collecting", "count", "summing",
+    "Trigger", "Triggers",
+    "AccumulationMode", "Aggregate", "PaneTiming", "TimeDomain", "WindowPane", "Windows",
+    "WindowSpec", "collecting", "count", "summing",
 ]

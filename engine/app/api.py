@@ -39,8 +39,8 @@ from weir.engine.app.windows import WindowSpec
 from weir.engine.config.streams import JOB_DEFAULT_SYSTEM
 from weir.engine.model import SystemStream
 
-__all__ = ["KV", "StreamApplication", "ApplicationDescriptor", "MessageStream", "OutputStream",
-           "Table"]
+__all__ = ["KV", "StreamApplication", "ApplicationDescriptor", "MessageStream", "WindowedStream",
+           "OutputStream", "Table"]
 
 
 class KV(NamedTuple):
@@ -147,13 +147,17 @@ class MessageStream:
         app.graph.add(source, [])
         return MessageStream(app, source)
 
-    def window(self, window: WindowSpec, *, name: str) -> "MessageStream":
-        """Group into event-time windows (see :mod:`weir.engine.app.windows`); the returned
-        stream has :class:`~weir.engine.app.windows.WindowPane` elements."""
+    def window(self, window: WindowSpec, *, name: str) -> "WindowedStream":
+        """Group into windows (event time or processing time, see
+        :mod:`weir.engine.app.windows`); the returned stream has
+        :class:`~weir.engine.app.windows.WindowPane` elements, and its
+        :meth:`~WindowedStream.late_elements` the elements the window dropped as too late."""
         if not isinstance(window, WindowSpec):
-            raise ApplicationError(f"window {name!r}: expected Windows.tumbling(...) or "
-                                   f"Windows.session(...), got {window!r}")
-        return self._then(OpSpec(OpCode.WINDOW, name, window=window))
+            raise ApplicationError(f"window {name!r}: expected Windows.tumbling(...), "
+                                   f"Windows.session(...) or one of Samza's "
+                                   f"(Windows.keyed_tumbling_window(...), ...), got {window!r}")
+        self._app.graph.add(spec := OpSpec(OpCode.WINDOW, name, window=window), [self.spec])
+        return WindowedStream(self._app, spec)
 
     def join(self, other: "MessageStream", *, key: Callable[[Any], Any],
              other_key: Callable[[Any], Any] | None = None,
@@ -206,6 +210,22 @@ class MessageStream:
     def sink(self, fn: Callable[[Any, Any, Any], None], *, name: str | None = None) -> None:
         """``fn(element, collector, coordinator)`` for every element (Samza's SinkFunction)."""
         self._then(OpSpec(OpCode.SINK, name, fn=_callable(fn, "sink's function")))
+
+
+class WindowedStream(MessageStream):
+    """The panes of a window (what :meth:`MessageStream.window` returns)."""
+
+    def late_elements(self, *, name: str | None = None) -> MessageStream:
+        """The window's **late side output**: every element the window drops because it
+        arrived after its window's allowed lateness, with its event time (Flink's
+        ``sideOutputLateData``). Without it such elements are only counted and logged.
+        They are behind the watermark: send them to an output or a sink::
+
+            panes = by_user.window(Windows.tumbling(60_000), name="per-minute")
+            panes.send_to(app.output("filelog.views-per-minute", partitions=4))
+            panes.late_elements().send_to(app.output("filelog.late-views", partitions=4))
+        """
+        return self._then(OpSpec(OpCode.LATE_ELEMENTS, name))
 
 
 class ApplicationDescriptor:

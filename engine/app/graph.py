@@ -39,6 +39,7 @@ class OpCode(Enum):
     MERGE = "merge"
     PARTITION_BY = "partition_by"
     WINDOW = "window"
+    LATE_ELEMENTS = "late_elements"
     JOIN = "join"
     JOIN_TABLE = "join_table"
     SEND_TO = "send_to"

@@ -6,8 +6,10 @@ other side with the same key and an event time in ``[t - W, t + W]``, in arrival
 the result's event time is the later of the two. State is the operator's store
 ``(side, key) -> [[t, element], ...]`` plus an expiry index ``<store>-expiry`` ordered by
 time: when the watermark reaches ``W'``, elements with ``t + W < W'`` can match nothing that is
-still to come and are removed. An element that arrives behind the watermark is dropped and
-counted (``late-dropped-<op id>``), as in Flink's interval join.
+still to come and are removed (not at a drain: its end of time is not the data's, and the
+elements must still meet their partners after the restart). An element that arrives behind
+the watermark is dropped, counted (``late-dropped-<op id>``) and logged (rate-limited,
+:mod:`weir.engine.app.late`), as in Flink's interval join.
 
 **Stream-table join** (``stream.join_table(table, key=..., fn=..., how=...)``): looks the
 element's key up in the task's table store; ``inner`` drops elements without a row, ``left``
@@ -22,6 +24,7 @@ from typing import Any
 from weir.engine.app.api import KV
 from weir.engine.app.errors import MissingEventTimeError
 from weir.engine.app.graph import OpSpec
+from weir.engine.app.late import LateDrops, late_log_interval_ms
 from weir.engine.app.operators import Operator, OperatorContext
 from weir.engine.control.messages import WATERMARK_MAX
 
@@ -39,11 +42,17 @@ class StreamJoinOperator(Operator):
         self.store: Any = None
         self.expiry: Any = None
         self.dropped = None
+        self.drops: LateDrops | None = None
 
     def open(self) -> None:
         self.store = self.ctx.store(self.id)
         self.expiry = self.ctx.store(f"{self.id}-expiry")
         self.dropped = self.ctx.counter(f"late-dropped-{self.id}")
+        self.drops = LateDrops(
+            f"join {self.spec.name!r}", self.ctx.task_name,
+            interval_ms=late_log_interval_ms(self.ctx.config),
+            hint="Raise task.watermark.max.out.of.orderness.ms (docs/APPLICATIONS.md, 'Late "
+                 "elements')")
 
     def entry(self, port: int) -> Callable[[Any, int], None]:
         if port == 0:
@@ -60,6 +69,7 @@ class StreamJoinOperator(Operator):
                 f"give the input a timestamp function (app.input(..., timestamp=fn))")
         if ts < self.input_wm:
             self.dropped.count += 1
+            self.drops.dropped(ts, self.input_wm)
             return
         key = self.keys[side](value)
         store, within = self.store, self.within
@@ -76,7 +86,13 @@ class StreamJoinOperator(Operator):
         store.put((side, key), [*mine, [ts, value]] if mine else [[ts, value]])
         self.expiry.put((ts + within + 1, side, key), 1)
 
+    def handle_end(self, drain_id: str | None) -> None:
+        if self.drops is not None:
+            self.drops.flush()
+
     def handle_watermark(self, wm: int) -> None:
+        if self.ctx.draining:
+            return   # a drain's end of time: keep every element for the next run
         hi = (WATERMARK_MAX, _LOWEST) if wm >= WATERMARK_MAX - 1 else (wm + 1, _LOWEST)
         with self.expiry.range(None, hi) as it:
             due = [k for k, _ in it]

@@ -29,11 +29,12 @@ from weir.engine.app.api import KV
 from weir.engine.app.graph import OpSpec
 from weir.engine.app.windows import WindowPane
 from weir.engine.control.messages import WATERMARK_MAX, WATERMARK_NOT_EXIST
-from weir.engine.model import make_outgoing
+from weir.engine.control.task_control import wallclock_ms
+from weir.engine.model import OutgoingMessageEnvelope, make_outgoing
 
 __all__ = ["OperatorContext", "Operator", "InputOperator", "MapOperator", "FlatMapOperator",
            "FilterOperator", "MergeOperator", "PartitionByOperator", "SendToOperator",
-           "SinkOperator", "ENDED"]
+           "SinkOperator", "LateElementsOperator", "ENDED"]
 
 ENDED = "<ended>"
 """``Operator.finished`` of an operator whose inputs ended (a drained one holds the run id)."""
@@ -41,16 +42,22 @@ ENDED = "<ended>"
 
 class OperatorContext:
     """What operators of one task share: its name, collector, the coordinator of the current
-    call, its stores, control bookkeeping, metrics and control message sender."""
+    call, its stores, control bookkeeping, metrics, control message sender, the processing-time
+    clock (milliseconds; wall clock by default, a test may pass its own) and whether the
+    watermark being handled is a drain's (the task drains: the end of time it announces is
+    not the data's, so windows emit early panes and keep their state)."""
 
     __slots__ = ("task_name", "collector", "coordinator", "store", "control", "metrics",
-                 "sender", "config")
+                 "sender", "config", "clock_ms", "draining")
 
     def __init__(self, task_name: str, collector: Any, store: Callable[[str], Any], control: Any,
-                 metrics: Any, sender: Any, config: Any):
+                 metrics: Any, sender: Any, config: Any, *,
+                 clock_ms: Callable[[], int] = wallclock_ms):
         self.task_name, self.collector, self.store = task_name, collector, store
         self.control, self.metrics, self.sender, self.config = control, metrics, sender, config
         self.coordinator = None
+        self.clock_ms = clock_ms
+        self.draining = False
 
     def counter(self, name: str) -> Any:
         return self.metrics.registry.counter(name)
@@ -309,6 +316,17 @@ class SendToOperator(Operator):
         key, message = output_pair(value, self.spec.key, self.spec.value)
         self._send(make_outgoing(self.stream, message, key, None, None,
                                            ts if ts >= 0 else -1))
+
+
+class LateElementsOperator(Operator):
+    """A window's late side output (``stream.window(...).late_elements()``): the elements the
+    window dropped as too late, each with its event time. Its watermark is the window's, so
+    these elements are behind it: send them to an output or a sink (an event-time window
+    downstream would drop them again)."""
+
+    def on_message(self, value: Any, ts: int) -> None:
+        for fn in self.emit:
+            fn(value, ts)
 
 
 class SinkOperator(Operator):

@@ -20,7 +20,13 @@
 4. generates the **job config** that runs the application on the ordinary engine: task class
    :class:`~weir.engine.app.task.ApplicationTask`, the stages' inputs as ``task.inputs``, the
    intermediate streams' keys (``samza.intermediate``, serdes, upstream task count, read from
-   the oldest offset), and a store (with a changelog) per window, join and table. The user's
+   the oldest offset), a store (with a changelog) per window, join and table,
+   ``task.window.ms`` when a window runs on processing time or has a time-based trigger (the
+   greatest common divisor of their durations, at most :data:`MAX_TRIGGER_TIMER_MS`; Samza's
+   planner sets it to the gcd too), and the **processing guarantee**: exactly-once
+   (``task.processing.guarantee=exactly_once`` with ``task.commit.ms=100``) when every
+   system the application writes (intermediate streams, outputs, changelogs) is a file log
+   and checkpoints are files, else at-least-once, with a log line saying why. The user's
    config wins over every generated default; ``task.class``/``task.inputs`` must not be set.
 
 One job runs every stage (the default, Samza's way: task ``Partition N`` runs every stage's
@@ -39,6 +45,7 @@ Example::
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,7 +71,8 @@ from weir.engine.task import TASK_CLASS, load_object
 
 __all__ = [
     "APP_CLASS", "APP_NAME", "APP_ID", "APP_STAGE", "APP_STORE_FACTORY",
-    "JOB_INTERMEDIATE_STREAM_PARTITIONS", "MAX_INFERRED_PARTITIONS", "APPLICATION_TASK",
+    "JOB_INTERMEDIATE_STREAM_PARTITIONS", "MAX_INFERRED_PARTITIONS", "MAX_TRIGGER_TIMER_MS",
+    "EXACTLY_ONCE_COMMIT_MS", "APPLICATION_TASK",
     "StreamPlan", "StagePlan", "ExecutionPlan", "load_application", "describe_application",
     "plan_application", "is_application", "stage_operators",
 ]
@@ -98,6 +106,13 @@ JOB_INTERMEDIATE_STREAM_PARTITIONS = declare(
     "streams, at most 256.", component=_C)
 
 MAX_INFERRED_PARTITIONS = 256
+MAX_TRIGGER_TIMER_MS = 100
+"""The longest ``task.window.ms`` the planner generates for processing-time windows and
+time-based triggers: a pane is emitted at most this long after its processing-time deadline."""
+EXACTLY_ONCE_COMMIT_MS = 100
+"""``task.commit.ms`` of an application the planner makes exactly-once (Kafka Streams' default
+``commit.interval.ms`` under exactly-once): a downstream stage reads committed records only,
+so the commit interval is the latency of every ``partition_by`` hop."""
 APPLICATION_TASK = "weir.engine.app.task:ApplicationTask"
 _ORIGIN = "application plan"
 
@@ -198,8 +213,17 @@ class ExecutionPlan:
     stage_stores: Mapping[int, Mapping[str, str]] = field(repr=False)
     registry: Any = field(repr=False, compare=False, default=None)
 
+    @property
+    def guarantee(self) -> str:
+        """The processing guarantee the job config runs with (``task.processing.guarantee``:
+        the user's, else the planner's choice, see the module docstring)."""
+        from weir.engine.container.exactly_once import TASK_PROCESSING_GUARANTEE
+        return TASK_PROCESSING_GUARANTEE.get(
+            Config(dict(self.generated)).merged(self.config))
+
     def to_json(self) -> dict[str, Any]:
         return {"application": self.app_class, "name": self.app_name, "id": self.app_id,
+                "guarantee": self.guarantee,
                 "stages": [s.to_json() for s in self.stages],
                 "streams": [p.to_json() for p in self.streams.values()]}
 
@@ -572,9 +596,58 @@ def plan_application(config: Config, registry: Any = None) -> ExecutionPlan:
         streams[ss] = StreamPlan(ss, "output", output_counts[ss],
                                  min(writers.get(ss, {-1})), (), None, None,
                                  ss not in missing_outputs)
+    generated.update(_timer_config(config, graph))
+    generated.update(_guarantee_config(config, registry, app, changelog_system,
+                                       any(stage_stores.values())))
     _check_deployment(config)
     return ExecutionPlan(name, app_id, config.get_str(APP_CLASS.name), config, tuple(stages),
                          streams, generated, stage_stores, registry)
+
+
+def _timer_config(config: Config, graph: OperatorGraph) -> dict[str, str]:
+    """``task.window.ms`` for processing-time windows and time-based triggers (the
+    ApplicationTask's ``window`` checks them): the gcd of their durations, at most
+    :data:`MAX_TRIGGER_TIMER_MS`."""
+    from weir.engine.runloop.settings import TASK_WINDOW_MS
+
+    durations = [d for op in graph.ops if op.opcode is OpCode.WINDOW
+                 for d in op.window.timer_durations()]
+    if not durations or TASK_WINDOW_MS.name in config:
+        return {}
+    return {TASK_WINDOW_MS.name: str(max(1, min(math.gcd(*durations), MAX_TRIGGER_TIMER_MS)))}
+
+
+def _guarantee_config(config: Config, registry: Any, app: ApplicationDescriptor,
+                      changelog_system: str, has_stores: bool) -> dict[str, str]:
+    """Exactly-once for an application whose file log allows it (see the module docstring),
+    unless the config chooses a guarantee."""
+    from weir.engine.container.checkpoints import CheckpointKind, CheckpointSettings
+    from weir.engine.container.exactly_once import (TASK_PROCESSING_GUARANTEE,
+                                                    transactional_systems)
+    from weir.engine.runloop.settings import TASK_COMMIT_MS
+
+    if any(k in config for k in (TASK_PROCESSING_GUARANTEE.name, *TASK_PROCESSING_GUARANTEE.aliases)):
+        return {}
+    written = {op.stream.system for op in app.graph.ops if op.opcode is OpCode.PARTITION_BY}
+    written |= {ss.system for ss in app.outputs}
+    if has_stores:
+        written.add(changelog_system)
+    reasons = [f"system '{s}' is not a file log (transactions exist on the file log only)"
+               for s in sorted(written - set(transactional_systems(registry, written)))]
+    try:
+        if CheckpointSettings.from_config(config).kind is not CheckpointKind.FILE:
+            reasons.append("its checkpoints are in a stream (task.checkpoint.factory), and "
+                           "exactly-once needs checkpoint files")
+    except ConfigError:
+        pass   # the job's own checks name the bad key
+    if reasons:
+        log.info("application %s runs at-least-once (task.processing.guarantee): %s",
+                 config.get_str(APP_CLASS.name), "; ".join(reasons))
+        return {}
+    out = {TASK_PROCESSING_GUARANTEE.name: "exactly_once"}
+    if TASK_COMMIT_MS.name not in config:
+        out[TASK_COMMIT_MS.name] = str(EXACTLY_ONCE_COMMIT_MS)
+    return out
 
 
 def _feeds_only_tables(op: OpSpec) -> bool:

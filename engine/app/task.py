@@ -12,7 +12,12 @@ them and opens their stores. Then:
   watermarks) and passes the element on;
 * ``on_stream_watermark`` / ``on_stream_end`` / ``on_stream_drain`` (called by the task's
   control bookkeeping, :mod:`weir.engine.control.task_control`) move event time and the end
-  of input through the operators.
+  of input through the operators; the end of time a drain announces is flagged
+  (``OperatorContext.draining``), so windows emit early panes and keep their state instead
+  of closing;
+* ``window`` (every ``task.window.ms``, which the planner sets when a window runs on
+  processing time or has a time-based trigger, as Samza's planner does) closes
+  processing-time windows and fires the time-based triggers that are due.
 
 Everything runs on the run loop like any task: the same chooser, stores, commits,
 checkpoints and thread modes.
@@ -20,17 +25,21 @@ checkpoints and thread modes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from weir.engine.app.api import KV
 from weir.engine.app.graph import OpCode, OpSpec
 from weir.engine.app.join_operators import SendToTableOperator, StreamJoinOperator, TableJoinOperator
 from weir.engine.app.operators import (FilterOperator, FlatMapOperator, InputOperator, MapOperator,
-                                       MergeOperator, Operator, OperatorContext, PartitionByOperator,
-                                       SendToOperator, SinkOperator)
+                                       LateElementsOperator, MergeOperator, Operator,
+                                       OperatorContext, PartitionByOperator, SendToOperator,
+                                       SinkOperator)
 from weir.engine.app.planner import APP_STAGE, describe_application, stage_operators
 from weir.engine.app.window_operator import WindowOperator
+from weir.engine.control.messages import WATERMARK_MAX
 from weir.engine.control.sender import ControlMessageSender
+from weir.engine.control.task_control import wallclock_ms
 from weir.engine.errors import EngineError
 from weir.engine.model import SystemStream
 
@@ -44,6 +53,7 @@ OPERATORS: dict[OpCode, type[Operator]] = {
     OpCode.MERGE: MergeOperator,
     OpCode.PARTITION_BY: PartitionByOperator,
     OpCode.WINDOW: WindowOperator,
+    OpCode.LATE_ELEMENTS: LateElementsOperator,
     OpCode.JOIN: StreamJoinOperator,
     OpCode.JOIN_TABLE: TableJoinOperator,
     OpCode.SEND_TO: SendToOperator,
@@ -87,12 +97,15 @@ def _route(op: InputOperator, clock: Any):
 class ApplicationTask:
     """Runs the operators of an application's stages for one task (see the module docs)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock_ms: Callable[[], int] = wallclock_ms) -> None:
         self.operators: dict[str, Operator] = {}
         self.inputs: dict[SystemStream, InputOperator] = {}
         self._routes: dict[Any, Any] = {}
         self._ticking: list[PartitionByOperator] = []
+        self._timed: list[WindowOperator] = []
         self._ctx: OperatorContext | None = None
+        self._control: Any = None
+        self._clock_ms = clock_ms
 
     def init(self, context: Any) -> None:
         control = getattr(context, "control", None)
@@ -110,8 +123,10 @@ class ApplicationTask:
                               f"stages (0..{len(stages) - 1}); see `weir plan`")
         keep = [op for i, ops in enumerate(stages) if selected < 0 or i == selected for op in ops]
         sender = ControlMessageSender(collector, context.task_name, collector.partition_count)
+        self._control = control
         ctx = self._ctx = OperatorContext(context.task_name, collector, context.store, control,
-                                          context.metrics, sender, config)
+                                          context.metrics, sender, config,
+                                          clock_ms=self._clock_ms)
         read = {ssp.system_stream for ssp in context.ssps}
         kept = {id(op) for op in keep}
         ops: list[tuple[OpSpec, Operator]] = []
@@ -136,6 +151,8 @@ class ApplicationTask:
         for _, op in ops:
             op.rewire()
         self._ticking = [op for _, op in ops if op.used and isinstance(op, PartitionByOperator)]
+        self._timed = [op for _, op in ops if op.used and isinstance(op, WindowOperator)
+                       and op.timed]
         for ssp in context.ssps:
             op = self.inputs.get(ssp.system_stream)
             if op is not None:
@@ -151,8 +168,14 @@ class ApplicationTask:
                             coordinator: Any) -> None:
         op = self.inputs.get(stream)
         if op is not None:
-            self._ctx.coordinator = coordinator
-            op.set_watermark(watermark)
+            ctx = self._ctx
+            ctx.coordinator = coordinator
+            # The end of time of a drain is not the data's (TaskControl never checkpoints it)
+            ctx.draining = watermark >= WATERMARK_MAX and self._control.draining
+            try:
+                op.set_watermark(watermark)
+            finally:
+                ctx.draining = False
 
     def on_stream_end(self, stream: SystemStream, collector: Any, coordinator: Any) -> None:
         op = self.inputs.get(stream)
@@ -173,6 +196,15 @@ class ApplicationTask:
         self._ctx.coordinator = coordinator
         for op in self._ticking:
             op.on_tick()
+
+    def window(self, collector: Any, coordinator: Any) -> None:
+        """The window timer (``task.window.ms``): processing-time windows whose end the clock
+        passed emit their panes, time-based triggers that are due fire."""
+        if not self._timed:
+            return
+        self._ctx.coordinator = coordinator
+        for op in self._timed:
+            op.on_timer()
 
     def watermark(self, op_id: str) -> int:
         """The input watermark an operator has reached (tests, tools)."""

@@ -7,6 +7,7 @@ code: do not edit by hand. weir.engine.config.declarations reads it.
 KEYS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ('app.class', (), 'weir.engine.app.planner'),
     ('app.id', (), 'weir.engine.app.planner'),
+    ('app.late.log.interval.ms', (), 'weir.engine.app.late'),
     ('app.name', (), 'weir.engine.app.planner'),
     ('app.runner.class', (), 'weir.engine.config.samza_keys'),
     ('app.stage', (), 'weir.engine.app.planner'),

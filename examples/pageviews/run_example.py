@@ -40,7 +40,7 @@ from weir.engine.systems.registry import SystemRegistry  # noqa: E402
 from weir.recovery.storage import ProgressMode  # noqa: E402
 from weir.stores.config import Config  # noqa: E402
 
-__all__ = ["app_config", "generate", "truth", "read_panes", "main"]
+__all__ = ["app_config", "make_views", "write_views", "generate", "truth", "read_panes", "main"]
 
 PARTITIONS = 4
 MINUTE, SESSION_GAP, DISORDER = 60_000, 30 * 60_000, 5_000
@@ -56,9 +56,9 @@ def app_config(workdir: Path, overrides: Sequence[str] = ()) -> Config:
         *overrides])
 
 
-def generate(config: Config, views: int, seed: int = 1) -> list[dict]:
-    """``views`` page views over a simulated day, partitioned by page, each partition's
-    event times shuffled by up to 5 s; some robots. Returns the views written."""
+def make_views(views: int, seed: int = 1) -> list[dict]:
+    """``views`` page views over a simulated day (about one per 1.5 s), some robots, a quiet
+    half hour now and then."""
     rng = random.Random(seed)
     users = [f"User{u:03d}" for u in range(60)]
     pages = [f"/p/{p}" for p in range(50)]
@@ -70,22 +70,39 @@ def generate(config: Config, views: int, seed: int = 1) -> list[dict]:
             clock += SESSION_GAP                                  # a quiet half hour now and then
         out.append({"user": user, "page": rng.choice(pages), "ts": int(clock),
                     "robot": rng.random() < 0.03})
+    return out
+
+
+def write_views(config: Config, views: list[dict], *, end: bool = True, seed: int = 1) -> None:
+    """Write ``views`` to the ``pageviews`` stream (created if needed), partitioned by page,
+    each partition's event times shuffled by up to 5 s; ``end`` ends the stream after them."""
+    rng = random.Random(seed)
     registry = SystemRegistry(config)
-    registry.admin("filelog").create_stream(StreamSpec("pageviews", PARTITIONS, bounded=True))
+    admin = registry.admin("filelog")
+    if not admin.stream_exists("pageviews"):
+        admin.create_stream(StreamSpec("pageviews", PARTITIONS, bounded=True))
     by_partition = defaultdict(list)
-    for view in out:
+    for view in views:
         by_partition[int(view["page"].rsplit("/", 1)[1]) % PARTITIONS].append(view)
     producer = registry.producer("filelog")
     producer.register("generator")
     producer.start()
     ss = SystemStream("filelog", "pageviews")
-    for partition, rows in by_partition.items():
+    for partition, rows in sorted(by_partition.items()):
         rows.sort(key=lambda v: v["ts"] + rng.randrange(DISORDER))   # late by up to 5 s
         for view in rows:
             producer.send("generator", OutgoingMessageEnvelope(
-                ss, json.dumps(view).encode(), key=None, partition=partition))
-    producer.end_stream("pageviews")
+                ss, json.dumps(view).encode(), partition=partition))
+    if end:
+        producer.end_stream("pageviews")
     producer.stop()
+
+
+def generate(config: Config, views: int, seed: int = 1) -> list[dict]:
+    """``views`` page views (:func:`make_views`) written and the stream ended
+    (:func:`write_views`). Returns the views written."""
+    out = make_views(views, seed)
+    write_views(config, out, seed=seed)
     return out
 
 
@@ -128,11 +145,11 @@ def read_panes(config: Config, stream: str) -> list[dict]:
     panes = []
     try:
         for ssp in ssps:
-            nxt = 0
-            while nxt < ends[ssp]:
+            # the reader's position: commit markers (exactly-once) take offsets but are not
+            # delivered, so the last record's offset may stay below the end
+            while consumer.position(ssp) < ends[ssp]:
                 for env in consumer.poll([ssp], 1.0).get(ssp, []):
                     panes.append(serdes.deserialize(env).message)
-                    nxt = env.offset + 1
     finally:
         consumer.stop()
     return panes

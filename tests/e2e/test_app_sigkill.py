@@ -8,8 +8,9 @@ times: while the source is being read, and while stages reconcile control messag
 some but not all upstream end-of-stream messages reached an intermediate partition). Then it
 runs to the end by itself.
 
-Outputs and intermediate streams are at-least-once (as in Samza without transactions): a task
-killed after sending records but before its checkpoint sends them again after the restart.
+The test runs the application at-least-once (applications default to exactly-once on the file
+log; tests/e2e/test_pageviews_sigkill.py covers that): a task killed after sending records but
+before its checkpoint sends them again after the restart.
 The aggregates are idempotent (distinct sets), so state fed twice by the same record stays
 exact; a plain count after a shuffle would count such a record twice (docs/CONTROL.md).
 The test checks that every window of the batch computation was emitted, that **every**
@@ -62,6 +63,7 @@ def write_config(tmp_path: Path) -> Path:
         f"job.logged.store.base.dir={tmp_path / 'state'}\n"
         f"job.non-logged.store.base.dir={tmp_path / 'state'}\n"
         "task.commit.ms=100\n"
+        "task.processing.guarantee=at_least_once\n"
         "task.watermark.interval.ms=20\n"
         "job.intermediate.stream.partitions=3\n")
     return path

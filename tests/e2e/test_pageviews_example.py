@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]   # exactly-once commits: slow disks
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "pageviews" / "run_example.py"
 

@@ -187,3 +187,38 @@ class DistinctThreeStage(StreamApplication):
                                           aggregate=distinct(lambda kv: kv.value)), name="users")
                  .send_to(app.output("filelog.out", key_serde="json", msg_serde="json",
                                      partitions=2)))
+
+
+class TumblingWindowExample(StreamApplication):
+    """hello-samza's cookbook TumblingWindowExample, ported: page views repartitioned by user,
+    counted per user in tumbling windows on processing time (Samza's windows), written as
+    ``{"userId", "count"}``. The window is ``test.window.ms`` (hello-samza: 5 s)."""
+
+    def describe(self, app):
+        page_views = app.input("filelog.pageview-tumbling-input", kv=True, key_serde="string",
+                               msg_serde="json")
+        (page_views
+            .partition_by(lambda kv: kv.value["userId"], lambda kv: kv.value, name="userId")
+            .window(Windows.keyed_tumbling_window(lambda kv: kv.key, _size(app, 5_000),
+                                                  lambda: 0, lambda m, prev_count: prev_count + 1),
+                    name="count")
+            .map(lambda pane: KV(pane.key, {"userId": pane.key, "count": pane.value,
+                                            "timing": pane.timing.value}))
+            .send_to(app.output("filelog.pageview-tumbling-output", key_serde="string",
+                                msg_serde="json", partitions=2)))
+
+
+class EventTimeViewsWithLateOutput(StreamApplication):
+    """The same count on event time (the record timestamps), with the window's late elements
+    sent to an output of their own."""
+
+    def describe(self, app):
+        page_views = app.input("filelog.pageview-tumbling-input", kv=True, key_serde="string",
+                               msg_serde="json")
+        panes = (page_views
+                 .partition_by(lambda kv: kv.value["userId"], lambda kv: kv.value, name="userId")
+                 .window(Windows.tumbling(_size(app, 5_000)), name="count"))
+        panes.send_to(app.output("filelog.pageview-tumbling-output", key_serde="string",
+                                 msg_serde="json", partitions=2))
+        panes.late_elements().send_to(app.output("filelog.late-views", key_serde="string",
+                                                 msg_serde="json", partitions=2))

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
-
 import pytest
 
 from tests.engine.app._apps import make_events
@@ -44,12 +42,24 @@ def processed_events(p: Pipeline, events, partitions: int):
 
 
 def window_totals(outputs):
-    """Sum of pane values per (key, start): after a drain, a window that was open fires its
-    partial count, and the same window fires again with the rest after the redeploy."""
-    got = Counter()
+    """The value of the latest pane (highest index) per (key, start): after a drain, a window
+    that was open emits its partial count as an early pane and keeps its state; after the
+    redeploy it closes with an on-time pane of the next index that carries the whole count
+    (accumulating), so a consumer keeping the latest pane per window is right."""
+    latest = {}
     for _, pane, _ in outputs:
-        got[(pane["key"], pane["start"])] += pane["value"]
-    return dict(got)
+        k = (pane["key"], pane["start"])
+        if k not in latest or pane["index"] > latest[k]["index"]:
+            latest[k] = pane
+    return {k: pane["value"] for k, pane in latest.items()}
+
+
+def pane_histories(outputs):
+    """(key, start) -> [(timing, index), ...] in the order written."""
+    out = {}
+    for _, pane, _ in outputs:
+        out.setdefault((pane["key"], pane["start"]), []).append((pane["timing"], pane["index"]))
+    return out
 
 
 def test_drain_stops_the_sources_fires_every_window_and_ends_the_job(tmp_path):
@@ -75,6 +85,9 @@ def test_drain_stops_the_sources_fires_every_window_and_ends_the_job(tmp_path):
     # Every window holding a processed event fired with exactly those events.
     from tests.engine.app._apps import batch_window_counts
     assert window_totals(p.outputs()) == batch_window_counts(done)
+    drained_panes = pane_histories(p.outputs())
+    # a window the drain closed before its time says so: an early pane, to be refined
+    assert ("early", 0) in {h[0] for h in drained_panes.values()}
 
     # Redeploy: the rest of the input, then the end. No second drain; nothing lost or repeated.
     p.produce("events", rest, lambda i, e: (i + len(first)) % 2, end=True)
@@ -82,6 +95,11 @@ def test_drain_stops_the_sources_fires_every_window_and_ends_the_job(tmp_path):
     assert result.exit_code is ExitCode.OK
     assert result.reason.startswith("ended (end-of-stream")
     assert window_totals(p.outputs()) == batch_window_counts(events)
+    for window, history in pane_histories(p.outputs()).items():
+        # every window ends with one on-time pane; before it at most the drain's early pane
+        assert history in ([("on_time", 0)], [("early", 0), ("on_time", 1)]), (window, history)
+        assert (history[0][0] == "early") == (drained_panes.get(window, [("on_time", 0)])[0][0]
+                                              == "early")
 
 
 def test_a_stage_job_drains_through_its_downstream_stage_job(tmp_path):

@@ -98,6 +98,23 @@ def no_output(a):
     a.input("filelog.in1").send_to(a.output("filelog.nowhere"))
 
 
+@app
+def timed_windows(a):
+    from weir.engine.app import Triggers
+    by_key = a.input("filelog.in1").partition_by(lambda e: e, name="p")
+    by_key.window(Windows.keyed_tumbling_window(lambda kv: kv.key, 5_000), name="samza").sink(
+        lambda *x: None)
+    panes = by_key.window(Windows.tumbling(60_000).set_early_trigger(
+        Triggers.repeat(Triggers.time_since_first_message(750))), name="early")
+    panes.late_elements().sink(lambda *x: None)
+
+
+@app
+def memory_output(a):
+    (a.input("filelog.in1").partition_by(lambda e: e, name="p")
+      .send_to(a.output("mem.out", partitions=1)))
+
+
 def setup(tmp_path: Path, name: str, **extra) -> tuple[Config, SystemRegistry]:
     values = {"job.name": "myjob", "app.class": f"{__name__}:describe_{name}",
               "systems.filelog.root": str(tmp_path / "log"),
@@ -272,3 +289,46 @@ def test_create_streams_makes_the_intermediate_streams_and_declared_outputs(tmp_
                             SystemStream("filelog", "out")}
     assert plan.create_streams() == []
     assert plan.to_json()["stages"][1]["tasks"] == 6
+
+
+def test_processing_time_windows_and_timed_triggers_get_a_window_timer(tmp_path):
+    config, registry = setup(tmp_path, "timed_windows")
+    plan = plan_application(config, registry)
+    assert plan.job_config().get_str("task.window.ms") == "100"     # gcd 250, at most 100
+    assert ("myjob-1-late_elements-1", "late_elements") in plan.stages[1].ops
+    mine = plan_application(*setup(tmp_path / "b", "timed_windows", **{"task.window.ms": "40"}))
+    assert mine.job_config().get_str("task.window.ms") == "40"      # the user's wins
+
+
+def test_event_time_windows_without_timed_triggers_need_no_window_timer(tmp_path):
+    plan = plan_application(*setup(tmp_path, "chain"))
+    assert "task.window.ms" not in plan.job_config()
+
+
+def test_an_application_on_the_file_log_is_exactly_once_by_default(tmp_path):
+    plan = plan_application(*setup(tmp_path, "chain"))
+    job = plan.job_config()
+    assert job.get_str("task.processing.guarantee") == "exactly_once"
+    assert job.get_str("task.commit.ms") == "100"          # a hop's latency is the commit
+    assert plan.to_json()["guarantee"] == "exactly_once"
+
+
+def test_a_chosen_guarantee_or_commit_interval_wins(tmp_path):
+    plan = plan_application(*setup(tmp_path, "chain",
+                                   **{"task.processing.guarantee": "at_least_once"}))
+    assert plan.job_config().get_str("task.processing.guarantee") == "at_least_once"
+    assert "task.commit.ms" not in plan.job_config()
+    plan = plan_application(*setup(tmp_path / "b", "chain", **{"task.commit.ms": "1000"}))
+    assert plan.job_config().get_str("task.commit.ms") == "1000"
+    assert plan.guarantee == "exactly_once"
+
+
+def test_an_application_writing_a_system_without_transactions_stays_at_least_once(tmp_path,
+                                                                                 caplog):
+    config, registry = setup(tmp_path, "memory_output",
+                             **{"systems.mem.samza.factory": "memory"})
+    with caplog.at_level("INFO", logger="weir.app"):
+        plan = plan_application(config, registry)
+    assert plan.guarantee == "at_least_once"
+    assert "task.commit.ms" not in plan.job_config()
+    assert "system 'mem' is not a file log" in caplog.text

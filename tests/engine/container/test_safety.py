@@ -257,7 +257,7 @@ def _changelog_with(tmp_path, outcome: str):
     admin.create_stream(StreamSpec("cl", 1, CleanupPolicy.COMPACT))
     producer = TransactionalProducer(admin.settings, "job-1/Partition 0")
     producer.init_transactions()
-    producer.send("t", OutgoingMessageEnvelope(SystemStream("fl", "cl"), b"1", b"k",
+    producer.send("t", OutgoingMessageEnvelope(SystemStream("fl", "cl"), b"1", key=b"k",
                                                partition=0))
     producer.prepare()
     if outcome == "committed":
