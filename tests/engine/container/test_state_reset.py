@@ -51,7 +51,7 @@ def killed_in_a_transaction(tmp_path: Path, cfg: Config, *, checkpoint_names_it:
         manager = FileCheckpointManager({str(checkpoints)!r})
         p = TransactionalProducer(settings, {TID!r})
         p.init_transactions()
-        p.send("t", OutgoingMessageEnvelope(SystemStream("fl", "out"), b"v", b"k", partition=0))
+        p.send("t", OutgoingMessageEnvelope(SystemStream("fl", "out"), b"v", key=b"k", partition=0))
         txn = p.prepare({{"kind": "weir-checkpoint", "task": "Partition 0",
                          "path": str(manager.path_for("Partition 0"))}})
         if {checkpoint_names_it!r}:
