@@ -203,14 +203,6 @@ class ProducerCollector:
         for producer in self._producers.values():
             producer.flush(self.source)
 
-    def write_through(self) -> None:
-        """Make what this task sent visible to readers now, without waiting for durability:
-        a producer's ``write_through(source)`` when it has one (the file log), else its
-        ``flush``."""
-        for producer in self._producers.values():
-            write = getattr(producer, "write_through", None)
-            (write if callable(write) else producer.flush)(self.source)
-
 
 def _wider(current: RequestScope | None, scope: RequestScope) -> RequestScope:
     if not isinstance(scope, RequestScope):

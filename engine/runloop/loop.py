@@ -82,6 +82,7 @@ from weir.engine.errors import CallbackTimeoutError, EngineError
 from weir.engine.runloop.instance import Coordinator, InstanceState, TaskInstance, task_error
 from weir.engine.metrics import MetricsRegistry, MetricsReporter, MetricsSettings
 from weir.engine.model import EnvelopeKind, IncomingMessageEnvelope
+from weir.engine.systems.linger import LINGER
 from weir.engine.task import RequestScope, TaskKind
 
 __all__ = [
@@ -292,7 +293,7 @@ class RunLoop:
             ticker.every(s.commit_ms, lambda: self._tick("_commit_due"))
         controls = [w.control for w in self._workers if w.control is not None]
         if controls:
-            ticker.every(controls[0].settings.timer_ms, lambda: self._tick("_control_due"))
+            ticker.every(controls[0].settings.interval_ms, lambda: self._tick("_control_due"))
         if self._reporter is not None:
             ticker.every(self._reporter.interval_ms, lambda: self._tick("_report_due"))
         if self._timeouts:
@@ -361,13 +362,20 @@ class RunLoop:
         run = getattr(self._source, "choose_run", None)
         exhausted = self._exhausted
         null = self._m_null
+        linger = LINGER
         n = 0
         if self._service():
             return
         while True:
             envs = run(_RUN_LIMIT) if run is not None else None
             if not envs:
-                env = choose(idle)
+                if linger.armed:  # sent records wait in buffers: written out when idle
+                    env = choose(0.0)
+                    if env is None:
+                        linger.write_out()
+                        env = choose(idle)
+                else:
+                    env = choose(idle)
                 if env is None:
                     null.count += 1
                     if exhausted is not None and exhausted():
@@ -435,6 +443,7 @@ class RunLoop:
     # -- the general loop: thread pool, callbacks, coroutines --------------------------------
     def _run_general(self) -> None:
         get, choose = self._q.get, self._source.choose
+        linger = LINGER
         idle = self.settings.max_idle_ms / 1000
         for w in self._workers:
             self._mark(w)
@@ -453,7 +462,10 @@ class RunLoop:
             if self._error is not None or self._shutdown_now:
                 return
             if not self._backlogged:
-                env = choose(0.0 if self._busy else idle)
+                env = choose(0.0 if self._busy or linger.armed else idle)
+                if env is None and not self._busy and linger.armed:
+                    linger.write_out()  # idle: what the tasks sent is written out now
+                    env = choose(idle)
                 if env is not None:
                     self._route(env)
                     continue

@@ -1,15 +1,17 @@
 """The file log's SystemConsumer: one tailing :class:`PartitionReader` per registered SSP.
 
 ``poll(ssps, timeout)`` returns up to ``fetch.max.records`` envelopes per SSP. When nothing is
-ready it looks again after 0.5 ms, 1 ms, 2 ms ... (at most
-``systems.<system>.consumer.poll.max.sleep.ms``) until ``timeout`` seconds have passed: no busy
-spinning, and new records show up within a few milliseconds. The wait keeps growing across
-consecutive polls that find nothing (and the first look of such a poll waits for the step the
-last one scheduled), so an idle consumer looks once per ``max.sleep.ms`` however often it is
-polled; any records start it over at 0.5 ms. A poll may therefore return empty before its
-``timeout`` when its next look would come after it. A bounded stream that has ended
-yields one end-of-stream envelope (offset = the partition's upcoming offset) after its last
-record, then nothing.
+ready it waits, up to ``timeout`` seconds, for a change in the partitions' directories
+(Linux inotify, :mod:`._watch`): a record written by any process wakes it at once, and it
+looks again at least every ``systems.<system>.consumer.poll.max.sleep.ms`` anyway. An idle
+consumer looks once per ``max.sleep.ms`` however often it is polled (the first look of a
+poll that follows an empty one waits for its turn, unless something changed since). Where
+inotify cannot be used (not Linux, the per-user inotify limits reached) it polls as before:
+it looks again after 0.5 ms, 1 ms, 2 ms ... up to ``max.sleep.ms``, the wait growing across
+polls that find nothing and starting over when one finds records. A poll may return empty
+before its ``timeout`` when its next look would come after it. A bounded stream that has
+ended yields one end-of-stream envelope (offset = the partition's upcoming offset) after its
+last record, then nothing.
 
 Transactions (docs/EXACTLY-ONCE.md): ``systems.<system>.consumer.isolation.level`` (or
 :meth:`FileLogConsumer.set_isolation_level`) chooses ``read_committed`` (the default: plain
@@ -41,7 +43,8 @@ from weir.engine.systems.filelog._txn_format import Marker as TransactionMarker
 from weir.engine.systems.filelog._txn_view import OpenTransaction, Outcome
 from weir.engine.systems.filelog.reader import PartitionReader
 from weir.engine.systems.filelog.settings import CONSUMER_RESET, FileLogSettings, IsolationLevel
-from weir.engine.systems.filelog.stream import load_meta
+from weir.engine.systems.filelog.stream import load_meta, partition_dir
+from weir.engine.systems.filelog._watch import DirectoryWatch
 from weir.engine.systems.filelog.abandoned import AbandonedTransactions
 
 __all__ = ["FileLogConsumer", "TransactionMarker", "UncommittedValue"]
@@ -92,6 +95,8 @@ class FileLogConsumer:
         self._next_look = 0.0  # when a waiting poll looks first (0: at once)
         self._isolation = settings.isolation_level
         self._annotate = False
+        # Wakes a waiting poll when a partition directory changes; None: poll on a schedule.
+        self._watch: DirectoryWatch | None = None
 
     def set_isolation_level(self, level: IsolationLevel | str) -> None:
         """Read committed or uncommitted (before ``start``); overrides
@@ -134,6 +139,8 @@ class FileLogConsumer:
                 self._open(ssp, offset)
 
     def start(self) -> None:
+        if self._watch is None and self._offsets:
+            self._watch = DirectoryWatch.open()
         for ssp, offset in self._offsets.items():
             if ssp not in self._inputs:
                 self._open(ssp, offset)
@@ -160,43 +167,30 @@ class FileLogConsumer:
             system=self.system)
         fetch_max = self.settings.for_stream(ssp.stream, meta.config).fetch_max_records
         self._inputs[ssp] = _Input(reader, fetch_max)
+        watch = self._watch
+        if watch is not None and not watch.add(partition_dir(self.settings.root, ssp.stream,
+                                                             ssp.partition)):
+            watch.close()  # one partition without a watch: the consumer polls on a schedule
+            self._watch = None
 
     def poll(self, ssps: Collection[SystemStreamPartition], timeout: float
              ) -> dict[SystemStreamPartition, list[IncomingMessageEnvelope]]:
         if not self._started:
             raise SystemError_(f"poll() before start() on the '{self.system}' consumer")
-        inputs = self._inputs
-        make = IncomingMessageEnvelope
-        deadline = None
-        if timeout > 0:
-            now = time.monotonic()
-            deadline = now + timeout
-            if self._next_look > now:
-                # An earlier poll found nothing: wait for the look it scheduled, not look at
-                # once (an idle job looks once per wait step, not at every poll).
-                time.sleep(min(self._next_look, deadline) - now)
+        if timeout <= 0:
+            return self._look(ssps)
+        if self._watch is not None:
+            return self._wait_for_change(ssps, timeout)
+        now = time.monotonic()
+        deadline = now + timeout
+        if self._next_look > now:
+            # An earlier poll found nothing: wait for the look it scheduled, not look at
+            # once (an idle job looks once per wait step, not at every poll).
+            time.sleep(min(self._next_look, deadline) - now)
         while True:
-            result: dict[SystemStreamPartition, list[IncomingMessageEnvelope]] = {}
-            for ssp in ssps:
-                state = inputs.get(ssp)
-                if state is None:
-                    raise SystemError_(f"{ssp} was not registered with this consumer; "
-                                       f"register(ssp, offset) it before start()")
-                if state.done:
-                    continue
-                envelopes: list[IncomingMessageEnvelope] = []
-                reader = state.reader
-                reader.read(state.fetch_max, make, ssp, envelopes)
-                if reader.ended:
-                    envelopes.append(IncomingMessageEnvelope.end_of_stream(
-                        ssp, reader.end_offset))
-                    state.done = True
-                if envelopes:
-                    result[ssp] = envelopes
+            result = self._look(ssps)
             if result:
                 self._sleep, self._next_look = _FIRST_SLEEP_S, 0.0
-                return result
-            if deadline is None:
                 return result
             # Nothing: the next look comes one wait step later, and the step doubles (up to
             # max.sleep.ms) for as long as looks find nothing, across polls.
@@ -208,6 +202,53 @@ class FileLogConsumer:
                 return result  # the next poll makes that look
             time.sleep(sleep)
 
+    def _wait_for_change(self, ssps: Collection[SystemStreamPartition], timeout: float
+                         ) -> dict[SystemStreamPartition, list[IncomingMessageEnvelope]]:
+        """``poll`` with a watch: look when something changed or the next look is due (at
+        least every ``max.sleep.ms``), else sleep until a change wakes it or that time."""
+        watch = self._watch
+        now = time.monotonic()
+        deadline = now + timeout
+        changed = watch.drain()
+        while True:
+            if changed or now >= self._next_look:
+                result = self._look(ssps)
+                if result:
+                    self._next_look = 0.0
+                    return result
+                now = time.monotonic()
+                self._next_look = now + self._max_sleep
+            until = min(self._next_look, deadline)
+            if until <= now:
+                return {}  # the next poll makes the look that is due
+            changed = watch.wait(until - now)
+            now = time.monotonic()
+            if not changed and now >= deadline:
+                return {}
+
+    def _look(self, ssps: Collection[SystemStreamPartition]
+              ) -> dict[SystemStreamPartition, list[IncomingMessageEnvelope]]:
+        """Read what is there now: up to ``fetch.max.records`` per SSP."""
+        inputs = self._inputs
+        make = IncomingMessageEnvelope
+        result: dict[SystemStreamPartition, list[IncomingMessageEnvelope]] = {}
+        for ssp in ssps:
+            state = inputs.get(ssp)
+            if state is None:
+                raise SystemError_(f"{ssp} was not registered with this consumer; "
+                                   f"register(ssp, offset) it before start()")
+            if state.done:
+                continue
+            envelopes: list[IncomingMessageEnvelope] = []
+            reader = state.reader
+            reader.read(state.fetch_max, make, ssp, envelopes)
+            if reader.ended:
+                envelopes.append(IncomingMessageEnvelope.end_of_stream(ssp, reader.end_offset))
+                state.done = True
+            if envelopes:
+                result[ssp] = envelopes
+        return result
+
     def position(self, ssp: SystemStreamPartition) -> int:
         """The next offset ``poll`` will deliver for ``ssp``."""
         state = self._inputs.get(ssp)
@@ -217,4 +258,7 @@ class FileLogConsumer:
         for state in self._inputs.values():
             state.reader.close()
         self._inputs.clear()
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
         self._started = False
