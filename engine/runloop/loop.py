@@ -61,6 +61,7 @@ import logging
 import queue
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
@@ -96,6 +97,7 @@ log = logging.getLogger("weir.runloop")
 _perf = time.perf_counter_ns
 _MAX_PENDING = 64   # envelopes queued per busy task before the loop stops choosing
 _RUN_LIMIT = 64     # envelopes taken from the source at once on the inline path (choose_run)
+_MAX_COMMIT_THREADS = 16   # tasks committed at once (_commit_together)
 _MESSAGE, _EOS = EnvelopeKind.MESSAGE, EnvelopeKind.END_OF_STREAM
 _CONTROL = EnvelopeKind.CONTROL
 
@@ -184,6 +186,7 @@ class RunLoop:
         self._busy = 0          # messages and operations in flight, all tasks
         self._backlogged = 0    # workers whose pending queue is full
         self._pool: TaskPool | None = None
+        self._commit_pool: ThreadPoolExecutor | None = None  # _commit_together's threads
         self._ran = False
         self._warned: set = set()  # (warning, task) pairs logged once
         # Control bookkeeping (weir.engine.control): the watermark timer's flag, and the
@@ -272,6 +275,8 @@ class RunLoop:
             ticker.stop()
             if self._pool is not None:
                 self._pool.shutdown()
+            if self._commit_pool is not None:
+                self._commit_pool.shutdown()
             if self._reporter is not None:
                 self._report()
                 if self._owns_reporter:
@@ -335,6 +340,7 @@ class RunLoop:
             self._complete(item)
         if self._error is not None:
             return
+        final = []
         for w in self._workers:
             if w.complete:
                 continue
@@ -345,7 +351,15 @@ class RunLoop:
                 continue
             for released in w.releasable(ignore_hold=True):
                 self._apply(w, released)
-            failure = op_outcome(w, Op.COMMIT, Coordinator())
+            final.append(w)
+        if len(final) > 1:  # every final commit at once, as _commit_together does
+            with ThreadPoolExecutor(max_workers=min(_MAX_COMMIT_THREADS, len(final)),
+                                    thread_name_prefix=f"weir-commit-{self.name}") as pool:
+                futures = [pool.submit(op_outcome, w, Op.COMMIT, Coordinator()) for w in final]
+                outcomes = [f.result() for f in futures]
+        else:
+            outcomes = [op_outcome(w, Op.COMMIT, Coordinator()) for w in final]
+        for w, failure in zip(final, outcomes):
             if failure is not None:
                 self._fail_task(w, *failure)
                 return
@@ -628,8 +642,10 @@ class RunLoop:
                     w.need_window = True
         if self._commit_due:
             self._commit_due = False
-            for w in self._workers:
-                w.need_commit = not w.complete
+            now_ms = time.time_ns() // 1_000_000
+            for w in self._workers:  # a task with nothing new skips it (needs_commit)
+                w.need_commit = not w.complete and (w.need_commit
+                                                    or w.inst.needs_commit(now_ms))
         if self._timeout_due:
             self._timeout_due = False
             self._expire_callbacks()
@@ -645,9 +661,37 @@ class RunLoop:
             if w.coordinator.requested:
                 self._merge(w, w.coordinator)
             self._mark(w)
+        if self._pool is None and self._error is None and not self._shutdown_now:
+            ready = [w for w in self._workers if w.need_commit and not w.busy and not w.complete]
+            if len(ready) > 1:
+                self._commit_together(ready)
         if self._error is None and not self._shutdown_now:
             self._pump_dirty()
         return self._error is not None or self._shutdown_now
+
+    def _commit_together(self, workers: list[Worker]) -> None:
+        """Commit several tasks at once, each on a thread of its own, and wait for all: their
+        fsyncs overlap (a journal commits concurrent fsyncs together), so a commit of every
+        task costs about what one task's does. Without a thread pool the loop would commit
+        them one after the other (with a pool, each commit is a pool operation already). The
+        tasks' commits touch nothing in common but thread-safe producers."""
+        pool = self._commit_pool
+        if pool is None:
+            pool = self._commit_pool = ThreadPoolExecutor(
+                max_workers=min(_MAX_COMMIT_THREADS, len(self._workers)),
+                thread_name_prefix=f"weir-commit-{self.name}")
+        started = []
+        for w in workers:
+            w.need_commit = False
+            w.op = Op.COMMIT
+            coord = Coordinator()
+            started.append((w, coord, pool.submit(op_outcome, w, Op.COMMIT, coord)))
+        for w, coord, future in started:
+            try:
+                failure = future.result()
+            except BaseException as exc:  # noqa: BLE001 - e.g. an interrupt in the hook
+                failure = (exc, Op.COMMIT.value)
+            self._op_done(w, Op.COMMIT, coord, failure)
 
     def _start_op(self, w: Worker, op: Op) -> None:
         if op is Op.COMMIT:
