@@ -60,7 +60,9 @@ TASK_WATERMARK_INTERVAL_MS = declare(
     "task.watermark.interval.ms", int, 200,
     "How often the run loop generates the watermarks of source partitions, re-checks idle "
     "partitions and looks for a drain request (milliseconds; Flink's "
-    "pipeline.auto-watermark-interval). Only tasks with control bookkeeping are affected.",
+    "pipeline.auto-watermark-interval). A run loop that has nothing to process generates "
+    "the watermarks its processed messages moved at once (at most every 20 ms), so this is "
+    "the interval under load. Only tasks with control bookkeeping are affected.",
     component=_C)
 TASK_WATERMARK_MAX_OUT_OF_ORDERNESS_MS = declare(
     "task.watermark.max.out.of.orderness.ms", int, 0,

@@ -6,9 +6,11 @@ A :class:`TaskControl` belongs to one task instance. The run loop hands it
   user messages (:meth:`TaskControl.on_envelope`), and the end-of-stream envelope of every
   source partition;
 * a tick of the control timer (:meth:`TaskControl.tick`), every
-  ``task.watermark.interval.ms``: source watermarks are generated, idle partitions and
-  upstream tasks re-checked and the drain request looked at (what the task sends reaches the
-  next stage through the producers' linger, ``systems.<s>.producer.linger.ms``);
+  ``task.watermark.interval.ms``, and when the run loop goes idle after source messages were
+  processed (:attr:`TaskControl.tick_wanted`; at most every 20 ms): source watermarks are
+  generated, idle partitions and upstream tasks re-checked and the drain request looked at
+  (what the task sends reaches the next stage through the producers' linger,
+  ``systems.<s>.producer.linger.ms``, or at once when the loop goes idle);
 
 and applies what comes back (:class:`ControlOutcome`): partitions that have ended or drained
 for the task, partitions to stop reading. Each call needs nothing of the task in flight (the
@@ -192,6 +194,13 @@ class TaskControl:
     def observes_envelopes(self) -> bool:
         """A low-level watermark listener: event times come from ``envelope.timestamp``."""
         return self.hooks.watermark is not None and not self.hooks.reports_event_time
+
+    @property
+    def tick_wanted(self) -> bool:
+        """Whether a tick now could advance a source watermark: a source message was processed
+        since the last tick. The run loop ticks such a task when it goes idle, so event time
+        moves on at once instead of at the next ``task.watermark.interval.ms``."""
+        return self.sources.observed
 
     @property
     def intermediate_ssps(self) -> frozenset[SystemStreamPartition]:

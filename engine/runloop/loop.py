@@ -98,6 +98,7 @@ _perf = time.perf_counter_ns
 _MAX_PENDING = 64   # envelopes queued per busy task before the loop stops choosing
 _RUN_LIMIT = 64     # envelopes taken from the source at once on the inline path (choose_run)
 _MAX_COMMIT_THREADS = 16   # tasks committed at once (_commit_together)
+_IDLE_TICK_S = 0.02        # control ticks of an idle loop, at most this often (_tick_idle)
 _MESSAGE, _EOS = EnvelopeKind.MESSAGE, EnvelopeKind.END_OF_STREAM
 _CONTROL = EnvelopeKind.CONTROL
 
@@ -193,6 +194,9 @@ class RunLoop:
         # partitions no task reads any more (drained sources, ended intermediate streams)
         # leave the routes.
         self._control_due = False
+        self._source_controls = [w for w in self._workers
+                                 if w.control is not None and w.control.source_ssps]
+        self._next_idle_tick = 0.0
         for w in self._workers:
             started = getattr(w.inst, "control_started", None)
             if started is not None and started.released:
@@ -377,15 +381,21 @@ class RunLoop:
         exhausted = self._exhausted
         null = self._m_null
         linger = LINGER
+        controls = bool(self._source_controls)
         n = 0
         if self._service():
             return
         while True:
             envs = run(_RUN_LIMIT) if run is not None else None
             if not envs:
-                if linger.armed:  # sent records wait in buffers: written out when idle
+                ticks = controls and self._idle_ticks_due()
+                if linger.armed or ticks:
+                    # Going idle: watermarks that processed messages moved first (their
+                    # control messages are sent), then what the tasks sent is written out.
                     env = choose(0.0)
                     if env is None:
+                        if ticks:
+                            self._tick_idle()
                         linger.write_out()
                         env = choose(idle)
                 else:
@@ -458,6 +468,7 @@ class RunLoop:
     def _run_general(self) -> None:
         get, choose = self._q.get, self._source.choose
         linger = LINGER
+        controls = bool(self._source_controls)
         idle = self.settings.max_idle_ms / 1000
         for w in self._workers:
             self._mark(w)
@@ -476,9 +487,12 @@ class RunLoop:
             if self._error is not None or self._shutdown_now:
                 return
             if not self._backlogged:
-                env = choose(0.0 if self._busy or linger.armed else idle)
-                if env is None and not self._busy and linger.armed:
-                    linger.write_out()  # idle: what the tasks sent is written out now
+                ticks = controls and not self._busy and self._idle_ticks_due()
+                env = choose(0.0 if self._busy or linger.armed or ticks else idle)
+                if env is None and not self._busy and (linger.armed or ticks):
+                    if ticks:  # idle: watermarks first, then what the tasks sent
+                        self._tick_idle()
+                    linger.write_out()
                     env = choose(idle)
                 if env is not None:
                     self._route(env)
@@ -668,6 +682,26 @@ class RunLoop:
         if self._error is None and not self._shutdown_now:
             self._pump_dirty()
         return self._error is not None or self._shutdown_now
+
+    def _idle_ticks_due(self) -> bool:
+        """Whether the loop, going idle, should tick the control of tasks whose source
+        messages may have moved a watermark (at most every :data:`_IDLE_TICK_S`)."""
+        if time.monotonic() < self._next_idle_tick:
+            return False
+        return any(w.control.tick_wanted for w in self._source_controls if not w.complete)
+
+    def _tick_idle(self) -> None:
+        """Tick now the control of every task that processed source messages since its last
+        tick: their watermarks, and the windows and control messages that wait for them, go
+        out now instead of at the next ``task.watermark.interval.ms`` (which stays the
+        interval under load, when the loop is never idle)."""
+        self._next_idle_tick = time.monotonic() + _IDLE_TICK_S
+        for w in self._source_controls:
+            if (not w.complete and w.op is None and not w.need_tick
+                    and w.control.tick_wanted):
+                w.need_tick = True
+                self._mark(w)
+        self._pump_dirty()
 
     def _commit_together(self, workers: list[Worker]) -> None:
         """Commit several tasks at once, each on a thread of its own, and wait for all: their

