@@ -47,6 +47,7 @@ Run::
     .venv/bin/python bench/latency.py --scenarios alo --set task.commit.ms=1000
     .venv/bin/python bench/latency.py --scenarios alo --rate 2000  # absolute rates, no max run
     .venv/bin/python bench/latency.py --readers     # how a waiting reader notices a record
+    .venv/bin/python bench/latency.py --idle --compare 415c877 --rounds 3   # idle CPU
 
 ``--readers`` measures the ways a consumer can wait (bounded-sleep polling at 10 ms and 1 ms,
 inotify on the partition directories, and a condition variable between two threads of one
@@ -435,6 +436,68 @@ def readers(work: Path, n: int, idle_s: float, gap_s: float) -> list[str]:
     return lines
 
 
+# -- idle CPU of a waiting job ----------------------------------------------------------------
+
+def _cpu_ns(pid: int) -> int:
+    """CPU time (ns) of every thread of ``pid`` and of its descendants, from schedstat."""
+    from bench.peers_e2e import _descendants
+
+    total = 0
+    for proc in (pid, *_descendants(pid)):
+        for stat in Path(f"/proc/{proc}/task").glob("*/schedstat"):
+            try:
+                total += int(stat.read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+    return total
+
+
+def idle_cpu(work: Path, trees: dict[str, Path | None], rounds: int, seconds: float
+             ) -> list[str]:
+    """The CPU of the ``alo`` job (``weir run``, one container) waiting on an empty input:
+    started, pinged until its output appears, then measured over ``seconds`` (every thread of
+    the job's processes, ``/proc/<pid>/task/*/schedstat``), per tree, interleaved."""
+    scenario = SPECS["alo"]
+    samples: dict[str, list[float]] = {tree: [] for tree in trees}
+    for r in range(rounds):
+        for tree in (list(trees) if r % 2 == 0 else list(trees)[::-1]):
+            run = Path(tempfile.mkdtemp(prefix="idle-", dir=work))
+            root = run / "log"
+            env = _env(trees[tree], work / "pycache")
+            try:
+                create_streams(scenario, root)
+                cfg, _ = job_configs("alo", run, root, {})[0]
+                path = run / "job.properties"
+                path.write_text("".join(f"{k}={v}\n" for k, v in cfg.items()))
+                job = _python(["-m", "weir", "run", str(path), "--status", "off"],
+                              run / "job.log", env, run)
+                ready = run / "ready"
+                consumer = _python([str(Path(__file__).resolve()), "--consume", json.dumps({
+                    "root": str(root), "streams": ["lat-out"], "n": 1, "kind": "records",
+                    "ready": str(ready), "out": str(run / "c.json"), "timeout": 600})],
+                    run / "consumer.log", env, run)
+                try:
+                    ping(root, scenario, ready, 600)
+                    time.sleep(3.0)   # the ping's commit-free aftermath settles
+                    c0, t0 = _cpu_ns(job.pid), time.monotonic()
+                    time.sleep(seconds)
+                    pct = 100 * (_cpu_ns(job.pid) - c0) / 1e9 / (time.monotonic() - t0)
+                finally:
+                    consumer.kill()
+                    consumer.wait()
+                    _stop([job])
+                samples[tree].append(pct)
+                print(f"round {r + 1} idle {tree:<12} {pct:5.2f}% of a core  load "
+                      f"{os.getloadavg()[0]:.1f}", flush=True)
+            finally:
+                shutil.rmtree(run, ignore_errors=True)
+    lines = ["| tree | idle CPU % of a core, median (min-max) |", "|---|---:|"]
+    for tree, values in samples.items():
+        lines.append(f"| {tree} | {statistics.median(values):.2f} ({min(values):.2f}-"
+                     f"{max(values):.2f}) |")
+    return lines
+
+
 # -- one run ----------------------------------------------------------------------------------
 
 @dataclass
@@ -495,7 +558,7 @@ def run_once(name: str, tree: str, weir_path: Path | None, work: Path, rate: flo
             "linger_s": 1.5 if scenario.kind == "views" else 0.0})],
             run / "consumer.log", env, run)
         if rate > 0:
-            ping(root, scenario, ready, 180)
+            ping(root, scenario, ready, 600)
             producer = _python([me, "--produce", json.dumps({
                 "root": str(root), "stream": scenario.input, "kind": scenario.kind, "n": n,
                 "rate": rate, "keys": keys})], run / "producer.log", env, run)
@@ -509,6 +572,10 @@ def run_once(name: str, tree: str, weir_path: Path | None, work: Path, rate: flo
                                  + (run / f"job{i}.log").read_text()[-3000:])
         data = json.loads(out.read_text())
         return _result(name, tree, rate, n, warmup_n, data)
+    except SystemExit as failed:
+        logs = "".join(f"\n--- {log.name} ---\n{log.read_text()[-3000:]}"
+                       for log in sorted(run.glob("*.log")))
+        raise SystemExit(f"{failed}{logs}") from None
     finally:
         _stop(jobs)
         shutil.rmtree(run, ignore_errors=True)
@@ -602,6 +669,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--readers", action="store_true",
                         help="measure the ways a waiting reader notices a record instead")
+    parser.add_argument("--idle", action="store_true",
+                        help="measure the CPU of the alo job waiting on an empty input instead "
+                             "(with --compare, per tree)")
     parser.add_argument("--produce", help=argparse.SUPPRESS)
     parser.add_argument("--consume", help=argparse.SUPPRESS)
     parser.add_argument("--reader", help=argparse.SUPPRESS)
@@ -636,6 +706,16 @@ def main(argv: list[str] | None = None) -> int:
         warm_bytecode(work, weir_path)
     names = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     load_avg = os.getloadavg()[0]
+    if args.idle:
+        try:
+            lines = idle_cpu(work, trees, max(1, args.rounds), 10.0)
+            print("\n".join(lines))
+            print(f"\nload average {load_avg:.1f} at the start, {os.getloadavg()[0]:.1f} at "
+                  f"the end; {os.cpu_count()} cores\ncommand: {command}")
+        finally:
+            if args.workdir is None:
+                shutil.rmtree(work, ignore_errors=True)
+        return 0
     try:
         maxima: dict[tuple[str, str], float] = {}
         rates: dict[str, list[float]] = {}

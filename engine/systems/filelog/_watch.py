@@ -5,10 +5,10 @@ record appended to a segment, a new segment, the end marker renamed into place, 
 directory deleted) and lets the consumer sleep until one of them changes or its timeout
 passes, instead of waking up on a schedule to look. Measured (bench/RESULTS.md, "Latency"):
 a waiting consumer notices an appended record within a fraction of a millisecond, where
-bounded-sleep polling took up to its sleep (``poll.max.sleep.ms``), at the same idle CPU.
+bounded-sleep polling took up to its sleep (``poll.max.sleep.ms``), with less idle CPU.
 
-inotify is only a wake-up: the consumer still looks at least every ``poll.max.sleep.ms``
-(a file changed by another machine on a shared filesystem raises no event here), and a watch
+inotify is only a wake-up: the consumer still looks every 100 ms without a change (a file
+changed by another machine on a shared filesystem raises no event here), and a watch
 that cannot be made -- not Linux, the per-user limits ``fs.inotify.max_user_instances`` /
 ``max_user_watches`` reached, a directory not there yet -- leaves the consumer polling as
 before (:meth:`DirectoryWatch.open` returns None, :meth:`DirectoryWatch.add` False).

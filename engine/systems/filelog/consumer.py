@@ -2,14 +2,16 @@
 
 ``poll(ssps, timeout)`` returns up to ``fetch.max.records`` envelopes per SSP. When nothing is
 ready it waits, up to ``timeout`` seconds, for a change in the partitions' directories
-(Linux inotify, :mod:`._watch`): a record written by any process wakes it at once, and it
-looks again at least every ``systems.<system>.consumer.poll.max.sleep.ms`` anyway. An idle
-consumer looks once per ``max.sleep.ms`` however often it is polled (the first look of a
-poll that follows an empty one waits for its turn, unless something changed since). Where
-inotify cannot be used (not Linux, the per-user inotify limits reached) it polls as before:
-it looks again after 0.5 ms, 1 ms, 2 ms ... up to ``max.sleep.ms``, the wait growing across
-polls that find nothing and starting over when one finds records. A poll may return empty
-before its ``timeout`` when its next look would come after it. A bounded stream that has
+(Linux inotify, :mod:`._watch`): a record written by any process wakes it at once. It also
+looks every 100 ms (or ``systems.<system>.consumer.poll.max.sleep.ms`` when that is longer)
+without a change: a file changed from another machine raises no event here, and a reader
+held back by a transaction waits on time. An idle consumer looks that often however often it
+is polled (the first look of a poll that follows an empty one waits for its turn, unless
+something changed since). Where inotify cannot be used (not Linux, the per-user inotify
+limits reached) it polls as before: it looks again after 0.5 ms, 1 ms, 2 ms ... up to
+``max.sleep.ms``, the wait growing across polls that find nothing and starting over when one
+finds records. A poll may return empty before its ``timeout`` when its next look would come
+after it. A bounded stream that has
 ended yields one end-of-stream envelope (offset = the partition's upcoming offset) after its
 last record, then nothing.
 
@@ -69,6 +71,8 @@ def _flagged_envelope(ssp: SystemStreamPartition, offset: int, key, value, ts: i
     return IncomingMessageEnvelope(ssp, offset, key, UncommittedValue(value, outcome), ts, size)
 
 _FIRST_SLEEP_S = 0.0005
+_WATCHED_LOOK_S = 0.1
+"""A consumer woken by inotify looks at least this often anyway (see the module docstring)."""
 
 
 class _Input:
@@ -88,6 +92,7 @@ class FileLogConsumer:
         self._inputs: dict[SystemStreamPartition, _Input] = {}
         self._started = False
         self._max_sleep = max(settings.poll_max_sleep_ms / 1000.0, _FIRST_SLEEP_S)
+        self._watched_look = max(self._max_sleep, _WATCHED_LOOK_S)
         # The wait between two looks at empty partitions; it keeps growing across polls that
         # find nothing (an idle job settles at max.sleep.ms) and starts over when one finds
         # records.
@@ -205,7 +210,8 @@ class FileLogConsumer:
     def _wait_for_change(self, ssps: Collection[SystemStreamPartition], timeout: float
                          ) -> dict[SystemStreamPartition, list[IncomingMessageEnvelope]]:
         """``poll`` with a watch: look when something changed or the next look is due (at
-        least every ``max.sleep.ms``), else sleep until a change wakes it or that time."""
+        least every :data:`_WATCHED_LOOK_S`), else sleep until a change wakes it or that
+        time."""
         watch = self._watch
         now = time.monotonic()
         deadline = now + timeout
@@ -217,7 +223,7 @@ class FileLogConsumer:
                     self._next_look = 0.0
                     return result
                 now = time.monotonic()
-                self._next_look = now + self._max_sleep
+                self._next_look = now + self._watched_look
             until = min(self._next_look, deadline)
             if until <= now:
                 return {}  # the next poll makes the look that is due

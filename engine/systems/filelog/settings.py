@@ -133,8 +133,10 @@ PRODUCER_INIT_TIMEOUT_MS = declare(
     "release its owner lock before it fails with TransactionalIdInUseError.", component=_C)
 CONSUMER_POLL_SLEEP_MS = declare(
     "systems.<system>.consumer.poll.max.sleep.ms", int, 10,
-    "Longest sleep between two looks at the files while poll() waits for records "
-    "(the wait starts at 0.5 ms and doubles).", component=_C)
+    "Longest sleep between two looks at the files while poll() waits for records, where "
+    "inotify cannot wake the consumer (the wait starts at 0.5 ms and doubles). A consumer "
+    "woken by inotify looks at every change of its partitions' directories and every 100 ms "
+    "(or this, when longer).", component=_C)
 
 
 def _pair(key: str, type_, default, doc: str, **kw) -> tuple[ConfigKey, ConfigKey]:

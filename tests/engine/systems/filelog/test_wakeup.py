@@ -1,7 +1,7 @@
 """A waiting file-log consumer is woken by a change in its partitions' directories (Linux
 inotify): a record another process writes ends a long poll at once; an idle consumer still
-looks once per ``poll.max.sleep.ms`` (virtual time, a stand-in watch); where no watch can be
-made it polls on a schedule. Nothing here is timed: a poll that inotify failed to wake would
+looks every 100 ms (virtual time, a stand-in watch); where no watch can be made it polls on a
+schedule. Nothing here is timed: a poll that inotify failed to wake would
 run to its (long) timeout and return nothing."""
 
 from __future__ import annotations
@@ -114,13 +114,13 @@ class VirtualTime:
         raise AssertionError("a consumer with a watch waits on it, never sleeps")
 
 
-def test_an_idle_consumer_with_a_watch_looks_once_per_max_sleep(log, monkeypatch):
+def test_an_idle_consumer_with_a_watch_looks_every_100_ms(log, monkeypatch):
     clock = VirtualTime()
     monkeypatch.setattr(consumer_module, "time", clock)
     monkeypatch.setattr(consumer_module.DirectoryWatch, "open",
                         classmethod(lambda cls: FakeWatch(clock)))
     log.create()
-    consumer, (ssp,) = _consumer(log)            # poll.max.sleep.ms: 10
+    consumer, (ssp,) = _consumer(log)            # woken by changes; looks every 100 ms
     looks = [0]
     real = consumer._look
     monkeypatch.setattr(consumer, "_look", lambda ssps: (looks.__setitem__(0, looks[0] + 1),
@@ -128,7 +128,21 @@ def test_an_idle_consumer_with_a_watch_looks_once_per_max_sleep(log, monkeypatch
     start = clock.now
     while clock.now - start < 1.0:               # one virtual second of 3 ms polls
         assert consumer.poll([ssp], 0.003) == {}
-    assert 95 <= looks[0] <= 105
+    assert 9 <= looks[0] <= 11
+    consumer.stop()
+
+
+def test_a_change_seen_by_the_watch_makes_the_next_poll_look_at_once(log, monkeypatch):
+    clock = VirtualTime()
+    monkeypatch.setattr(consumer_module, "time", clock)
+    watch = FakeWatch(clock)
+    monkeypatch.setattr(consumer_module.DirectoryWatch, "open", classmethod(lambda cls: watch))
+    log.create()
+    consumer, (ssp,) = _consumer(log)
+    assert consumer.poll([ssp], 0.003) == {}     # looked; the next look is 100 ms away
+    log.write([(b"k", b"v")])
+    watch.drain = lambda: True                   # the write's event
+    assert [e.message for e in consumer.poll([ssp], 0.003)[ssp]] == [b"v"]
     consumer.stop()
 
 
