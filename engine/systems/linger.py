@@ -18,9 +18,12 @@ up.
 
 Threads and locks: :meth:`Linger.arm` is called with the item's lock held and takes the
 Linger's lock; the timer thread never holds the Linger's lock while it calls an item, so the
-only order is item -> Linger. An idle process's timer thread waits without a timeout (no
-wake-ups); it starts with the first record armed. After ``fork`` the child starts with an
-empty Linger (the parent's thread does not exist there).
+only order is item -> Linger. The timer thread starts with the first record armed. While
+records keep coming it wakes once per linger (an arm does not wake it when it will wake before
+the new deadline anyway: a run loop that writes out at every idle moment would otherwise wake
+it twice per record); 20 ms after the last arm it waits without a timeout (an idle process has
+no wake-ups). After ``fork`` the child starts with an empty Linger (the parent's thread does
+not exist there).
 
 Example::
 
@@ -48,6 +51,8 @@ __all__ = ["Lingering", "Linger", "LINGER"]
 
 _log = logging.getLogger(__name__)
 _now_ns = time.monotonic_ns
+_KEEP_AWAKE_NS = 20_000_000   # the timer keeps its cadence this long after the last arm
+_NEVER = 1 << 62
 
 
 class Lingering(Protocol):
@@ -72,6 +77,9 @@ class Linger:
         self._seq = itertools.count()
         self._thread: threading.Thread | None = None
         self._failing: set[tuple[str, str]] = set()  # (item type, error type) logged once
+        self._wake_at = _NEVER        # when the timer thread wakes next (its own clock)
+        self._step = 0                # the last armed linger (ns): the cadence while active
+        self._awake_until = 0         # keep the cadence until then (_KEEP_AWAKE_NS after arm)
 
     @property
     def armed(self) -> bool:
@@ -81,16 +89,18 @@ class Linger:
     def arm(self, item: Lingering, linger_ms: int) -> None:
         """Write ``item`` out ``linger_ms`` from now. The item arms once per buffer that went
         from empty to not empty (it keeps its own flag) and holds its lock here."""
-        deadline = _now_ns() + linger_ms * 1_000_000
+        now = _now_ns()
+        step = linger_ms * 1_000_000
+        deadline = now + step
         with self._cond:
-            heap = self._heap
-            earliest = not heap or deadline < heap[0][0]
-            heapq.heappush(heap, (deadline, next(self._seq), item))
+            heapq.heappush(self._heap, (deadline, next(self._seq), item))
+            self._step = step
+            self._awake_until = now + _KEEP_AWAKE_NS
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="weir-linger",
                                                 daemon=True)
                 self._thread.start()
-            elif earliest:
+            elif deadline < self._wake_at:
                 self._cond.notify()
 
     def write_out(self) -> None:
@@ -108,14 +118,19 @@ class Linger:
         while True:
             with cond:
                 while True:
-                    if not heap:
+                    now = _now_ns()
+                    if heap:
+                        if heap[0][0] <= now:
+                            break
+                        self._wake_at = heap[0][0]
+                    elif now < self._awake_until:
+                        self._wake_at = now + self._step   # records keep coming: keep pace
+                    else:
+                        self._wake_at = _NEVER
                         cond.wait()
                         continue
-                    now = _now_ns()
-                    wait = heap[0][0] - now
-                    if wait <= 0:
-                        break
-                    cond.wait(wait / 1e9)
+                    cond.wait((self._wake_at - now) / 1e9)
+                self._wake_at = now
                 due = []
                 while heap and heap[0][0] <= now:
                     due.append(heapq.heappop(heap)[2])

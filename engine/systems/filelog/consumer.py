@@ -46,7 +46,7 @@ from weir.engine.systems.filelog._txn_view import OpenTransaction, Outcome
 from weir.engine.systems.filelog.reader import PartitionReader
 from weir.engine.systems.filelog.settings import CONSUMER_RESET, FileLogSettings, IsolationLevel
 from weir.engine.systems.filelog.stream import load_meta, partition_dir
-from weir.engine.systems.filelog._watch import DirectoryWatch
+from weir.engine.systems.filelog._watch import EVERYTHING, NOTHING, DirectoryWatch
 from weir.engine.systems.filelog.abandoned import AbandonedTransactions
 
 __all__ = ["FileLogConsumer", "TransactionMarker", "UncommittedValue"]
@@ -76,10 +76,13 @@ _WATCHED_LOOK_S = 0.1
 
 
 class _Input:
-    __slots__ = ("reader", "fetch_max", "done")
+    __slots__ = ("reader", "fetch_max", "done", "at_end")
 
     def __init__(self, reader: PartitionReader, fetch_max: int):
         self.reader, self.fetch_max, self.done = reader, fetch_max, False
+        # Watched consumers only: the last look read everything there was, and no partition
+        # directory changed since, so a look would find nothing new (see _watched_poll).
+        self.at_end = False
 
 
 class FileLogConsumer:
@@ -174,7 +177,7 @@ class FileLogConsumer:
         self._inputs[ssp] = _Input(reader, fetch_max)
         watch = self._watch
         if watch is not None and not watch.add(partition_dir(self.settings.root, ssp.stream,
-                                                             ssp.partition)):
+                                                             ssp.partition), ssp):
             watch.close()  # one partition without a watch: the consumer polls on a schedule
             self._watch = None
 
@@ -182,10 +185,10 @@ class FileLogConsumer:
              ) -> dict[SystemStreamPartition, list[IncomingMessageEnvelope]]:
         if not self._started:
             raise SystemError_(f"poll() before start() on the '{self.system}' consumer")
+        if self._watch is not None:
+            return self._watched_poll(ssps, timeout)
         if timeout <= 0:
             return self._look(ssps)
-        if self._watch is not None:
-            return self._wait_for_change(ssps, timeout)
         now = time.monotonic()
         deadline = now + timeout
         if self._next_look > now:
@@ -207,50 +210,63 @@ class FileLogConsumer:
                 return result  # the next poll makes that look
             time.sleep(sleep)
 
-    def _wait_for_change(self, ssps: Collection[SystemStreamPartition], timeout: float
-                         ) -> dict[SystemStreamPartition, list[IncomingMessageEnvelope]]:
-        """``poll`` with a watch: look when something changed or the next look is due (at
-        least every :data:`_WATCHED_LOOK_S`), else sleep until a change wakes it or that
-        time."""
+    def _watched_poll(self, ssps: Collection[SystemStreamPartition], timeout: float
+                      ) -> dict[SystemStreamPartition, list[IncomingMessageEnvelope]]:
+        """``poll`` with a watch. A partition read to its end is not read again until its
+        directory changed (or the look every :data:`_WATCHED_LOOK_S`, which reads them all);
+        with nothing to read, sleep until a change wakes it, that look is due, or the
+        ``timeout`` passed."""
         watch = self._watch
         now = time.monotonic()
         deadline = now + timeout
-        changed = watch.drain()
+        self._changed(watch.drain(), now)
         while True:
-            if changed or now >= self._next_look:
-                result = self._look(ssps)
-                if result:
-                    self._next_look = 0.0
-                    return result
-                now = time.monotonic()
-                self._next_look = now + self._watched_look
+            result = self._look(ssps)
+            if result or now >= deadline:
+                return result
             until = min(self._next_look, deadline)
-            if until <= now:
-                return {}  # the next poll makes the look that is due
-            changed = watch.wait(until - now)
+            changed = watch.wait(until - now) if until > now else NOTHING
             now = time.monotonic()
-            if not changed and now >= deadline:
-                return {}
+            if not changed and now < self._next_look and now >= deadline:
+                return {}  # nothing changed and no look at everything is due: time is up
+            self._changed(changed, now)
+
+    def _changed(self, changed: frozenset, now: float) -> None:
+        """Read again the inputs whose directories ``changed`` -- every input when a look at
+        everything is due (every :data:`_WATCHED_LOOK_S`)."""
+        inputs = self._inputs
+        if now >= self._next_look or changed is EVERYTHING:
+            for state in inputs.values():
+                state.at_end = False
+            self._next_look = now + self._watched_look
+            return
+        for ssp in changed:
+            state = inputs.get(ssp)
+            if state is not None:
+                state.at_end = False
 
     def _look(self, ssps: Collection[SystemStreamPartition]
               ) -> dict[SystemStreamPartition, list[IncomingMessageEnvelope]]:
         """Read what is there now: up to ``fetch.max.records`` per SSP."""
         inputs = self._inputs
         make = IncomingMessageEnvelope
+        watched = self._watch is not None
         result: dict[SystemStreamPartition, list[IncomingMessageEnvelope]] = {}
         for ssp in ssps:
             state = inputs.get(ssp)
             if state is None:
                 raise SystemError_(f"{ssp} was not registered with this consumer; "
                                    f"register(ssp, offset) it before start()")
-            if state.done:
+            if state.done or state.at_end:
                 continue
             envelopes: list[IncomingMessageEnvelope] = []
             reader = state.reader
-            reader.read(state.fetch_max, make, ssp, envelopes)
+            got = reader.read(state.fetch_max, make, ssp, envelopes)
             if reader.ended:
                 envelopes.append(IncomingMessageEnvelope.end_of_stream(ssp, reader.end_offset))
                 state.done = True
+            elif watched and got < state.fetch_max:
+                state.at_end = True
             if envelopes:
                 result[ssp] = envelopes
         return result

@@ -346,11 +346,15 @@ class PartitionWriter:
         this one last wrote -- a new active segment when one of them rolled (or the active one
         was sealed), or records after this writer's last byte -- so that the buffer is written
         at the true end with the right offsets. The buffer's bookkeeping is left to
-        :meth:`_write_shared`."""
-        ended = read_end_marker(self._dir)
-        if ended is not None:
-            self._ended = ended
-            self._raise_ended()
+        :meth:`_write_shared`. Only a bounded stream can be ended while shared writers hold
+        it (the producers and the admin refuse to end an unbounded one, and an exclusive
+        writer cannot start beside a shared one), so only there is the end marker looked
+        for."""
+        if self._meta.bounded:
+            ended = read_end_marker(self._dir)
+            if ended is not None:
+                self._ended = ended
+                self._raise_ended()
         try:
             st = os.stat(self._segment.path)
             active = (st.st_ino == self._inode

@@ -16,7 +16,8 @@ import pytest
 from weir.engine.model import SystemStreamPartition
 from weir.engine.systems.filelog import FileLogSystemFactory
 from weir.engine.systems.filelog import consumer as consumer_module
-from weir.engine.systems.filelog._watch import DirectoryWatch
+from weir.engine.systems.filelog import reader as reader_module
+from weir.engine.systems.filelog._watch import EVERYTHING, DirectoryWatch
 
 from tests.engine.systems.filelog.conftest import SYSTEM
 
@@ -83,21 +84,34 @@ def test_a_new_segment_and_the_end_marker_wake_a_waiting_poll(make_log):
     consumer.stop()
 
 
+def _count_reads(monkeypatch) -> list[int]:
+    reads = [0]
+    real = reader_module.PartitionReader.read
+
+    def counting(self, *args):
+        reads[0] += 1
+        return real(self, *args)
+
+    monkeypatch.setattr(reader_module.PartitionReader, "read", counting)
+    return reads
+
+
 class FakeWatch:
     """A watch that never sees a change; its waits advance the virtual clock."""
 
     def __init__(self, clock):
         self.clock, self.closed = clock, False
 
-    def add(self, path):
+    def add(self, path, key):
+        self.keys = getattr(self, "keys", []) + [key]
         return True
 
     def drain(self):
-        return False
+        return frozenset()
 
     def wait(self, timeout):
         self.clock.now += timeout
-        return False
+        return frozenset()
 
     def close(self):
         self.closed = True
@@ -121,10 +135,7 @@ def test_an_idle_consumer_with_a_watch_looks_every_100_ms(log, monkeypatch):
                         classmethod(lambda cls: FakeWatch(clock)))
     log.create()
     consumer, (ssp,) = _consumer(log)            # woken by changes; looks every 100 ms
-    looks = [0]
-    real = consumer._look
-    monkeypatch.setattr(consumer, "_look", lambda ssps: (looks.__setitem__(0, looks[0] + 1),
-                                                          real(ssps))[1])
+    looks = _count_reads(monkeypatch)
     start = clock.now
     while clock.now - start < 1.0:               # one virtual second of 3 ms polls
         assert consumer.poll([ssp], 0.003) == {}
@@ -141,8 +152,33 @@ def test_a_change_seen_by_the_watch_makes_the_next_poll_look_at_once(log, monkey
     consumer, (ssp,) = _consumer(log)
     assert consumer.poll([ssp], 0.003) == {}     # looked; the next look is 100 ms away
     log.write([(b"k", b"v")])
-    watch.drain = lambda: True                   # the write's event
+    watch.drain = lambda: frozenset({ssp})       # the write's event
     assert [e.message for e in consumer.poll([ssp], 0.003)[ssp]] == [b"v"]
+    consumer.stop()
+
+
+def test_a_partition_read_to_its_end_is_read_again_only_after_a_change(log, monkeypatch):
+    clock = VirtualTime()
+    monkeypatch.setattr(consumer_module, "time", clock)
+    watch = FakeWatch(clock)
+    monkeypatch.setattr(consumer_module.DirectoryWatch, "open", classmethod(lambda cls: watch))
+    log.create(partitions=2, fetch_max_records="2")
+    log.write([(b"k", b"a"), (b"k", b"b"), (b"k", b"c")], partition=0)
+    consumer, ssps = _consumer(log, partitions=2)
+    reads = _count_reads(monkeypatch)
+    got = consumer.poll(ssps, 0)                 # p0: two (of three), p1: nothing, at its end
+    assert [e.message for e in got[ssps[0]]] == [b"a", b"b"] and reads[0] == 2
+    got = consumer.poll(ssps, 0)                 # p0 had more: read again (to its end)
+    assert [e.message for e in got[ssps[0]]] == [b"c"] and reads[0] == 3
+    for _ in range(5):                           # both at their ends, nothing changed
+        assert consumer.poll(ssps, 0) == {}
+    assert reads[0] == 3
+    log.write([(b"k", b"d")], partition=1)
+    watch.drain = lambda: frozenset({ssps[1]})   # the write's event, in p1's directory
+    assert [e.message for e in consumer.poll(ssps, 0)[ssps[1]]] == [b"d"]
+    assert reads[0] == 4                         # p1 only: p0 did not change
+    watch.drain = lambda: EVERYTHING             # events were lost: read every partition
+    assert consumer.poll(ssps, 0) == {} and reads[0] == 6
     consumer.stop()
 
 
@@ -163,7 +199,7 @@ def test_a_partition_that_cannot_be_watched_makes_the_consumer_poll(log, monkeyp
     made = []
 
     class Refusing(FakeWatch):
-        def add(self, path):
+        def add(self, path, key):
             return False
     monkeypatch.setattr(consumer_module.DirectoryWatch, "open",
                         classmethod(lambda cls: made.append(Refusing(None)) or made[-1]))
