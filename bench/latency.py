@@ -31,8 +31,9 @@ Scenarios:
 
 The maximum throughput of a scenario is measured first: the producer appends
 ``--max-records`` events as fast as it can (producer, job and consumer share the machine, as
-in the open-loop runs), and the rate at which the middle 80% of their outputs reach the
-consumer is the maximum.
+in the open-loop runs); the events divided by the time from the first send to the last output
+is the maximum (a Spark micro-batch delivers its outputs at once, so arrival rates alone would
+overstate it).
 Then each load runs for ``--duration`` seconds (the first ``--warmup`` seconds not counted)
 in new processes with new streams and state; a ping record is sent until its output appears
 (so the job's start-up is not measured) before the producer starts. Loads and scenarios are
@@ -256,7 +257,8 @@ def ping(root: Path, scenario: Scenario, ready: Path, timeout: float) -> float:
 def consume(spec: dict) -> None:
     """The consumer process (``--consume``): read the output streams from their start until
     ``n`` records of the run (sequence >= 0) arrived (and, for the app, ``linger_s`` longer
-    for the last panes) or ``timeout`` passed; write per-record arrival and latency."""
+    for the last panes) or ``timeout`` passed since the first ping's output (the job's
+    start-up is not counted); write per-record arrival and latency."""
     from weir.engine.model import SystemStreamPartition
     from weir.engine.systems.registry import SystemRegistry
     from weir.stores.config import Config
@@ -275,7 +277,7 @@ def consume(spec: dict) -> None:
     panes: list[tuple[int, int]] = []   # (window end ms, arrival ns)
     seen = dupes = 0
     now = time.monotonic_ns
-    deadline = time.monotonic() + spec["timeout"]
+    deadline = time.monotonic() + spec["timeout"] + 600   # + the job's start-up, at most
     done_at = None
     unpack = RECORD.unpack_from
     if kind == "views":
@@ -298,8 +300,9 @@ def consume(spec: dict) -> None:
                     view = unpackb(env.message)
                     at, seq = view["at"], view["seq"]
                 if seq < 0:
-                    if not ready.exists():
+                    if not ready.exists():  # the job is up: the timeout counts from here
                         ready.write_text("ready")
+                        deadline = time.monotonic() + spec["timeout"]
                     continue
                 if latency[seq] >= 0:
                     dupes += 1
@@ -502,6 +505,17 @@ def idle_cpu(work: Path, trees: dict[str, Path | None], rounds: int, seconds: fl
     return lines
 
 
+def spark_batches(checkpoint: Path) -> list[float]:
+    """The duration (ms) of every micro-batch of a Spark query, from its checkpoint: Spark
+    writes ``offsets/<b>`` when batch ``b`` starts and ``commits/<b>`` when it is done."""
+    out = []
+    for commit in (checkpoint / "commits").glob("[0-9]*"):
+        start = checkpoint / "offsets" / commit.name
+        if start.exists():
+            out.append((commit.stat().st_mtime_ns - start.stat().st_mtime_ns) / 1e6)
+    return sorted(out)
+
+
 # -- one run ----------------------------------------------------------------------------------
 
 @dataclass
@@ -515,6 +529,7 @@ class RunResult:
     missing: int = 0
     dupes: int = 0
     job_cpu_us: float = 0.0        # CPU of the job's processes per event (all threads)
+    batch_ms: list[float] = field(default_factory=list)   # Spark: each micro-batch's duration
 
 
 def _python(args: list[str], log: Path, env: dict[str, str], cwd: Path) -> subprocess.Popen:
@@ -566,7 +581,7 @@ def run_once(name: str, tree: str, weir_path: Path | None, work: Path, rate: flo
             "rate": rate, "keys": keys})], run / "producer.log", env, run)
         if producer.wait() != 0:
             raise SystemExit(f"the producer failed:\n{(run / 'producer.log').read_text()}")
-        if consumer.wait(timeout + 30) != 0:
+        if consumer.wait(timeout + 60) != 0:
             raise SystemExit(f"the consumer failed:\n{(run / 'consumer.log').read_text()}")
         for i, job in enumerate(jobs):
             if job.poll() is not None:
@@ -576,6 +591,8 @@ def run_once(name: str, tree: str, weir_path: Path | None, work: Path, rate: flo
         data = json.loads(out.read_text())
         res = _result(name, tree, rate, n, warmup_n, data)
         res.job_cpu_us = cpu / 1000 / max(1, n)
+        if name == "spark":
+            res.batch_ms = spark_batches(run / "data-lat-alo" / "checkpoints" / "spark")
         return res
     except SystemExit as failed:
         logs = "".join(f"\n--- {log.name} ---\n{log.read_text()[-3000:]}"
@@ -591,11 +608,10 @@ def _result(name: str, tree: str, rate: float, n: int, warmup_n: int, data: dict
     res = RunResult(name, tree, rate, missing=sum(1 for x in latency if x < 0),
                     dupes=data["dupes"])
     got = [a for a in arrival if a]
-    if rate <= 0:  # as fast as it goes: the rate of the middle 80% of the arrivals
-        got.sort()
-        mid = got[len(got) // 10: len(got) - len(got) // 10]
-        if len(mid) > 1:
-            res.throughput = (len(mid) - 1) / ((mid[-1] - mid[0]) / _NS)
+    if rate <= 0:  # as fast as it goes: from the first send to the last arrival
+        sent = [a - x for x, a in zip(latency, arrival) if x >= 0]
+        if len(got) > 1:
+            res.throughput = len(got) / ((max(got) - min(sent)) / _NS)
         return res
     measured = [(x, a) for x, a in zip(latency[warmup_n:], arrival[warmup_n:]) if x >= 0]
     res.latencies_ms = [x / 1e6 for x, _ in measured]
@@ -756,6 +772,10 @@ def main(argv: list[str] | None = None) -> int:
                     if res.pane_latencies_ms:
                         line += (f"  panes p50 {_pct(res.pane_latencies_ms, .5):.1f} "
                                  f"p99 {_pct(res.pane_latencies_ms, .99):.1f} ms")
+                    if res.batch_ms:
+                        line += (f"  micro-batches {len(res.batch_ms)}: median "
+                                 f"{_pct(res.batch_ms, .5):.0f} ms, max "
+                                 f"{max(res.batch_ms):.0f} ms")
                     if res.missing:
                         line += f"  MISSING {res.missing}"
                     print(line + f"  load {os.getloadavg()[0]:.1f}", flush=True)

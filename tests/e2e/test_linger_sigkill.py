@@ -20,16 +20,17 @@ from pathlib import Path
 
 import pytest
 
-from weir.engine.config.job import JobConfig, load_config
+from weir.engine.config.job import load_config
 from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
 from weir.engine.systems.api import StreamSpec
 from weir.engine.systems.registry import SystemRegistry
-from weir.recovery.checkpoint import FileCheckpointManager
+
+from tests.e2e.test_job_sigkill import committed
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-PARTITIONS = 2
+PARTITIONS = 2            # as test_job_sigkill's (whose ``committed`` reads the checkpoints)
 PER_PARTITION = 300
 COMMIT_AT = 120           # the offset of the message "commit" in every partition
 JOB = """\
@@ -50,19 +51,6 @@ def _start(tmp_path: Path) -> subprocess.Popen:
                              "--status", "off"], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
-
-
-def _committed(tmp_path: Path) -> dict[int, int]:
-    job = JobConfig.from_config(load_config(tmp_path / "job.properties"), cwd=tmp_path)
-    mgr = FileCheckpointManager(job.checkpoint_dir)
-    out = {}
-    for p in range(PARTITIONS):
-        try:
-            cp = mgr.read_last(f"Partition {p}")
-        except Exception:  # noqa: BLE001 - read racing a write; look again
-            cp = None
-        out[p] = cp.input_offsets.get(("filelog", "words", p), -1) if cp else -1
-    return out
 
 
 def _echoes(registry: SystemRegistry, want: int) -> Counter:
@@ -105,14 +93,14 @@ def test_a_job_killed_after_its_linger_wrote_out_resends_only_what_followed_its_
     try:
         _echoes(registry, PARTITIONS * PER_PARTITION)   # all visible, via the linger
         deadline = time.monotonic() + 120
-        while _committed(tmp_path) != {p: COMMIT_AT for p in range(PARTITIONS)}:
-            assert time.monotonic() < deadline, _committed(tmp_path)
+        while committed(tmp_path) != {p: COMMIT_AT for p in range(PARTITIONS)}:
+            assert time.monotonic() < deadline, committed(tmp_path)
             time.sleep(0.01)
     finally:
         os.killpg(job.pid, signal.SIGKILL)      # the machine loses the whole job at once
         output, _ = job.communicate(timeout=60)
     assert job.returncode == -signal.SIGKILL, output
-    checkpointed = _committed(tmp_path)
+    checkpointed = committed(tmp_path)
     assert checkpointed == {p: COMMIT_AT for p in range(PARTITIONS)}
 
     producer.end_stream("words")

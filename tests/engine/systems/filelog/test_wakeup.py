@@ -128,11 +128,18 @@ class VirtualTime:
         raise AssertionError("a consumer with a watch waits on it, never sleeps")
 
 
-def test_an_idle_consumer_with_a_watch_looks_every_100_ms(log, monkeypatch):
+@pytest.fixture
+def watch(monkeypatch) -> FakeWatch:
+    """The stand-in watch every consumer made in the test gets, on virtual time."""
     clock = VirtualTime()
     monkeypatch.setattr(consumer_module, "time", clock)
-    monkeypatch.setattr(consumer_module.DirectoryWatch, "open",
-                        classmethod(lambda cls: FakeWatch(clock)))
+    fake = FakeWatch(clock)
+    monkeypatch.setattr(consumer_module.DirectoryWatch, "open", classmethod(lambda cls: fake))
+    return fake
+
+
+def test_an_idle_consumer_with_a_watch_looks_every_100_ms(log, watch, monkeypatch):
+    clock = watch.clock
     log.create()
     consumer, (ssp,) = _consumer(log)            # woken by changes; looks every 100 ms
     looks = _count_reads(monkeypatch)
@@ -143,11 +150,7 @@ def test_an_idle_consumer_with_a_watch_looks_every_100_ms(log, monkeypatch):
     consumer.stop()
 
 
-def test_a_change_seen_by_the_watch_makes_the_next_poll_look_at_once(log, monkeypatch):
-    clock = VirtualTime()
-    monkeypatch.setattr(consumer_module, "time", clock)
-    watch = FakeWatch(clock)
-    monkeypatch.setattr(consumer_module.DirectoryWatch, "open", classmethod(lambda cls: watch))
+def test_a_change_seen_by_the_watch_makes_the_next_poll_look_at_once(log, watch):
     log.create()
     consumer, (ssp,) = _consumer(log)
     assert consumer.poll([ssp], 0.003) == {}     # looked; the next look is 100 ms away
@@ -157,11 +160,8 @@ def test_a_change_seen_by_the_watch_makes_the_next_poll_look_at_once(log, monkey
     consumer.stop()
 
 
-def test_a_partition_read_to_its_end_is_read_again_only_after_a_change(log, monkeypatch):
-    clock = VirtualTime()
-    monkeypatch.setattr(consumer_module, "time", clock)
-    watch = FakeWatch(clock)
-    monkeypatch.setattr(consumer_module.DirectoryWatch, "open", classmethod(lambda cls: watch))
+def test_a_partition_read_to_its_end_is_read_again_only_after_a_change(log, watch,
+                                                                       monkeypatch):
     log.create(partitions=2, fetch_max_records="2")
     log.write([(b"k", b"a"), (b"k", b"b"), (b"k", b"c")], partition=0)
     consumer, ssps = _consumer(log, partitions=2)
