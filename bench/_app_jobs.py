@@ -1,13 +1,16 @@
-"""The application and the low-level task bench/app_windows.py compares (named in configs)."""
+"""The applications and the low-level task of bench/app_windows.py and bench/latency.py (named
+in configs)."""
 
 from __future__ import annotations
 
 from weir.engine.app import StreamApplication, Windows, count
 from weir.engine.model import OutgoingMessageEnvelope, SystemStream
 
-__all__ = ["WINDOW_MS", "ShuffledWindowCount", "DirectWindowCount"]
+__all__ = ["WINDOW_MS", "LATENCY_WINDOW_MS", "ShuffledWindowCount", "DirectWindowCount",
+           "LatencyViews"]
 
 WINDOW_MS = 60_000
+LATENCY_WINDOW_MS = 1_000
 OUT = SystemStream("filelog", "counts")
 
 
@@ -46,3 +49,19 @@ class DirectWindowCount:
                 OUT, {"key": user, "start": start, "end": end, "value": n}, key=user,
                 timestamp=end - 1))
             self.store.delete((end, start, user))
+
+
+class LatencyViews(StreamApplication):
+    """bench/latency.py's application, the pageviews shape: views (MessagePack maps with the
+    user and the producer's scheduled send time: ``ts``, wall clock ms, the event time;
+    ``at``, monotonic ns) -> ``partition_by(user)`` -> every view to ``lat-records`` (the
+    records through the shuffle), and a keyed tumbling one-second count per user to
+    ``lat-panes`` (the panes, fired when the watermark passes their end)."""
+
+    def describe(self, app):
+        views = app.input("filelog.lat-views", timestamp=lambda v: v["ts"], msg_serde="msgpack")
+        by_user = views.partition_by(lambda v: v["user"], name="by-user")
+        by_user.send_to(app.output("filelog.lat-records", key_serde="string",
+                                   msg_serde="msgpack"))
+        (by_user.window(Windows.tumbling(LATENCY_WINDOW_MS, aggregate=count()), name="per-second")
+                .send_to(app.output("filelog.lat-panes", key_serde="string", msg_serde="msgpack")))

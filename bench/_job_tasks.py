@@ -1,4 +1,5 @@
-"""Tasks of the job benchmark (bench/job_compare.py), named in its configs as ``module:Class``."""
+"""Tasks of the job benchmarks (bench/job_compare.py, bench/peers_e2e.py, bench/latency.py),
+named in their configs as ``module:Class``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import time
 from weir.engine.model import OutgoingMessageEnvelope, SystemStream
 from weir.engine.task import InitableTask, RequestScope, StreamTask
 
-__all__ = ["PassThrough", "Count", "CountEmit", "StopAtFirst"]
+__all__ = ["PassThrough", "Count", "CountEmit", "CountEcho", "StopAtFirst"]
 
 OUT = SystemStream("filelog", "bench-out")
 
@@ -46,6 +47,25 @@ class CountEmit(StreamTask, InitableTask):
         counts.put(key, n)
         collector.send(OutgoingMessageEnvelope(OUT, n.to_bytes(8, "little"), key=key,
                                                partition=envelope.ssp.partition))
+
+
+class CountEcho(StreamTask, InitableTask):
+    """bench/latency.py's job: a running count per message key in store ``counts`` (a logged
+    store), and every message sent on with its count appended (8 bytes) to the stream named
+    by the config's ``bench.output`` (default ``bench-out``), same key, same partition. The
+    value starts with what the producer put there (its scheduled send time), so a consumer
+    of the last stream of a chain of these jobs can time every record."""
+
+    def init(self, context):
+        self.counts = context.store("counts")
+        self.out = SystemStream("filelog", context.config.get("bench.output", "bench-out"))
+
+    def process(self, envelope, collector, coordinator):
+        counts, key = self.counts, envelope.key
+        n = (counts.get(key) or 0) + 1
+        counts.put(key, n)
+        collector.send(OutgoingMessageEnvelope(self.out, envelope.message + n.to_bytes(8, "little"),
+                                               key, partition=envelope.ssp.partition))
 
 
 class StopAtFirst(StreamTask):

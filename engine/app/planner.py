@@ -24,7 +24,8 @@
    ``task.window.ms`` when a window runs on processing time or has a time-based trigger (the
    greatest common divisor of their durations, at most :data:`MAX_TRIGGER_TIMER_MS`; Samza's
    planner sets it to the gcd too), and the **processing guarantee**: exactly-once
-   (``task.processing.guarantee=exactly_once`` with ``task.commit.ms=100``) when every
+   (``task.processing.guarantee=exactly_once``, whose ``task.commit.ms`` defaults to 100 ms)
+   when every
    system the application writes (intermediate streams, outputs, changelogs) is a file log
    and checkpoints are files, else at-least-once, with a log line saying why. The user's
    config wins over every generated default; ``task.class``/``task.inputs`` must not be set.
@@ -72,7 +73,7 @@ from weir.engine.task import TASK_CLASS, load_object
 __all__ = [
     "APP_CLASS", "APP_NAME", "APP_ID", "APP_STAGE", "APP_STORE_FACTORY",
     "JOB_INTERMEDIATE_STREAM_PARTITIONS", "MAX_INFERRED_PARTITIONS", "MAX_TRIGGER_TIMER_MS",
-    "EXACTLY_ONCE_COMMIT_MS", "APPLICATION_TASK",
+    "APPLICATION_TASK",
     "StreamPlan", "StagePlan", "ExecutionPlan", "load_application", "describe_application",
     "plan_application", "is_application", "stage_operators",
 ]
@@ -109,10 +110,6 @@ MAX_INFERRED_PARTITIONS = 256
 MAX_TRIGGER_TIMER_MS = 100
 """The longest ``task.window.ms`` the planner generates for processing-time windows and
 time-based triggers: a pane is emitted at most this long after its processing-time deadline."""
-EXACTLY_ONCE_COMMIT_MS = 100
-"""``task.commit.ms`` of an application the planner makes exactly-once (Kafka Streams' default
-``commit.interval.ms`` under exactly-once): a downstream stage reads committed records only,
-so the commit interval is the latency of every ``partition_by`` hop."""
 APPLICATION_TASK = "weir.engine.app.task:ApplicationTask"
 _ORIGIN = "application plan"
 
@@ -624,7 +621,6 @@ def _guarantee_config(config: Config, registry: Any, app: ApplicationDescriptor,
     from weir.engine.container.checkpoints import CheckpointKind, CheckpointSettings
     from weir.engine.container.exactly_once import (TASK_PROCESSING_GUARANTEE,
                                                     transactional_systems)
-    from weir.engine.runloop.settings import TASK_COMMIT_MS
 
     if any(k in config for k in (TASK_PROCESSING_GUARANTEE.name, *TASK_PROCESSING_GUARANTEE.aliases)):
         return {}
@@ -644,10 +640,7 @@ def _guarantee_config(config: Config, registry: Any, app: ApplicationDescriptor,
         log.info("application %s runs at-least-once (task.processing.guarantee): %s",
                  config.get_str(APP_CLASS.name), "; ".join(reasons))
         return {}
-    out = {TASK_PROCESSING_GUARANTEE.name: "exactly_once"}
-    if TASK_COMMIT_MS.name not in config:
-        out[TASK_COMMIT_MS.name] = str(EXACTLY_ONCE_COMMIT_MS)
-    return out
+    return {TASK_PROCESSING_GUARANTEE.name: "exactly_once"}
 
 
 def _feeds_only_tables(op: OpSpec) -> bool:

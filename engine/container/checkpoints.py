@@ -25,6 +25,7 @@ Example::
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -122,11 +123,13 @@ class CheckpointSettings:
 class StreamCheckpointLog:
     """A :class:`~weir.recovery.checkpoint_stream.CheckpointLog` over a system's stream:
     reads a partition with the system's admin and consumer, appends with its producer (started
-    on the first append, stopped by :meth:`close`)."""
+    on the first append, stopped by :meth:`close`). Tasks that commit at once append from
+    several threads: one producer is made for all of them."""
 
     def __init__(self, registry: Any, system: str, stream: str):
         self.registry, self.system, self.stream = registry, system, stream
         self._producer: Any = None
+        self._making = threading.Lock()
 
     def read(self, partition: int) -> list[tuple[bytes, bytes | None]]:
         """The partition's records; none when the stream does not exist (yet, or any more:
@@ -142,10 +145,12 @@ class StreamCheckpointLog:
 
     def append(self, partition: int, records: list[tuple[bytes, bytes]]) -> None:
         if self._producer is None:
-            producer = self.registry.producer(self.system)
-            producer.register("checkpoints")
-            producer.start()
-            self._producer = producer
+            with self._making:
+                if self._producer is None:
+                    producer = self.registry.producer(self.system)
+                    producer.register("checkpoints")
+                    producer.start()
+                    self._producer = producer
         sink = SystemChangelogSink(self._producer,
                                    SystemStreamPartition(self.system, self.stream, partition),
                                    "checkpoints")

@@ -141,6 +141,8 @@ class JobSettings:
                 "yet: remove task.checkpoint.factory, or set "
                 "task.processing.guarantee=at_least_once", key="task.checkpoint.factory",
                 origin=config.origin("task.checkpoint.factory"))
+        if guarantee is ProcessingGuarantee.EXACTLY_ONCE:
+            run_loop = run_loop.for_exactly_once(config)
         return cls(job, run_loop, ignored, metrics, consumers, specs, chooser, control, offsets,
                    tuple(systems), restore, checkpoints, adjuncts, guarantee, memory)
 

@@ -32,7 +32,6 @@ __all__ = [
     "TASK_WATERMARK_QUORUM_PCT",
     "TASK_WATERMARK_INTERVAL_MS",
     "TASK_WATERMARK_MAX_OUT_OF_ORDERNESS_MS",
-    "TASK_INTERMEDIATE_LINGER_MS",
     "STREAM_INTERMEDIATE",
     "STREAM_UPSTREAM_TASKS",
     "JOB_DRAIN_PATH",
@@ -61,14 +60,10 @@ TASK_WATERMARK_INTERVAL_MS = declare(
     "task.watermark.interval.ms", int, 200,
     "How often the run loop generates the watermarks of source partitions, re-checks idle "
     "partitions and looks for a drain request (milliseconds; Flink's "
-    "pipeline.auto-watermark-interval). Only tasks with control bookkeeping are affected.",
+    "pipeline.auto-watermark-interval). A run loop that has nothing to process generates "
+    "the watermarks its processed messages moved at once (at most every 20 ms), so this is "
+    "the interval under load. Only tasks with control bookkeeping are affected.",
     component=_C)
-TASK_INTERMEDIATE_LINGER_MS = declare(
-    "task.intermediate.linger.ms", int, 50,
-    "How often a task with control bookkeeping writes out what it sent (without fsync), so "
-    "the next stage, in this process or another, reads it within this time instead of at the "
-    "next commit (milliseconds; Kafka's linger.ms). The control timer runs at the smaller of "
-    "this and task.watermark.interval.ms.", component=_C)
 TASK_WATERMARK_MAX_OUT_OF_ORDERNESS_MS = declare(
     "task.watermark.max.out.of.orderness.ms", int, 0,
     "Bounded out-of-orderness of source partitions: a source partition's watermark is its "
@@ -124,12 +119,6 @@ class ControlSettings:
     out_of_orderness_ms: int = 0
     drain_path: Path | None = None
     drain_poll_ms: int = 1000
-    linger_ms: int = 50
-
-    @property
-    def timer_ms(self) -> int:
-        """The period of the run loop's control timer."""
-        return max(1, min(self.interval_ms, self.linger_ms))
 
     @classmethod
     def from_config(cls, config: Config, *, checkpoint_dir: Path | None = None) -> "ControlSettings":
@@ -154,9 +143,5 @@ class ControlSettings:
             drain_path = Path(checkpoint_dir) / "drain-request.json"
         else:
             drain_path = None
-        linger = TASK_INTERMEDIATE_LINGER_MS.get(cfg)
-        if linger < 1:
-            key = TASK_INTERMEDIATE_LINGER_MS.name
-            raise ConfigError(f"must be >= 1, got {linger}", key=key, origin=cfg.origin(key))
         return cls(TASK_WATERMARK_IDLE_TIMEOUT_MS.get(cfg), float(pct), interval, bound,
-                   drain_path, max(1, TASK_DRAIN_POLL_INTERVAL_MS.get(cfg)), linger)
+                   drain_path, max(1, TASK_DRAIN_POLL_INTERVAL_MS.get(cfg)))

@@ -86,6 +86,11 @@ class SourceWatermarks:
     def clock(self, ssp: SystemStreamPartition) -> PartitionClock:
         return self._clocks[ssp]
 
+    @property
+    def observed(self) -> bool:
+        """Whether a message was observed since the last watermark computation (a tick)."""
+        return any(clock.active for clock in self._clocks.values())
+
     def end(self, ssp: SystemStreamPartition) -> None:
         """The partition ended: it no longer holds event time back."""
         self._clocks[ssp].ended = True

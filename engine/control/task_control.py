@@ -5,11 +5,12 @@ A :class:`TaskControl` belongs to one task instance. The run loop hands it
 * every in-band control envelope of the task's intermediate partitions, in order with the
   user messages (:meth:`TaskControl.on_envelope`), and the end-of-stream envelope of every
   source partition;
-* a tick of the control timer (:meth:`TaskControl.tick`): what the task sent since the last
-  tick is written out (so the next stage sees it without waiting for a commit,
-  ``task.intermediate.linger.ms``), and once per ``task.watermark.interval.ms`` source
-  watermarks are generated, idle partitions and upstream tasks re-checked and the drain
-  request looked at;
+* a tick of the control timer (:meth:`TaskControl.tick`), every
+  ``task.watermark.interval.ms``, and when the run loop goes idle after source messages were
+  processed (:attr:`TaskControl.tick_wanted`; at most every 20 ms): source watermarks are
+  generated, idle partitions and upstream tasks re-checked and the drain request looked at
+  (what the task sends reaches the next stage through the producers' linger,
+  ``systems.<s>.producer.linger.ms``, or at once when the loop goes idle);
 
 and applies what comes back (:class:`ControlOutcome`): partitions that have ended or drained
 for the task, partitions to stop reading. Each call needs nothing of the task in flight (the
@@ -178,8 +179,6 @@ class TaskControl:
         self.completed_drain: str | None = None
         self._call: Callable[[Any], Any] = lambda result: result
         self.hooks = ControlHooks(task) if task is not None else ControlHooks(object())
-        self._flushed = 0          # collector.sent at the last linger flush
-        self._last_watermark_ms = -(1 << 62)
         self.messages = 0          # control envelopes handled
         self.discarded = 0         # drain messages of another drain request
 
@@ -195,6 +194,13 @@ class TaskControl:
     def observes_envelopes(self) -> bool:
         """A low-level watermark listener: event times come from ``envelope.timestamp``."""
         return self.hooks.watermark is not None and not self.hooks.reports_event_time
+
+    @property
+    def tick_wanted(self) -> bool:
+        """Whether a tick now could advance a source watermark: a source message was processed
+        since the last tick. The run loop ticks such a task when it goes idle, so event time
+        moves on at once instead of at the next ``task.watermark.interval.ms``."""
+        return self.sources.observed
 
     @property
     def intermediate_ssps(self) -> frozenset[SystemStreamPartition]:
@@ -296,37 +302,21 @@ class TaskControl:
         return ControlOutcome(new, new)
 
     def tick(self, collector: Any, coordinator: Any) -> ControlOutcome:
-        """The control timer: what the task sent is written out; once per
-        ``task.watermark.interval.ms`` also the drain request, idle upstream tasks and source
-        watermarks."""
+        """The control timer (every ``task.watermark.interval.ms``): the drain request, idle
+        upstream tasks and source watermarks."""
         before = len(self._done)
         now = self._clock_ms()
-        released: tuple[SystemStreamPartition, ...] = ()
-        if now - self._last_watermark_ms >= self.settings.interval_ms:
-            self._last_watermark_ms = now
-            released = self._check_drain(force=False)
-            for ssp in self._intermediate:
-                if ssp not in self._done:
-                    self.watermarks.refresh(ssp, now_ms=now)
-            self._publish(collector, coordinator)
-            if self.hooks.tick is not None:
-                self._call(self.hooks.tick(collector, coordinator))
-        self._linger(collector)
+        released = self._check_drain(force=False)
+        for ssp in self._intermediate:
+            if ssp not in self._done:
+                self.watermarks.refresh(ssp, now_ms=now)
+        self._publish(collector, coordinator)
+        if self.hooks.tick is not None:
+            self._call(self.hooks.tick(collector, coordinator))
         new = tuple(list(self._done)[before:])
         if not new and not released:
             return _NOTHING
         return ControlOutcome(new, tuple(dict.fromkeys((*released, *new))))
-
-    def _linger(self, collector: Any) -> None:
-        """Write out what the task sent since the last tick (without fsync: durability stays
-        the commit's job), so a downstream stage, in this process or another, sees it within
-        one tick instead of at the next commit; Kafka's ``linger.ms`` for the file log's
-        producer buffer."""
-        sent = getattr(collector, "sent", None)
-        if sent is not None and sent != self._flushed:
-            write = getattr(collector, "write_through", None)
-            (write if callable(write) else collector.flush)()
-            self._flushed = sent
 
     def finish_drain(self, collector: Any, coordinator: Any) -> None:
         """Every input drained: ``on_drain`` (if the task has it); the next commit records

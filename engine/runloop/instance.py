@@ -61,6 +61,7 @@ from weir.engine.systems.api import SystemProducer
 from weir.engine.task import SYSTEM_CLOCK, RequestScope, TaskKind, TaskShape, describe_task
 
 __all__ = [
+    "IDLE_COMMIT_MS",
     "TASK_IGNORED_EXCEPTIONS",
     "StoreAccess",
     "TaskStorage",
@@ -75,6 +76,10 @@ __all__ = [
 ]
 
 log = logging.getLogger("weir.task")
+
+IDLE_COMMIT_MS = 60_000
+"""A task with nothing new since its last commit skips the periodic commits for up to this
+long (:meth:`TaskInstance.needs_commit`)."""
 
 
 class TaskStorage(Protocol):
@@ -202,14 +207,6 @@ class ProducerCollector:
         """Make everything this task sent durable (every producer's ``flush(source)``)."""
         for producer in self._producers.values():
             producer.flush(self.source)
-
-    def write_through(self) -> None:
-        """Make what this task sent visible to readers now, without waiting for durability:
-        a producer's ``write_through(source)`` when it has one (the file log), else its
-        ``flush``."""
-        for producer in self._producers.values():
-            write = getattr(producer, "write_through", None)
-            (write if callable(write) else producer.flush)(self.source)
 
 
 def _wider(current: RequestScope | None, scope: RequestScope) -> RequestScope:
@@ -358,6 +355,10 @@ class TaskInstance:
         self._extras = checkpoint_extras
         self._transaction = transaction
         self.last_checkpoint: Checkpoint | None = None
+        # What the last commit recorded (offsets, collector.sent), None before the first, and
+        # whether an operation (window, control, end of stream) ran since: needs_commit().
+        self._committed: tuple[dict[SystemStreamPartition, int], int] | None = None
+        self._touched = False
         if store_access is None:
             run_loop = run_loop if run_loop is not None else RunLoopConfig.from_config(self.config)
             store_access = _access_for(run_loop, self.shape.kind)
@@ -442,6 +443,7 @@ class TaskInstance:
         return self.process_fn(envelope, self.collector, coordinator)
 
     def window(self, coordinator: Coordinator) -> None:
+        self._touched = True
         started = time.perf_counter_ns()
         self._call(self.task.window(self.collector, coordinator))
         self.metrics.window_ns.update(time.perf_counter_ns() - started)
@@ -450,6 +452,7 @@ class TaskInstance:
     def end_of_stream(self, coordinator: Coordinator) -> None:
         """Call ``on_end_of_stream`` if the task listens for it (``on_drain`` instead when
         its inputs drained)."""
+        self._touched = True
         if self.control is not None and self.control.draining:
             self.control.finish_drain(self.collector, coordinator)
         elif self.shape.end_of_stream_listener:
@@ -479,10 +482,12 @@ class TaskInstance:
     def on_control(self, envelope: IncomingMessageEnvelope, coordinator: Coordinator) -> Any:
         """A control envelope or a source's end-of-stream (task has control); returns the
         :class:`~weir.engine.control.task_control.ControlOutcome`."""
+        self._touched = True
         return self.control.on_envelope(envelope, self.collector, coordinator)
 
     def control_tick(self, coordinator: Coordinator) -> Any:
         """The watermark timer's call (task has control); returns a ControlOutcome."""
+        self._touched = True
         return self.control.tick(self.collector, coordinator)
 
     def is_caught_up(self, envelope: IncomingMessageEnvelope) -> bool:
@@ -501,6 +506,18 @@ class TaskInstance:
         return False
 
     # -- commit and close ------------------------------------------------------------------
+    def needs_commit(self, now_ms: int) -> bool:
+        """Whether a periodic commit has anything to record: a message processed (or skipped)
+        since the last commit, a message sent, an operation run (window, control, end of
+        stream) -- or the last commit is :data:`IDLE_COMMIT_MS` old (an idle task still
+        commits now and then: its stores' ``OFFSET`` files stay fresh and the status line
+        shows it alive). Kafka Streams skips the commit of a task with nothing new likewise;
+        a commit requested by the task (``coordinator.commit``) always runs."""
+        committed = self._committed
+        return (committed is None or self._touched or self.collector.sent != committed[1]
+                or self.last_processed != committed[0]
+                or now_ms - self.metrics.last_commit_ms >= IDLE_COMMIT_MS)
+
     def commit(self) -> Checkpoint | None:
         """Flush producers, flush stores (changelog offsets), then write the checkpoint.
 
@@ -510,6 +527,8 @@ class TaskInstance:
         manager). The caller guarantees no message of this task is in flight."""
         started = time.perf_counter_ns()
         offsets = dict(self.last_processed)
+        sent = self.collector.sent
+        self._touched = False
         self.collector.flush()
         changelog = {}
         if self._storage is not None:
@@ -528,6 +547,7 @@ class TaskInstance:
             transaction.prepare()
         if transaction is not None:
             transaction.commit()
+        self._committed = (offsets, sent)
         self.metrics.commit_ns.update(time.perf_counter_ns() - started)
         self.metrics.commits.count += 1
         self.metrics.last_commit_ms = time.time_ns() // 1_000_000

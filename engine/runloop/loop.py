@@ -61,6 +61,7 @@ import logging
 import queue
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
@@ -82,6 +83,7 @@ from weir.engine.errors import CallbackTimeoutError, EngineError
 from weir.engine.runloop.instance import Coordinator, InstanceState, TaskInstance, task_error
 from weir.engine.metrics import MetricsRegistry, MetricsReporter, MetricsSettings
 from weir.engine.model import EnvelopeKind, IncomingMessageEnvelope
+from weir.engine.systems.linger import LINGER
 from weir.engine.task import RequestScope, TaskKind
 
 __all__ = [
@@ -95,6 +97,8 @@ log = logging.getLogger("weir.runloop")
 _perf = time.perf_counter_ns
 _MAX_PENDING = 64   # envelopes queued per busy task before the loop stops choosing
 _RUN_LIMIT = 64     # envelopes taken from the source at once on the inline path (choose_run)
+_MAX_COMMIT_THREADS = 16   # tasks committed at once (_commit_together)
+_IDLE_TICK_S = 0.02        # control ticks of an idle loop, at most this often (_tick_idle)
 _MESSAGE, _EOS = EnvelopeKind.MESSAGE, EnvelopeKind.END_OF_STREAM
 _CONTROL = EnvelopeKind.CONTROL
 
@@ -183,12 +187,16 @@ class RunLoop:
         self._busy = 0          # messages and operations in flight, all tasks
         self._backlogged = 0    # workers whose pending queue is full
         self._pool: TaskPool | None = None
+        self._commit_pool: ThreadPoolExecutor | None = None  # _commit_together's threads
         self._ran = False
         self._warned: set = set()  # (warning, task) pairs logged once
         # Control bookkeeping (weir.engine.control): the watermark timer's flag, and the
         # partitions no task reads any more (drained sources, ended intermediate streams)
         # leave the routes.
         self._control_due = False
+        self._source_controls = [w for w in self._workers
+                                 if w.control is not None and w.control.source_ssps]
+        self._next_idle_tick = 0.0
         for w in self._workers:
             started = getattr(w.inst, "control_started", None)
             if started is not None and started.released:
@@ -271,6 +279,8 @@ class RunLoop:
             ticker.stop()
             if self._pool is not None:
                 self._pool.shutdown()
+            if self._commit_pool is not None:
+                self._commit_pool.shutdown()
             if self._reporter is not None:
                 self._report()
                 if self._owns_reporter:
@@ -292,7 +302,7 @@ class RunLoop:
             ticker.every(s.commit_ms, lambda: self._tick("_commit_due"))
         controls = [w.control for w in self._workers if w.control is not None]
         if controls:
-            ticker.every(controls[0].settings.timer_ms, lambda: self._tick("_control_due"))
+            ticker.every(controls[0].settings.interval_ms, lambda: self._tick("_control_due"))
         if self._reporter is not None:
             ticker.every(self._reporter.interval_ms, lambda: self._tick("_report_due"))
         if self._timeouts:
@@ -334,6 +344,7 @@ class RunLoop:
             self._complete(item)
         if self._error is not None:
             return
+        final = []
         for w in self._workers:
             if w.complete:
                 continue
@@ -344,7 +355,15 @@ class RunLoop:
                 continue
             for released in w.releasable(ignore_hold=True):
                 self._apply(w, released)
-            failure = op_outcome(w, Op.COMMIT, Coordinator())
+            final.append(w)
+        if len(final) > 1:  # every final commit at once, as _commit_together does
+            with ThreadPoolExecutor(max_workers=min(_MAX_COMMIT_THREADS, len(final)),
+                                    thread_name_prefix=f"weir-commit-{self.name}") as pool:
+                futures = [pool.submit(op_outcome, w, Op.COMMIT, Coordinator()) for w in final]
+                outcomes = [f.result() for f in futures]
+        else:
+            outcomes = [op_outcome(w, Op.COMMIT, Coordinator()) for w in final]
+        for w, failure in zip(final, outcomes):
             if failure is not None:
                 self._fail_task(w, *failure)
                 return
@@ -361,13 +380,26 @@ class RunLoop:
         run = getattr(self._source, "choose_run", None)
         exhausted = self._exhausted
         null = self._m_null
+        linger = LINGER
+        controls = bool(self._source_controls)
         n = 0
         if self._service():
             return
         while True:
             envs = run(_RUN_LIMIT) if run is not None else None
             if not envs:
-                env = choose(idle)
+                ticks = controls and self._idle_ticks_due()
+                if linger.armed or ticks:
+                    # Going idle: watermarks that processed messages moved first (their
+                    # control messages are sent), then what the tasks sent is written out.
+                    env = choose(0.0)
+                    if env is None:
+                        if ticks:
+                            self._tick_idle()
+                        linger.write_out()
+                        env = choose(idle)
+                else:
+                    env = choose(idle)
                 if env is None:
                     null.count += 1
                     if exhausted is not None and exhausted():
@@ -435,6 +467,8 @@ class RunLoop:
     # -- the general loop: thread pool, callbacks, coroutines --------------------------------
     def _run_general(self) -> None:
         get, choose = self._q.get, self._source.choose
+        linger = LINGER
+        controls = bool(self._source_controls)
         idle = self.settings.max_idle_ms / 1000
         for w in self._workers:
             self._mark(w)
@@ -453,7 +487,13 @@ class RunLoop:
             if self._error is not None or self._shutdown_now:
                 return
             if not self._backlogged:
-                env = choose(0.0 if self._busy else idle)
+                ticks = controls and not self._busy and self._idle_ticks_due()
+                env = choose(0.0 if self._busy or linger.armed or ticks else idle)
+                if env is None and not self._busy and (linger.armed or ticks):
+                    if ticks:  # idle: watermarks first, then what the tasks sent
+                        self._tick_idle()
+                    linger.write_out()
+                    env = choose(idle)
                 if env is not None:
                     self._route(env)
                     continue
@@ -616,8 +656,10 @@ class RunLoop:
                     w.need_window = True
         if self._commit_due:
             self._commit_due = False
-            for w in self._workers:
-                w.need_commit = not w.complete
+            now_ms = time.time_ns() // 1_000_000
+            for w in self._workers:  # a task with nothing new skips it (needs_commit)
+                w.need_commit = not w.complete and (w.need_commit
+                                                    or w.inst.needs_commit(now_ms))
         if self._timeout_due:
             self._timeout_due = False
             self._expire_callbacks()
@@ -633,9 +675,57 @@ class RunLoop:
             if w.coordinator.requested:
                 self._merge(w, w.coordinator)
             self._mark(w)
+        if self._pool is None and self._error is None and not self._shutdown_now:
+            ready = [w for w in self._workers if w.need_commit and not w.busy and not w.complete]
+            if len(ready) > 1:
+                self._commit_together(ready)
         if self._error is None and not self._shutdown_now:
             self._pump_dirty()
         return self._error is not None or self._shutdown_now
+
+    def _idle_ticks_due(self) -> bool:
+        """Whether the loop, going idle, should tick the control of tasks whose source
+        messages may have moved a watermark (at most every :data:`_IDLE_TICK_S`)."""
+        if time.monotonic() < self._next_idle_tick:
+            return False
+        return any(w.control.tick_wanted for w in self._source_controls if not w.complete)
+
+    def _tick_idle(self) -> None:
+        """Tick now the control of every task that processed source messages since its last
+        tick: their watermarks, and the windows and control messages that wait for them, go
+        out now instead of at the next ``task.watermark.interval.ms`` (which stays the
+        interval under load, when the loop is never idle)."""
+        self._next_idle_tick = time.monotonic() + _IDLE_TICK_S
+        for w in self._source_controls:
+            if (not w.complete and w.op is None and not w.need_tick
+                    and w.control.tick_wanted):
+                w.need_tick = True
+                self._mark(w)
+        self._pump_dirty()
+
+    def _commit_together(self, workers: list[Worker]) -> None:
+        """Commit several tasks at once, each on a thread of its own, and wait for all: their
+        fsyncs overlap (a journal commits concurrent fsyncs together), so a commit of every
+        task costs about what one task's does. Without a thread pool the loop would commit
+        them one after the other (with a pool, each commit is a pool operation already). The
+        tasks' commits touch nothing in common but thread-safe producers."""
+        pool = self._commit_pool
+        if pool is None:
+            pool = self._commit_pool = ThreadPoolExecutor(
+                max_workers=min(_MAX_COMMIT_THREADS, len(self._workers)),
+                thread_name_prefix=f"weir-commit-{self.name}")
+        started = []
+        for w in workers:
+            w.need_commit = False
+            w.op = Op.COMMIT
+            coord = Coordinator()
+            started.append((w, coord, pool.submit(op_outcome, w, Op.COMMIT, coord)))
+        for w, coord, future in started:
+            try:
+                failure = future.result()
+            except BaseException as exc:  # noqa: BLE001 - e.g. an interrupt in the hook
+                failure = (exc, Op.COMMIT.value)
+            self._op_done(w, Op.COMMIT, coord, failure)
 
     def _start_op(self, w: Worker, op: Op) -> None:
         if op is Op.COMMIT:

@@ -20,7 +20,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from weir.stores.config import Config, ConfigError, declare
@@ -30,7 +30,7 @@ from weir.engine.task import TaskKind
 __all__ = [
     "TASK_MAX_CONCURRENCY", "JOB_CONTAINER_THREAD_POOL_SIZE", "TASK_WINDOW_MS", "TASK_COMMIT_MS",
     "TASK_CALLBACK_TIMEOUT_MS", "TASK_SHUTDOWN_MS", "TASK_MAX_IDLE_MS",
-    "RunLoopConfig", "StoreAccess", "store_access",
+    "EXACTLY_ONCE_COMMIT_MS", "RunLoopConfig", "StoreAccess", "store_access",
 ]
 
 _C = "run loop"
@@ -41,8 +41,13 @@ JOB_CONTAINER_THREAD_POOL_SIZE = declare(
     "0 runs them inline on the loop thread.", component=_C)
 TASK_WINDOW_MS = declare("task.window.ms", int, -1, "Call window() of windowable tasks this "
                          "often (milliseconds); -1: never.", component=_C)
-TASK_COMMIT_MS = declare("task.commit.ms", int, 60_000, "Commit every task this often "
-                         "(milliseconds); -1: only on request, end-of-stream and shutdown.", component=_C)
+TASK_COMMIT_MS = declare(
+    "task.commit.ms", int, 60_000, "Commit every task this often (milliseconds); -1: only on "
+    "request, end-of-stream and shutdown. A task with nothing new since its last commit "
+    "skips it (for up to a minute). With task.processing.guarantee=exactly_once the default "
+    "is 100 (Kafka Streams' commit.interval.ms under exactly-once): outputs are visible to "
+    "read_committed readers at the commit, so the commit interval is their latency.",
+    component=_C)
 TASK_CALLBACK_TIMEOUT_MS = declare(
     "task.callback.timeout.ms", int, -1, "Fail the task with CallbackTimeoutError when a "
     "message is not finished within this time (milliseconds); -1: no limit. Applies to async "
@@ -53,6 +58,11 @@ TASK_SHUTDOWN_MS = declare("task.shutdown.ms", int, 30_000, "On shutdown, wait t
                            "(milliseconds) for messages in flight before the final commit.", component=_C)
 TASK_MAX_IDLE_MS = declare("task.max.idle.ms", int, 10, "Longest wait (milliseconds) for new "
                            "messages before the loop re-checks timers and requests.", component=_C)
+
+
+EXACTLY_ONCE_COMMIT_MS = 100
+"""``task.commit.ms`` when the config does not set it and the job is exactly-once (see
+:meth:`RunLoopConfig.for_exactly_once`)."""
 
 
 def _at_least(config: Config, key, value: int, minimum: int) -> int:
@@ -85,6 +95,14 @@ class RunLoopConfig:
                    TASK_CALLBACK_TIMEOUT_MS.get(cfg),
                    _at_least(cfg, TASK_SHUTDOWN_MS, TASK_SHUTDOWN_MS.get(cfg), 0),
                    _at_least(cfg, TASK_MAX_IDLE_MS, TASK_MAX_IDLE_MS.get(cfg), 1))
+
+    def for_exactly_once(self, config: Config | Mapping[str, str]) -> "RunLoopConfig":
+        """These settings for an exactly-once job: ``task.commit.ms`` is
+        :data:`EXACTLY_ONCE_COMMIT_MS` unless the config sets it (a read_committed reader
+        sees a task's outputs at its commit: the interval is their latency)."""
+        if TASK_COMMIT_MS.name in config:
+            return self
+        return replace(self, commit_ms=EXACTLY_ONCE_COMMIT_MS)
 
 
 class StoreAccess(Enum):

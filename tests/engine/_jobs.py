@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 
 from weir.engine.model import OutgoingMessageEnvelope, SystemStream
-from weir.engine.task import EndOfStreamListenerTask, InitableTask, StreamTask
+from weir.engine.task import AsyncStreamTask, EndOfStreamListenerTask, InitableTask, StreamTask
 
-__all__ = ["PassThrough", "CountWords", "FailAt", "SigtermAt", "ShutdownAt", "EnvProbe",
+__all__ = ["PassThrough", "PassThroughCallback", "PassThroughCoroutine", "HoldAfterSending",
+           "CountWords", "FailAt", "SigtermAt", "ShutdownAt", "EnvProbe",
            "ModulesAtFirstMessage"]
 
 
@@ -22,6 +24,43 @@ class PassThrough(StreamTask):
         collector.send(OutgoingMessageEnvelope(
             SystemStream(ssp.system, f"{ssp.stream}-out"), envelope.message, key=envelope.key,
             partition=ssp.partition))
+
+
+def _copy(envelope, collector) -> None:
+    ssp = envelope.ssp
+    collector.send(OutgoingMessageEnvelope(SystemStream(ssp.system, f"{ssp.stream}-out"),
+                                           envelope.message, envelope.key,
+                                           partition=ssp.partition))
+
+
+class PassThroughCallback(AsyncStreamTask):
+    """PassThrough in the callback form: sends, then completes from another thread."""
+
+    def process_async(self, envelope, collector, coordinator, callback):
+        _copy(envelope, collector)
+        threading.Thread(target=callback.complete).start()
+
+
+class PassThroughCoroutine(AsyncStreamTask):
+    """PassThrough in the coroutine form (``async def process`` on the asyncio thread)."""
+
+    async def process(self, envelope, collector, coordinator):
+        _copy(envelope, collector)
+
+
+HOLD_RELEASE = threading.Event()
+"""Set by the test to let :class:`HoldAfterSending` calls finish."""
+
+
+class HoldAfterSending(AsyncStreamTask):
+    """Sends like PassThrough, then keeps the message in flight until HOLD_RELEASE is set:
+    the run loop is never idle meanwhile."""
+
+    async def process(self, envelope, collector, coordinator):
+        import asyncio
+        _copy(envelope, collector)
+        while not HOLD_RELEASE.is_set():
+            await asyncio.sleep(0.001)
 
 
 class CountWords(StreamTask, InitableTask, EndOfStreamListenerTask):
@@ -84,7 +123,7 @@ class ShutdownAt(CountWords):
             coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
 
 
-STUCK_RELEASE = __import__("threading").Event()
+STUCK_RELEASE = threading.Event()
 """Set by the test to let a :class:`StuckAt` call that timed out finish."""
 
 

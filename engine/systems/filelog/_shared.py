@@ -44,11 +44,13 @@ def acquire_for_producer(settings: "FileLogSettings", meta: "StreamMeta",
                          partition: int) -> PartitionWriter:
     """:func:`acquire` for a producer (plain, transactional, or one completing a dead
     producer's transaction): a writer shared with other processes, with the producers'
-    buffer size and append-lock timeout."""
+    buffer size, linger and append-lock timeout (the first producer of the process to open
+    the partition sets them)."""
     return acquire(settings.root, meta.name, partition, lambda: PartitionWriter(
         settings.root, meta, partition, settings.for_stream(meta.name, meta.config),
         buffer_bytes=settings.producer_buffer_bytes, system=settings.system,
-        sharing=WriterSharing.SHARED, append_lock_timeout_ms=settings.append_lock_timeout_ms))
+        sharing=WriterSharing.SHARED, append_lock_timeout_ms=settings.append_lock_timeout_ms,
+        linger_ms=settings.producer_linger_ms))
 
 
 def release(writer: PartitionWriter) -> None:

@@ -75,7 +75,21 @@ ROOT = declare(
 PRODUCER_BUFFER_BYTES = declare(
     "systems.<system>.producer.buffer.bytes", int, 1 << 20,
     "Bytes of framed records a partition writer buffers before it writes them to the file "
-    "(flush always writes everything).", component=_C)
+    "(flush always writes everything; producer.linger.ms writes them out sooner).",
+    component=_C)
+PRODUCER_LINGER_MS = declare(
+    "systems.<system>.producer.linger.ms", int, 5,
+    "How long a producer keeps sent records in its partition writers' buffers before it "
+    "writes them out to the files, where every reader (this process or another) sees them "
+    "(milliseconds; Kafka's linger.ms, whose default is 5 since Kafka 4.0). A full buffer "
+    "(producer.buffer.bytes) is written at once, and a run loop that has nothing to process "
+    "writes out what its tasks sent without waiting. 0: every send is written out at once. "
+    "Writing out does not fsync: records are durable at the next flush (a commit), as "
+    "before. The transactional producer (exactly-once) hands a batch to its writer when it "
+    "is full (producer.batch.size) and at commit, and read_committed readers see a "
+    "transaction's records at its commit marker, so for them the commit interval is the "
+    "latency.",
+    component=_C, aliases=("task.intermediate.linger.ms",))
 PRODUCER_APPEND_LOCK_TIMEOUT_MS = declare(
     "systems.<system>.producer.append.lock.timeout.ms", int, 30_000,
     "How long a producer waits for its turn to append to a partition that producers of other "
@@ -119,8 +133,10 @@ PRODUCER_INIT_TIMEOUT_MS = declare(
     "release its owner lock before it fails with TransactionalIdInUseError.", component=_C)
 CONSUMER_POLL_SLEEP_MS = declare(
     "systems.<system>.consumer.poll.max.sleep.ms", int, 10,
-    "Longest sleep between two looks at the files while poll() waits for records "
-    "(the wait starts at 0.5 ms and doubles).", component=_C)
+    "Longest sleep between two looks at the files while poll() waits for records, where "
+    "inotify cannot wake the consumer (the wait starts at 0.5 ms and doubles). A consumer "
+    "woken by inotify looks at every change of its partitions' directories and every 100 ms "
+    "(or this, when longer).", component=_C)
 
 
 def _pair(key: str, type_, default, doc: str, **kw) -> tuple[ConfigKey, ConfigKey]:
@@ -214,6 +230,7 @@ class FileLogSettings:
     batch_size: int = 64 * 1024
     init_timeout_ms: int = 10_000
     append_lock_timeout_ms: int = 30_000
+    producer_linger_ms: int = 5
 
     @classmethod
     def from_config(cls, system: str, config: Mapping[str, str]) -> "FileLogSettings":
@@ -229,7 +246,8 @@ class FileLogSettings:
                        batch_size=_positive(cfg, PRODUCER_BATCH_SIZE, system),
                        init_timeout_ms=max(0, PRODUCER_INIT_TIMEOUT_MS.get(cfg, system=system)),
                        append_lock_timeout_ms=_positive(cfg, PRODUCER_APPEND_LOCK_TIMEOUT_MS,
-                                                        system))
+                                                        system),
+                       producer_linger_ms=_not_negative(cfg, PRODUCER_LINGER_MS, system))
         settings.for_stream("")  # validate the system-level storage keys now
         return settings
 
@@ -277,4 +295,13 @@ def _positive(config: Config, key: ConfigKey, system: str) -> int:
     if value <= 0:
         raise ConfigError(f"must be positive, got {value}", key=key.key(system=system),
                           origin=config.origin(key.key(system=system)))
+    return value
+
+
+def _not_negative(config: Config, key: ConfigKey, system: str) -> int:
+    value = key.get(config, system=system)
+    if value < 0:
+        name = next((n for n in (key.key(system=system), *key.aliases) if n in config),
+                    key.key(system=system))
+        raise ConfigError(f"must be 0 or more, got {value}", key=name, origin=config.origin(name))
     return value

@@ -56,6 +56,7 @@ from weir.engine.model import NO_TIMESTAMP, OutgoingMessageEnvelope, SystemStrea
 
 from weir.engine.systems.filelog import _shared
 from weir.engine.systems.filelog._files import FileLock, LockBusy
+from weir.engine.systems.filelog._sync import sync_writers
 from weir.engine.systems.filelog._format import NULL_LEN
 from weir.engine.systems.filelog._txn_format import MAX_EPOCH, ControlType
 from weir.engine.systems.filelog.producer_state import (ProducerState, TxnId, TxnRecord, TxnState,
@@ -264,8 +265,10 @@ class TransactionalProducer:
         return decided_by_checkpoint(txn.decision, tid)
 
     def _finish(self, txn: TxnRecord, committed: bool, epoch: int) -> None:
-        """Write the markers of ``txn`` (with ``epoch``) into every partition it wrote."""
+        """Write the markers of ``txn`` (with ``epoch``) into every partition it wrote, then
+        fsync those partitions at once (:func:`._sync.sync_writers`)."""
         type_ = ControlType.COMMIT if committed else ControlType.ABORT
+        marked = []
         for stream, partition in txn.partitions:
             try:
                 writer = self._writer(stream, partition)
@@ -275,7 +278,9 @@ class TransactionalProducer:
                 continue
             with writer.mutex:
                 writer.append_marker(self._state.producer_id, epoch, type_, txn.sequence)
-                writer.flush(sync=True)
+                writer.write_buffered()
+            marked.append(writer)
+        sync_writers(marked)
 
     # -- SystemProducer -------------------------------------------------------------------
     def register(self, source: str) -> None:
@@ -378,14 +383,17 @@ class TransactionalProducer:
         return n
 
     def flush(self, source: str | None = None) -> None:
-        """Hand every open batch to its partition writer and write the writers' buffers to
-        the files (fsync per the streams' policy). The records stay uncommitted."""
+        """Hand every open batch to its partition writer and write the writers' buffers out
+        to the files, without fsync: the records stay uncommitted, and :meth:`prepare`
+        fsyncs every partition of the transaction at once before anything can commit them
+        (a flush of a transactional producer acknowledges nothing)."""
         with self._guard:
             self._hand_all()
             for slot in self._txn_partitions():
                 writer = self._writers[slot]
                 with writer.mutex:
-                    writer.flush()
+                    if not writer.closed:
+                        writer.write_buffered()
 
     def stop(self) -> None:
         """Abort an ongoing transaction (a task that failed does not commit), leave a prepared
@@ -498,10 +506,7 @@ class TransactionalProducer:
                     self._txn = None  # nothing was sent since the last commit
                 return None
             self._check_fence(f" (preparing transaction {txn.sequence})")
-            for slot in txn.partitions:
-                writer = self._writers[slot]
-                with writer.mutex:
-                    writer.flush(sync=True)
+            sync_writers([self._writers[slot] for slot in txn.partitions])
             txn.state = TxnState.PREPARED
             txn.decision = dict(decision) if decision else None
             self._state.transaction = txn

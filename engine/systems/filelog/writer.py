@@ -73,6 +73,7 @@ from weir.engine.systems.filelog.segment import Segment, build_index, list_segme
 from weir.engine.systems.filelog._tail import HINT_INTERVAL, TailHint, load_tail_hint, remove_tail_hint
 from weir.engine.systems.filelog.settings import StreamSettings
 from weir.engine.systems.filelog.stream import StreamMeta, partition_dir, read_end_marker
+from weir.engine.systems.linger import LINGER
 
 __all__ = ["PartitionWriter", "WriterSharing"]
 
@@ -82,6 +83,7 @@ _TS_KLEN = struct.Struct("<qI").pack
 _U32 = struct.Struct("<I").pack
 _LEN_CRC = struct.Struct("<II").pack
 _NULL = _U32(NULL_LEN)
+_NEVER = 1 << 62
 
 
 class WriterSharing(Enum):
@@ -104,7 +106,7 @@ class PartitionWriter:
     def __init__(self, root: str, meta: StreamMeta, partition: int,
                  settings: StreamSettings | None = None, *, buffer_bytes: int = 1 << 20,
                  system: str = "filelog", sharing: WriterSharing = WriterSharing.EXCLUSIVE,
-                 append_lock_timeout_ms: int = 30_000):
+                 append_lock_timeout_ms: int = 30_000, linger_ms: int | None = None):
         if not 0 <= partition < meta.partitions:
             raise SystemError_(f"stream '{meta.name}' has partitions 0..{meta.partitions - 1}, "
                                f"not {partition}")
@@ -112,7 +114,11 @@ class PartitionWriter:
         self._meta = meta
         self._settings = settings or StreamSettings()
         self._segment_bytes = self._settings.segment_bytes
-        self._buffer_bytes = buffer_bytes
+        # linger 0: every append is written out at once (an empty buffer); None: written
+        # only when the buffer is full or flushed (tools); else the Linger writes it out.
+        self._buffer_bytes = 0 if linger_ms == 0 else buffer_bytes
+        self._linger_ms = linger_ms
+        self._armed = not linger_ms  # never armed without a positive linger
         self._dir = partition_dir(root, meta.name, partition)
         meta_path = os.path.join(os.path.dirname(self._dir), STREAM_META)
         if not os.path.isdir(self._dir):
@@ -340,11 +346,15 @@ class PartitionWriter:
         this one last wrote -- a new active segment when one of them rolled (or the active one
         was sealed), or records after this writer's last byte -- so that the buffer is written
         at the true end with the right offsets. The buffer's bookkeeping is left to
-        :meth:`_write_shared`."""
-        ended = read_end_marker(self._dir)
-        if ended is not None:
-            self._ended = ended
-            self._raise_ended()
+        :meth:`_write_shared`. Only a bounded stream can be ended while shared writers hold
+        it (the producers and the admin refuse to end an unbounded one, and an exclusive
+        writer cannot start beside a shared one), so only there is the end marker looked
+        for."""
+        if self._meta.bounded:
+            ended = read_end_marker(self._dir)
+            if ended is not None:
+                self._ended = ended
+                self._raise_ended()
         try:
             st = os.stat(self._segment.path)
             active = (st.st_ino == self._inode
@@ -444,6 +454,8 @@ class PartitionWriter:
         self._next = offset + 1
         if end >= self._flush_at:
             self._write_pending()
+        elif not self._armed:
+            self._arm()
         return offset
 
     def append_all(self, items: Iterable[tuple[bytes | None, bytes | None]],
@@ -463,6 +475,8 @@ class PartitionWriter:
         segment_bytes, interval = self._segment_bytes, INDEX_INTERVAL
         pos, nxt, base = self._pos, self._next, self._base
         next_index_at, flush_at, sparse = self._next_index_at, self._flush_at, self._sparse
+        if not self._buffer_bytes:  # linger 0: the whole call is written out once, at its end
+            flush_at = _NEVER
         first = nxt
         own = True  # whether the locals, not the attributes, hold the current position
         try:
@@ -485,7 +499,8 @@ class PartitionWriter:
                     first += self._next - nxt  # a shared writer's offsets moved on
                     pos, nxt, base, next_index_at = (self._pos, self._next, self._base,
                                                      self._next_index_at)
-                    flush_at, sparse = self._flush_at, self._sparse
+                    flush_at = self._flush_at if self._buffer_bytes else _NEVER
+                    sparse = self._sparse
                     own = True
                     end = pos + len(body) + 8
                 if pos >= next_index_at:
@@ -507,6 +522,11 @@ class PartitionWriter:
         finally:
             if own:
                 self._pos, self._next, self._next_index_at = pos, nxt, next_index_at
+            if self._pending:
+                if not self._buffer_bytes:
+                    self._write_pending()
+                elif not self._armed:
+                    self._arm()
         return nxt - first
 
     def append_batch(self, producer_id: int, epoch: int, sequence: int, records: list[bytes],
@@ -538,6 +558,8 @@ class PartitionWriter:
         self._next = offset + 1 + count
         if end >= self._flush_at:
             self._write_pending()
+        elif not self._armed:
+            self._arm()
         return offset
 
     def append_marker(self, producer_id: int, epoch: int, type_: ControlType, sequence: int,
@@ -562,6 +584,8 @@ class PartitionWriter:
         self._next = offset + 1
         if end >= self._flush_at:
             self._write_pending()
+        elif not self._armed:
+            self._arm()
         return offset
 
     def flush(self, *, sync: bool = False) -> None:
@@ -575,6 +599,20 @@ class PartitionWriter:
         """Write the buffered records to the file without fsync: readers (in any process)
         see them at once; they become durable at the next :meth:`flush` that fsyncs."""
         self._write_pending()
+
+    def _arm(self) -> None:
+        """The buffer went from empty to not empty: write it out ``linger_ms`` from now."""
+        self._armed = True
+        LINGER.arm(self, self._linger_ms)
+
+    def write_lingering(self) -> None:
+        """The Linger's call (:mod:`weir.engine.systems.linger`), on its timer thread or on
+        the run loop's when it goes idle: write the buffered records out, without fsync,
+        under :attr:`mutex` (never between the halves of an append or inside a flush)."""
+        with self.mutex:
+            self._armed = False
+            if self._pending and self._fd >= 0:
+                self._write_pending()
 
     def _fsync_due(self) -> bool:
         every_records, every_ms = (self._settings.fsync_every_records,

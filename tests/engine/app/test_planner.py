@@ -309,7 +309,9 @@ def test_an_application_on_the_file_log_is_exactly_once_by_default(tmp_path):
     plan = plan_application(*setup(tmp_path, "chain"))
     job = plan.job_config()
     assert job.get_str("task.processing.guarantee") == "exactly_once"
-    assert job.get_str("task.commit.ms") == "100"          # a hop's latency is the commit
+    assert "task.commit.ms" not in job      # the engine's exactly-once default: 100 ms
+    from weir.engine.runloop.settings import RunLoopConfig
+    assert RunLoopConfig.from_config(job).for_exactly_once(job).commit_ms == 100
     assert plan.to_json()["guarantee"] == "exactly_once"
 
 

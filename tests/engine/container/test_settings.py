@@ -68,3 +68,20 @@ def test_a_bad_value_fails_when_the_settings_are_built_naming_its_key(tmp_path):
     cfg = job_config(tmp_path, "mem-settings-bad", **{"task.poll.interval.ms": "soon"})
     with pytest.raises(ConfigError, match="task.poll.interval.ms"):
         JobSettings.from_config(cfg, SystemRegistry(cfg))
+
+
+@pytest.mark.parametrize("guarantee,commit_ms,expected", [
+    ("at_least_once", None, 60_000),
+    ("exactly_once", None, 100),          # Kafka Streams' default under exactly-once
+    ("exactly_once_v2", None, 100),
+    ("exactly_once", "2500", 2500),       # an explicit interval wins
+    ("at_least_once", "2500", 2500),
+])
+def test_the_commit_interval_defaults_to_100_ms_under_exactly_once(tmp_path, guarantee,
+                                                                   commit_ms, expected):
+    extra = {"task.processing.guarantee": guarantee}
+    if commit_ms is not None:
+        extra["task.commit.ms"] = commit_ms
+    cfg = job_config(tmp_path, "fl-commit-default", **extra)
+    settings = JobSettings.from_config(cfg, SystemRegistry(cfg))
+    assert settings.run_loop.commit_ms == expected

@@ -1,6 +1,8 @@
-"""An idle file-log consumer: the wait between looks grows across polls that find nothing and
-starts over on data; an empty partition is listed again only when its directory changes.
-Time is virtual (the consumer's clock and sleep are replaced), so nothing here is timed."""
+"""An idle file-log consumer that polls on a schedule (where inotify cannot be used): the wait
+between looks grows across polls that find nothing and starts over on data; an empty
+partition is listed again only when its directory changes. Time is virtual (the consumer's
+clock and sleep are replaced), so nothing here is timed. test_wakeup.py covers consumers
+woken by inotify."""
 
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ class VirtualTime:
 def clock(monkeypatch):
     virtual = VirtualTime()
     monkeypatch.setattr(consumer_module, "time", virtual)
+    monkeypatch.setattr(consumer_module.DirectoryWatch, "open", classmethod(lambda cls: None))
     return virtual
 
 

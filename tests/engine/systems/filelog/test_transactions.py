@@ -508,3 +508,25 @@ def test_restores_bulk_read_of_a_transactional_changelog_sees_committed_records_
             pass
     assert caught.value.partition == 0 and "--resolve" in str(caught.value)
     producer.stop()
+
+
+def test_a_flush_writes_out_without_fsync_and_prepare_and_commit_fsync_every_partition(
+        log, monkeypatch):
+    log.create(partitions=3)
+    producer = _producer(log)
+    for p in range(3):
+        _send(producer, b"v%d" % p, partition=p)
+    synced: list[int] = []
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (synced.append(fd), real(fd)))
+    producer.flush()                   # written out for read_uncommitted readers, not synced
+    assert synced == []
+    assert [_values(log, UNCOMMITTED, partition=p) for p in range(3)] == [[b"v0"], [b"v1"],
+                                                                         [b"v2"]]
+    producer.prepare()                 # every partition fsynced (together) before the decision
+    assert len(set(synced)) == 3
+    synced.clear()
+    producer.commit()                  # the markers: fsynced in every partition
+    assert len(set(synced)) == 3
+    assert [_values(log, partition=p) for p in range(3)] == [[b"v0"], [b"v1"], [b"v2"]]
+    producer.stop()
