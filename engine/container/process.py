@@ -35,6 +35,8 @@ from typing import Any
 from weir.recovery.storage import ProgressMode
 from weir.stores.config import Config
 
+from weir.engine.container.starter import unblock_stop_signal
+
 __all__ = ["EventKind", "ChildEvent", "container_process_main"]
 
 log = logging.getLogger("weir.runner")
@@ -87,6 +89,7 @@ def container_process_main(config: Config | None, model_json: str | None, contai
     ``model_json`` None, config and model come from the job coordinator named in
     ``environment``. ``environment`` (the runner's, when it started this container) replaces
     this process's first: a process forked from the fork server starts with the server's."""
+    unblock_stop_signal()  # started with SIGTERM blocked (starter.start_process)
     if environment is not None:
         os.environ.clear()
         os.environ.update(environment)

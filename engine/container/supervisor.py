@@ -30,6 +30,7 @@ from typing import Any
 
 from weir.engine.container.progress import ContainerFailure, ContainerProgress, ContainerResult
 from weir.engine.container.process import ChildEvent, EventKind
+from weir.engine.container.starter import start_process
 from weir.engine.coordinator.coordinator import JobCoordinator, plan_restarts
 from weir.engine.jobmodel.model import JobModel
 
@@ -193,8 +194,9 @@ def coordinator_environment(coordinator: JobCoordinator, cid: str,
 
 
 def _start_child(child: _Child) -> None:
-    """Start ``child``'s process (it sets its environment itself, see ``spawn``)."""
-    child.process.start()
+    """Start ``child``'s process (it sets its environment itself, see ``spawn``); a fork server
+    it starts survives a SIGTERM to the process group (``starter.start_process``)."""
+    start_process(child.process)
 
 
 class _ModelFollower:
