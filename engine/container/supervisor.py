@@ -190,7 +190,8 @@ def coordinator_environment(coordinator: JobCoordinator, cid: str,
     settings = coordinator.settings
     return container_environment(
         coordinator.url or "", cid, version if version is not None else coordinator.snapshot.version,
-        timeout_ms=settings.client_timeout_ms, retry_ms=settings.client_retry_ms)
+        timeout_ms=settings.client_timeout_ms, retry_ms=settings.client_retry_ms,
+        token=coordinator.container_token)
 
 
 def _start_child(child: _Child) -> None:

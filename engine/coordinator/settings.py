@@ -37,7 +37,9 @@ __all__ = [
     "JOB_COORDINATOR_HTTP_HOST",
     "JOB_COORDINATOR_HTTP_PORT",
     "JOB_COORDINATOR_HTTP_MAX_CONNECTIONS",
+    "JOB_COORDINATOR_HTTP_MAX_CONNECTIONS_PER_CLIENT",
     "JOB_COORDINATOR_HTTP_KEEPALIVE_MS",
+    "JOB_COORDINATOR_HTTP_REQUEST_TIMEOUT_MS",
     "JOB_COORDINATOR_HTTP_CLIENT_TIMEOUT_MS",
     "JOB_COORDINATOR_HTTP_CLIENT_RETRY_MS",
     "JOB_HOST_AFFINITY_ENABLED",
@@ -93,11 +95,24 @@ JOB_COORDINATOR_HTTP_PORT = declare(
     "the URL).", component=_C)
 JOB_COORDINATOR_HTTP_MAX_CONNECTIONS = declare(
     "job.coordinator.http.max.connections", int, 256,
-    "Concurrent connections and requests the HTTP endpoint serves; beyond it a request is "
-    "answered 503 at once (clients retry).", component=_C)
+    "Connections the HTTP endpoint keeps open. A new connection over the limit closes the "
+    "oldest idle one; when every one is busy it gets one of 16 further connections kept for "
+    "the job's own containers (anyone else is answered 503 there), or is closed at once.",
+    component=_C)
+JOB_COORDINATOR_HTTP_MAX_CONNECTIONS_PER_CLIENT = declare(
+    "job.coordinator.http.max.connections.per.client", int, 64,
+    "Connections one client address keeps open to the HTTP endpoint; over it, the client's "
+    "oldest idle connection is closed for the new one (when none is idle, as over "
+    "`job.coordinator.http.max.connections`). The job's containers share the runner's "
+    "address: keep it above the container count.", component=_C)
 JOB_COORDINATOR_HTTP_KEEPALIVE_MS = declare(
     "job.coordinator.http.keepalive.ms", int, 5000,
-    "How long the HTTP endpoint keeps an idle client connection open.", component=_C)
+    "How long the HTTP endpoint keeps a connection open without a request: a new one that "
+    "sends nothing, or an idle one between requests.", component=_C)
+JOB_COORDINATOR_HTTP_REQUEST_TIMEOUT_MS = declare(
+    "job.coordinator.http.request.timeout.ms", int, 10_000,
+    "How long the HTTP endpoint waits for a whole request (headers and body) from its first "
+    "byte; a slower one is answered 408 and its connection closed.", component=_C)
 JOB_COORDINATOR_HTTP_CLIENT_TIMEOUT_MS = declare(
     "job.coordinator.http.client.timeout.ms", int, 10_000,
     "Time limit of one request of a container to the job coordinator.", component=_C)
@@ -152,7 +167,9 @@ class CoordinatorSettings:
     http_host: str = "127.0.0.1"
     http_port: int = 0
     http_max_connections: int = 256
+    http_max_connections_per_client: int = 64
     http_keepalive_ms: int = 5000
+    http_request_timeout_ms: int = 10_000
     client_timeout_ms: int = 10_000
     client_retry_ms: int = 30_000
     host_affinity: bool = False
@@ -172,13 +189,22 @@ class CoordinatorSettings:
             http_host=JOB_COORDINATOR_HTTP_HOST.get(config),
             http_port=JOB_COORDINATOR_HTTP_PORT.get(config),
             http_max_connections=JOB_COORDINATOR_HTTP_MAX_CONNECTIONS.get(config),
+            http_max_connections_per_client=JOB_COORDINATOR_HTTP_MAX_CONNECTIONS_PER_CLIENT.get(
+                config),
             http_keepalive_ms=JOB_COORDINATOR_HTTP_KEEPALIVE_MS.get(config),
+            http_request_timeout_ms=JOB_COORDINATOR_HTTP_REQUEST_TIMEOUT_MS.get(config),
             client_timeout_ms=JOB_COORDINATOR_HTTP_CLIENT_TIMEOUT_MS.get(config),
             client_retry_ms=JOB_COORDINATOR_HTTP_CLIENT_RETRY_MS.get(config),
             host_affinity=JOB_HOST_AFFINITY_ENABLED.get(config))
         for decl, value, low in ((JOB_COORDINATOR_HTTP_PORT, settings.http_port, 0),
                                  (JOB_COORDINATOR_HTTP_MAX_CONNECTIONS,
                                   settings.http_max_connections, 1),
+                                 (JOB_COORDINATOR_HTTP_MAX_CONNECTIONS_PER_CLIENT,
+                                  settings.http_max_connections_per_client, 1),
+                                 (JOB_COORDINATOR_HTTP_KEEPALIVE_MS,
+                                  settings.http_keepalive_ms, 1),
+                                 (JOB_COORDINATOR_HTTP_REQUEST_TIMEOUT_MS,
+                                  settings.http_request_timeout_ms, 1),
                                  (JOB_COORDINATOR_MAX_MESSAGE_BYTES,
                                   settings.max_message_bytes, 64),
                                  (JOB_COORDINATOR_HTTP_CLIENT_TIMEOUT_MS,
