@@ -14,7 +14,10 @@
    (:mod:`~weir.engine.container.supervisor` supervises them). When one fails, the others are
    stopped (SIGTERM, so they commit) and the result names the failed container and why;
    The runner holds the job lock (:class:`~weir.recovery.job_lock.JobLock`, in
-   ``task.checkpoint.path``) for the whole run: a second ``weir run`` of the same job fails
+   ``task.checkpoint.path``) for the whole run, its record naming the run (a fresh id that
+   ``weir drain`` addresses; a drain request found at the start for a run that ended is
+   continued or moved aside, :func:`~weir.engine.control.drain.settle_drain_request`): a
+   second ``weir run`` of the same job fails
    fast with :class:`~weir.recovery.errors.JobLockedError` naming the holder; each container
    process also holds its own container lock, so a new run never starts beside containers
    of an old one whose runner died;
@@ -44,6 +47,7 @@ import os
 import signal
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
@@ -67,6 +71,7 @@ from weir.engine.jobmodel.model import JobModel, build_job_model
 from weir.engine.runloop.settings import TASK_SHUTDOWN_MS
 from weir.engine.model import SystemStream
 from weir.engine.container.status import StatusMode, StatusReporter, StatusSettings
+from weir.engine.control.drain import RUN_RECORD_KEY, RunTarget, settle_drain_request
 from weir.engine.container.supervisor import (_Child, _ModelFollower, _end_children, _start_child,
                                               _stop_children, _supervise, coordinator_environment)
 from weir.engine.config.streams import all_input_streams
@@ -290,12 +295,18 @@ def run_job(config: Config, *, status: StatusMode = StatusMode.AUTO,
     # which create nothing, and before the coordinator writes its stream or a reset moves
     # state), and only under it are temp files of interrupted checkpoint writes removed. The
     # coordinator's run lock comes first: it also refuses a run with other directories.
+    run_id = uuid.uuid4().hex  # names this run in its job lock; `weir drain` addresses it
+    locks: list[JobLock] = []
     try:
         prepared = prepare(config, registry=coordinator.registry, coordinator=coordinator,
-                           before_writes=lambda job: (coordinator.claim_run(),
-                                                      _take_job_lock(job, stack)))
+                           before_writes=lambda job: (coordinator.claim_run(), locks.append(
+                               _take_job_lock(job, stack, run_id))))
         job, registry, model = prepared.job, prepared.registry, prepared.model
         job_settings = prepared.settings  # parsed once; handed to the container
+        # A drain request for a run that ended is continued (a task began it), or moved aside
+        # and said so: it never makes this run stop at once.
+        settle_drain_request(job_settings.control.drain_path, [job.checkpoint_dir],
+                             _run_target(locks[0], run_id))
         config = model.config  # the job's config as the coordinator stream holds it
         settings = StatusSettings.from_config(config)
         coordinator.start_catch_up()
@@ -337,9 +348,18 @@ def containers_in_process(model: JobModel) -> tuple[str, ...]:
     return tuple(model.containers) if len(model.containers) == 1 else ()
 
 
-def _take_job_lock(job: JobConfig, stack: contextlib.ExitStack) -> None:
-    lock = stack.enter_context(JobLock.acquire(job.checkpoint_dir, job=job.name, role="weir run"))
+def _take_job_lock(job: JobConfig, stack: contextlib.ExitStack, run_id: str) -> JobLock:
+    lock = stack.enter_context(JobLock.acquire(job.checkpoint_dir, job=job.name, role="weir run",
+                                               details={RUN_RECORD_KEY: run_id}))
     FileCheckpointManager(job.checkpoint_dir).remove_stray_temps(lock)
+    return lock
+
+
+def _run_target(lock: JobLock, run_id: str) -> RunTarget:
+    """This run, as a drain request names it."""
+    holder = lock.holder
+    return RunTarget(run_id, str(lock.path.absolute()), holder.pid, holder.host, holder.since,
+                     str(holder.details.get("job", "")))
 
 
 def _combined(generations: list[JobResult]) -> JobResult:
