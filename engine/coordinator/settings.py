@@ -50,19 +50,19 @@ _C = "job coordinator"
 JOB_COORDINATOR_SEGMENT_BYTES = declare(
     "job.coordinator.segment.bytes", int, None,
     "Segment size of the coordinator stream when it is created (unset: the system's "
-    "`segment.bytes`).", component=_C)
+    "`segment.bytes`).", minimum=1, component=_C)
 JOB_COORDINATOR_MAX_MESSAGE_BYTES = declare(
     "job.coordinator.max.message.bytes", int, 1_000_012,
     "Largest coordinator message (key plus value bytes) a writer sends; a larger config "
-    "value is refused before anything is written.", component=_C)
+    "value is refused before anything is written.", minimum=64, component=_C)
 JOB_COORDINATOR_CATCHUP_INTERVAL_MS = declare(
     "job.coordinator.catchup.interval.ms", int, 1000,
     "How often the running job coordinator reads new coordinator stream messages (config "
-    "written by `weir coordinator set-config`); 0: never while running.", component=_C)
+    "written by `weir coordinator set-config`); 0: never while running.", minimum=0, component=_C)
 JOB_COORDINATOR_WRITE_TIMEOUT_MS = declare(
     "job.coordinator.write.timeout.ms", int, 30_000,
     "How long a writer of the coordinator stream waits for another process that is writing "
-    "it (the file log has one writer per partition) before failing.", component=_C)
+    "it (the file log has one writer per partition) before failing.", minimum=0, component=_C)
 
 
 class HttpServe(Enum):
@@ -92,34 +92,34 @@ JOB_COORDINATOR_HTTP_HOST = declare(
 JOB_COORDINATOR_HTTP_PORT = declare(
     "job.coordinator.http.port", int, 0,
     "Port of the job coordinator's HTTP endpoint; 0 picks a free port (containers are told "
-    "the URL).", component=_C)
+    "the URL).", minimum=0, maximum=65535, component=_C)
 JOB_COORDINATOR_HTTP_MAX_CONNECTIONS = declare(
     "job.coordinator.http.max.connections", int, 256,
     "Connections the HTTP endpoint keeps open. A new connection over the limit closes the "
     "oldest idle one; when every one is busy it gets one of 16 further connections kept for "
     "the job's own containers (anyone else is answered 503 there), or is closed at once.",
-    component=_C)
+    minimum=1, component=_C)
 JOB_COORDINATOR_HTTP_MAX_CONNECTIONS_PER_CLIENT = declare(
     "job.coordinator.http.max.connections.per.client", int, 64,
     "Connections one client address keeps open to the HTTP endpoint; over it, the client's "
     "oldest idle connection is closed for the new one (when none is idle, as over "
     "`job.coordinator.http.max.connections`). The job's containers share the runner's "
-    "address: keep it above the container count.", component=_C)
+    "address: keep it above the container count.", minimum=1, component=_C)
 JOB_COORDINATOR_HTTP_KEEPALIVE_MS = declare(
     "job.coordinator.http.keepalive.ms", int, 5000,
     "How long the HTTP endpoint keeps a connection open without a request: a new one that "
-    "sends nothing, or an idle one between requests.", component=_C)
+    "sends nothing, or an idle one between requests.", minimum=1, component=_C)
 JOB_COORDINATOR_HTTP_REQUEST_TIMEOUT_MS = declare(
     "job.coordinator.http.request.timeout.ms", int, 10_000,
     "How long the HTTP endpoint waits for a whole request (headers and body) from its first "
-    "byte; a slower one is answered 408 and its connection closed.", component=_C)
+    "byte; a slower one is answered 408 and its connection closed.", minimum=1, component=_C)
 JOB_COORDINATOR_HTTP_CLIENT_TIMEOUT_MS = declare(
     "job.coordinator.http.client.timeout.ms", int, 10_000,
-    "Time limit of one request of a container to the job coordinator.", component=_C)
+    "Time limit of one request of a container to the job coordinator.", minimum=1, component=_C)
 JOB_COORDINATOR_HTTP_CLIENT_RETRY_MS = declare(
     "job.coordinator.http.client.retry.ms", int, 30_000,
     "How long a container keeps retrying (with backoff from 50 ms doubling to 2 s) before it "
-    "fails with an error naming the coordinator's URL.", component=_C)
+    "fails with an error naming the coordinator's URL.", minimum=0, component=_C)
 JOB_HOST_AFFINITY_ENABLED = declare(
     "job.host-affinity.enabled", bool, False,
     "Host affinity: containers record the host they ran on (`set-container-host-assignment`) "
@@ -178,7 +178,7 @@ class CoordinatorSettings:
     def from_config(cls, config: Config) -> "CoordinatorSettings":
         name = config.require(JOB_NAME.name)
         job_id = JOB_ID.get(config)
-        settings = cls(
+        return cls(
             job_name=name, job_id=job_id, system=coordinator_system(config),
             stream=coordinator_stream_name(name, job_id),
             segment_bytes=JOB_COORDINATOR_SEGMENT_BYTES.get(config),
@@ -196,24 +196,6 @@ class CoordinatorSettings:
             client_timeout_ms=JOB_COORDINATOR_HTTP_CLIENT_TIMEOUT_MS.get(config),
             client_retry_ms=JOB_COORDINATOR_HTTP_CLIENT_RETRY_MS.get(config),
             host_affinity=JOB_HOST_AFFINITY_ENABLED.get(config))
-        for decl, value, low in ((JOB_COORDINATOR_HTTP_PORT, settings.http_port, 0),
-                                 (JOB_COORDINATOR_HTTP_MAX_CONNECTIONS,
-                                  settings.http_max_connections, 1),
-                                 (JOB_COORDINATOR_HTTP_MAX_CONNECTIONS_PER_CLIENT,
-                                  settings.http_max_connections_per_client, 1),
-                                 (JOB_COORDINATOR_HTTP_KEEPALIVE_MS,
-                                  settings.http_keepalive_ms, 1),
-                                 (JOB_COORDINATOR_HTTP_REQUEST_TIMEOUT_MS,
-                                  settings.http_request_timeout_ms, 1),
-                                 (JOB_COORDINATOR_MAX_MESSAGE_BYTES,
-                                  settings.max_message_bytes, 64),
-                                 (JOB_COORDINATOR_HTTP_CLIENT_TIMEOUT_MS,
-                                  settings.client_timeout_ms, 1)):
-            if value < low or (decl is JOB_COORDINATOR_HTTP_PORT and value > 65535):
-                raise ConfigError(f"bad value {value}: must be at least {low}"
-                                  + (" and at most 65535" if decl is JOB_COORDINATOR_HTTP_PORT
-                                     else ""), key=decl.name, origin=config.origin(decl.name))
-        return settings
 
     @property
     def serves_in_process(self) -> bool:
