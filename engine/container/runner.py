@@ -22,7 +22,9 @@
    process also holds its own container lock, so a new run never starts beside containers
    of an old one whose runner died;
 4. SIGINT / SIGTERM stop the job gracefully: work in flight finishes (up to
-   ``task.shutdown.ms``), every task commits, stores close. A second SIGINT stops at once
+   ``task.shutdown.ms``), every task commits, stores close. The handlers are installed before
+   the job is prepared: a signal that comes while it starts stops it before (or as soon as)
+   its containers start. A second SIGINT stops at once
    without the final commit (processing resumes from the last checkpoint). No container
    process outlives ``run_job``: when the runner leaves abnormally (a second SIGINT kills
    them; any other error SIGTERMs them and waits ``task.shutdown.ms`` + 10 s, reading their
@@ -234,13 +236,17 @@ def prepare(config: Config, *, registry: SystemRegistry | None = None,
 # -- signals ------------------------------------------------------------------------------
 
 class _Signals:
-    """SIGINT/SIGTERM handlers for the duration of a run (main thread only): the first signal
-    calls ``on_stop`` (a graceful stop); after it, SIGINT raises KeyboardInterrupt again."""
+    """SIGINT/SIGTERM handlers for the whole of a run (main thread only), installed before the
+    job is prepared: the first signal asks for a graceful stop of whatever runs then (the
+    stop target :meth:`attach` set: the in-process container, or the container processes);
+    one that arrives before the containers start is kept, and the containers are not started
+    (or are stopped as soon as they are). After the first signal, SIGINT raises
+    KeyboardInterrupt again."""
 
-    def __init__(self, on_stop: Callable[[int], None]):
-        self._on_stop = on_stop
+    def __init__(self) -> None:
         self.received: int | None = None
         self._previous: dict[int, Any] = {}
+        self._on_stop: Callable[[int], None] | None = None
 
     def __enter__(self) -> "_Signals":
         if threading.current_thread() is threading.main_thread():
@@ -252,6 +258,15 @@ class _Signals:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
 
+    def attach(self, on_stop: Callable[[int], None]) -> None:
+        """Stop with ``on_stop`` from now on; at once when a signal came already."""
+        self._on_stop = on_stop
+        if self.received is not None:
+            on_stop(self.received)
+
+    def detach(self) -> None:
+        self._on_stop = None
+
     def _handle(self, signum: int, frame: Any) -> None:
         if self.received is None:
             self.received = signum
@@ -259,7 +274,8 @@ class _Signals:
                         "(press Ctrl-C again to stop at once, without it)",
                         signal.Signals(signum).name)
             signal.signal(signal.SIGINT, signal.default_int_handler)
-        self._on_stop(signum)
+        if self._on_stop is not None:
+            self._on_stop(signum)
 
     def reason(self, default: str) -> str:
         if self.received is None:
@@ -297,6 +313,9 @@ def run_job(config: Config, *, status: StatusMode = StatusMode.AUTO,
     # coordinator's run lock comes first: it also refuses a run with other directories.
     run_id = uuid.uuid4().hex  # names this run in its job lock; `weir drain` addresses it
     locks: list[JobLock] = []
+    # A SIGTERM while the job is prepared (a process-group stop as it starts) is kept and
+    # stops the job before its containers start: never the default action's bare exit.
+    signals = stack.enter_context(_Signals())
     try:
         prepared = prepare(config, registry=coordinator.registry, coordinator=coordinator,
                            before_writes=lambda job: (coordinator.claim_run(), locks.append(
@@ -312,6 +331,10 @@ def run_job(config: Config, *, status: StatusMode = StatusMode.AUTO,
         coordinator.start_catch_up()
         generations: list[JobResult] = []
         while True:
+            if signals.received is not None and not generations:
+                log.info("job '%s' stops before its containers start", job.name)
+                return JobResult(job.name, signals.exit_code(), signals.reason(""),
+                                 time.perf_counter() - started)
             version = coordinator.version_of(model)
             in_process = bool(containers_in_process(model))
             if in_process:
@@ -319,13 +342,13 @@ def run_job(config: Config, *, status: StatusMode = StatusMode.AUTO,
                     coordinator.serve()
                 result = _run_in_process(config, job, registry, model, status, settings,
                                          console, progress or ProgressMode.AUTO, started,
-                                         coordinator, job_settings)
+                                         coordinator, job_settings, signals)
             else:
                 # The container processes read their model over HTTP: they start while the
                 # endpoint does (their requests wait in its socket's backlog).
                 coordinator.serve(wait=False)
                 result = _run_processes(config, job, model, status, settings, console,
-                                        started, coordinator)
+                                        started, coordinator, signals)
             generations.append(result)
             latest = coordinator.snapshot
             # Container processes follow new models themselves (_ModelFollower); a container
@@ -382,7 +405,8 @@ def _run_in_process(config: Config, job: JobConfig, registry: SystemRegistry, mo
                     status: StatusMode, settings: StatusSettings, console: Any,
                     progress: ProgressMode, started: float,
                     coordinator: JobCoordinator | None = None,
-                    job_settings: JobSettings | None = None) -> JobResult:
+                    job_settings: JobSettings | None = None,
+                    signals: _Signals | None = None) -> JobResult:
     cid = next(iter(model.containers))
     container = Container(config, model, cid, registry=registry, job=job,
                           settings=job_settings, progress=progress)
@@ -399,7 +423,9 @@ def _run_in_process(config: Config, job: JobConfig, registry: SystemRegistry, mo
         unsubscribe = coordinator.on_change(on_change)
     reporter = StatusReporter(job.name, lambda: [container.progress_snapshot()],
                               _status_registry(config), status, settings, console=console)
-    with _Signals(lambda signum: container.shutdown()) as signals, reporter:
+    signals = _Signals() if signals is None else signals  # run_job's, installed before it prepared
+    with reporter:
+        signals.attach(lambda signum: container.shutdown())
         try:
             result = container.run()
         except Exception as exc:  # noqa: BLE001 - reported in the result, with its message
@@ -409,6 +435,7 @@ def _run_in_process(config: Config, job: JobConfig, registry: SystemRegistry, mo
                              time.perf_counter() - started, (container.result_so_far(),),
                              (failure,))
         finally:
+            signals.detach()
             if unsubscribe is not None:
                 unsubscribe()
     return JobResult(job.name, signals.exit_code(), signals.reason(f"ended ({result.reason})"),
@@ -429,7 +456,8 @@ def _failure_exit_code(failures: Iterable[ContainerFailure]) -> ExitCode:
 
 def _run_processes(config: Config, job: JobConfig, model: JobModel, status: StatusMode,
                    settings: StatusSettings, console: Any, started: float,
-                   coordinator: JobCoordinator | None = None) -> JobResult:
+                   coordinator: JobCoordinator | None = None,
+                   signals: _Signals | None = None) -> JobResult:
     ctx = process_context(config)
     events = ctx.Queue()
     interval_ms = settings.interval_ms if status.resolve(console) is StatusMode.LINE \
@@ -457,10 +485,12 @@ def _run_processes(config: Config, job: JobConfig, model: JobModel, status: Stat
     def stop_all(signum: int = signal.SIGTERM) -> None:
         _stop_children(children)
 
-    signals = _Signals(stop_all)
+    signals = _Signals() if signals is None else signals  # run_job's, installed before it prepared
     try:
         for child in children.values():
             _start_child(child)
+        # A signal that came while they started (or before) stops them now.
+        signals.attach(stop_all)
         log.info("started %d containers of job '%s' as processes %s", len(children), job.name,
                  ", ".join(f"{c.container_id}:{c.process.pid}" for c in children.values()))
         if coordinator is not None:
@@ -471,7 +501,7 @@ def _run_processes(config: Config, job: JobConfig, model: JobModel, status: Stat
             _status_registry(config), status, settings, console=console)
         follower = None if coordinator is None else _ModelFollower(
             coordinator, model, children, spawn, lambda: signals.received is not None)
-        with signals, reporter:
+        with reporter:
             _supervise(children, events, stop_all, follower)
     except BaseException as exc:
         # No container outlives run_job: whatever stopped the runner (a second Ctrl-C, a bug),
@@ -480,6 +510,8 @@ def _run_processes(config: Config, job: JobConfig, model: JobModel, status: Stat
                       at_once=isinstance(exc, KeyboardInterrupt),
                       grace_s=TASK_SHUTDOWN_MS.get(config) / 1000 + _EXIT_MARGIN_S)
         raise
+    finally:
+        signals.detach()
     events.close()
     everyone = [*(follower.retired if follower else []), *children.values()]
     failures = tuple(c.failure for c in everyone if c.failure is not None)

@@ -375,3 +375,31 @@ def test_sigterm_to_the_whole_process_group_is_a_clean_stop_with_a_final_commit(
     # The final commits cover exactly what was processed: a restart that finishes the input
     # from the checkpoints gives the exact counts.
     assert finish_and_count(tmp_path, items) == Counter(items)
+
+
+def test_sigterm_to_the_process_group_while_the_job_starts_stops_it_cleanly(tmp_path):
+    # systemd or `timeout` stopping the job while it prepares (before its containers run):
+    # the runner keeps the signal, starts no container (or stops them at once), exits 0.
+    write_job(tmp_path, **{"job.container.count": "2", "task.commit.ms": "-1"})
+    items = words(600)
+    produce(tmp_path, items, end=False)
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([*WEIR, "run", "job.properties", "--status", "off"], cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if "bootstrapped coordinator stream" in line:  # the job is being prepared
+            break
+    os.killpg(proc.pid, signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    err = "".join(seen) + err
+
+    assert proc.returncode == 0, out + err
+    assert "job 'runner-test' stopped by SIGTERM" in out
+    assert "is gone" not in err and "ProcessDied" not in out + err
+    # Whatever ran committed what it processed: the rest of the input, from the checkpoints,
+    # gives the exact counts.
+    assert finish_and_count(tmp_path, items) == Counter(items)
