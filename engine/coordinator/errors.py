@@ -115,8 +115,8 @@ _FAILURE_HINTS = {
         "stale): start the job again",
     CoordinatorFailure.OVERLOADED:
         "The coordinator is up but had no free connection for this client: something holds "
-        "many connections to it (the runner's log names the address; `ss -tn state "
-        "established dport = :<port>` lists them). Stop it, or raise "
+        "many connections to it (the runner's log names the address; `ss -tnp state "
+        "established dport = :<port>` names the processes). Stop it, or raise "
         "job.coordinator.http.max.connections / job.coordinator.http.max.connections.per.client; "
         "the job's own containers get connections kept for them when they send their token "
         "(WEIR_COORDINATOR_TOKEN, set by `weir run`)",
