@@ -37,7 +37,7 @@ from weir.stores.config import Config
 
 from weir.engine.container.starter import unblock_stop_signal
 
-__all__ = ["EventKind", "ChildEvent", "container_process_main"]
+__all__ = ["EventKind", "ChildEvent", "GracefulStop", "container_process_main"]
 
 log = logging.getLogger("weir.runner")
 
@@ -64,6 +64,35 @@ def _configure_child_logging(container_id: str) -> None:
         f"%(asctime)s %(levelname)s [container {container_id}] %(name)s: %(message)s"))
     root.addHandler(handler)
     root.setLevel(logging.INFO)
+
+
+class GracefulStop:
+    """A container process's SIGTERM/SIGINT handler: stop the container with a final commit
+    (after the first signal, SIGINT raises KeyboardInterrupt: a second Ctrl-C stops at once).
+
+    Never re-entered: a signal that lands while the handler runs returns at once. The process
+    group's SIGTERM and the runner's forwarded one arrive together, and Python runs the second
+    handler inside the first; ``Container.shutdown`` sets a ``threading.Event``, whose lock
+    the nested handler would then wait for for ever (the container hung after its group was
+    stopped)."""
+
+    def __init__(self, container: Any, container_id: str):
+        self.container = container
+        self.container_id = container_id
+        self._running = False  # handlers run on the main thread only: no lock needed
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if self._running:
+            return  # the outer call is stopping the container
+        self._running = True
+        try:
+            if not self.container.stop_requested:
+                log.info("container %s: received %s, stopping with a final commit",
+                         self.container_id, signal.Signals(signum).name)
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+            self.container.shutdown()
+        finally:
+            self._running = False
 
 
 def _stop_when_parent_dies(container: Any, events: Any) -> None:
@@ -118,13 +147,7 @@ def container_process_main(config: Config | None, model_json: str | None, contai
         events.join_thread()
         sys.exit(1)
 
-    def on_signal(signum: int, frame: Any) -> None:
-        if not container.stop_requested:
-            log.info("container %s: received %s, stopping with a final commit", container_id,
-                     signal.Signals(signum).name)
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-        container.shutdown()
-
+    on_signal = GracefulStop(container, container_id)
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     _stop_when_parent_dies(container, events)

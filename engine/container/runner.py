@@ -247,6 +247,7 @@ class _Signals:
         self.received: int | None = None
         self._previous: dict[int, Any] = {}
         self._on_stop: Callable[[int], None] | None = None
+        self._handling = False  # handlers run on the main thread only: no lock needed
 
     def __enter__(self) -> "_Signals":
         if threading.current_thread() is threading.main_thread():
@@ -268,14 +269,20 @@ class _Signals:
         self._on_stop = None
 
     def _handle(self, signum: int, frame: Any) -> None:
-        if self.received is None:
-            self.received = signum
-            log.warning("received %s: stopping after the work in flight and a final commit "
-                        "(press Ctrl-C again to stop at once, without it)",
-                        signal.Signals(signum).name)
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-        if self._on_stop is not None:
-            self._on_stop(signum)
+        if self._handling:
+            return  # a signal inside this handler (two at once): the outer call stops the job
+        self._handling = True  # never re-entered: a stop target may take a lock (an Event)
+        try:
+            if self.received is None:
+                self.received = signum
+                log.warning("received %s: stopping after the work in flight and a final "
+                            "commit (press Ctrl-C again to stop at once, without it)",
+                            signal.Signals(signum).name)
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+            if self._on_stop is not None:
+                self._on_stop(signum)
+        finally:
+            self._handling = False
 
     def reason(self, default: str) -> str:
         if self.received is None:
