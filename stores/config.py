@@ -7,6 +7,13 @@ angle brackets (``stores.<store>.factory``) that match one dotted name segment â
 ``<stream>``, any run of segments. ``docs/CONFIG.md`` is generated from the declarations
 (``weir config docs``), so the docs can never drift from the code.
 
+Values are bounded by one parse, not one check per key: every integer fits in a signed 64-bit
+integer (what Samza's Java reads as a ``long``), every number is finite, a duration (an
+integer key named ``*.ms``) is -1 or more (-1 is the only negative value: where the key allows
+it, it turns the thing off) and at most :data:`MAX_DURATION_MS`, and a declaration may narrow
+the range (``declare(..., minimum=1)``). A value out of range is a ConfigError naming the key,
+where it was set and the range.
+
 Loading files (``.properties``, YAML), ``--set`` overrides and unknown-key warnings live in
 ``weir.engine.config.job``; this module only knows values and where they came from.
 
@@ -22,6 +29,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from collections.abc import Iterator, Mapping
@@ -34,6 +42,9 @@ from weir.stores.errors import ConfigError
 __all__ = [
     "Config",
     "ConfigKey",
+    "INT_MIN",
+    "INT_MAX",
+    "MAX_DURATION_MS",
     "declare",
     "declared_keys",
     "find_declared",
@@ -60,14 +71,34 @@ def parse_list(raw: str) -> list[str]:
     return [part.strip() for part in raw.split(",") if part.strip()]
 
 
+INT_MIN = -(2 ** 63)
+INT_MAX = 2 ** 63 - 1
+"""The range of every integer value: a signed 64-bit integer (Java's ``long``)."""
+MAX_DURATION_MS = INT_MAX // 1_000_000
+"""The longest duration a ``*.ms`` key takes (~292 years): its nanoseconds fit in 64 bits, and
+so does every wait the engine derives from it (Python's ``threading.TIMEOUT_MAX``)."""
+_DURATION_SUFFIX = ".ms"
+
+
 def _parse_int(raw: str) -> int:
-    return int(raw.strip().replace("_", ""))
+    value = int(raw.strip().replace("_", ""))
+    if not INT_MIN <= value <= INT_MAX:
+        raise ValueError(f"{value} does not fit in a signed 64-bit integer: it must be from "
+                         f"{INT_MIN} to {INT_MAX}")
+    return value
+
+
+def _parse_float(raw: str) -> float:
+    value = float(raw.strip())
+    if not math.isfinite(value):
+        raise ValueError(f"{raw.strip()} is not a finite number")
+    return value
 
 
 _PARSERS: dict[Any, Callable[[str], Any]] = {
     str: lambda raw: raw.strip(),
     int: _parse_int,
-    float: lambda raw: float(raw.strip()),
+    float: _parse_float,
     bool: parse_bool,
     list: parse_list,
 }
@@ -167,7 +198,7 @@ class Config(Mapping[str, str]):
         return self._parse(key, _parse_int, "integer") if key in self._values else default
 
     def get_float(self, key: str, default: float | None = None) -> float | None:
-        return self._parse(key, float, "number") if key in self._values else default
+        return self._parse(key, _parse_float, "number") if key in self._values else default
 
     def get_bool(self, key: str, default: bool | None = None) -> bool | None:
         return self._parse(key, parse_bool, "boolean", "true or false") if key in self._values else default
@@ -200,7 +231,9 @@ class ConfigKey:
 
     ``name`` may contain placeholders such as ``<store>``; call :meth:`key` to fill them in.
     ``type`` is one of ``str``, ``int``, ``float``, ``bool``, ``list`` or an ``Enum`` class.
-    ``choices`` restricts string values (compared case-insensitively).
+    ``choices`` restricts string values (compared case-insensitively). ``minimum`` and
+    ``maximum`` bound an ``int`` or ``float`` value (inclusive; :func:`declare` fills in the
+    range of a duration).
     """
 
     name: str
@@ -210,6 +243,8 @@ class ConfigKey:
     component: str
     choices: tuple[str, ...] | None = None
     aliases: tuple[str, ...] = ()
+    minimum: int | float | None = None
+    maximum: int | float | None = None
     module: str = field(default="", compare=False)
     """The module that declared it (what imports it; the generated key index lists it)."""
 
@@ -220,11 +255,30 @@ class ConfigKey:
         return _pattern(self.name)
 
     @property
+    def is_duration(self) -> bool:
+        """An integer key named ``*.ms``: milliseconds."""
+        return self.type is int and self.name.endswith(_DURATION_SUFFIX)
+
+    @property
     def type_name(self) -> str:
+        """The type as docs/CONFIG.md shows it, with the range when it is bounded
+        (``integer (ms), at least 1``; the longest duration is left out: it is every
+        duration's)."""
         if isinstance(self.type, type) and issubclass(self.type, Enum):
             return "enum"
-        return _TYPE_NAMES.get(self.type) or getattr(
+        name = _TYPE_NAMES.get(self.type) or getattr(
             self.type, "type_name", getattr(self.type, "__name__", str(self.type)))
+        if self.is_duration:
+            name += " (ms)"
+        low = self.minimum
+        high = None if self.is_duration and self.maximum == MAX_DURATION_MS else self.maximum
+        if low is not None and high is not None:
+            return f"{name}, {low:,} to {high:,}"
+        if low is not None:
+            return f"{name}, at least {low:,}"
+        if high is not None:
+            return f"{name}, at most {high:,}"
+        return name
 
     def key(self, **placeholders: str) -> str:
         """The concrete key name: ``STORE_FACTORY.key(store="counts")``."""
@@ -259,8 +313,27 @@ class ConfigKey:
                     f"bad value {config[concrete]!r}: expected one of {', '.join(self.choices)}",
                     key=concrete, origin=config.origin(concrete))
             return low[value.lower()]
-        return config._parse(concrete, parser, _TYPE_NAMES.get(self.type) or getattr(
+        value = config._parse(concrete, parser, _TYPE_NAMES.get(self.type) or getattr(
             self.type, "type_name", "value"))
+        if (self.minimum is not None and value < self.minimum) or \
+                (self.maximum is not None and value > self.maximum):
+            raise ConfigError(f"bad value {config[concrete]!r}: expected {self._range()}",
+                              key=concrete, origin=config.origin(concrete))
+        return value
+
+    def _range(self) -> str:
+        what = "an integer" if self.type is int else "a number"
+        low, high = self.minimum, self.maximum
+        if low is not None and high is not None:
+            text = f"{what} from {low:,} to {high:,}"
+        elif low is not None:
+            text = f"{what} of at least {low:,}"
+        else:
+            text = f"{what} of at most {high:,}"
+        if self.is_duration:
+            text += (" (milliseconds; -1 is the only negative value, where the key allows "
+                     "turning it off)" if low == -1 else " (milliseconds)")
+        return text
 
 
 def _compile(name: str) -> re.Pattern:
@@ -280,10 +353,20 @@ _REGISTRY: dict[str, ConfigKey] = {}
 
 
 def declare(name: str, type: Any, default: Any, doc: str, *, component: str,
-            choices: tuple[str, ...] | None = None, aliases: tuple[str, ...] = ()) -> ConfigKey:
+            choices: tuple[str, ...] | None = None, aliases: tuple[str, ...] = (),
+            minimum: int | float | None = None,
+            maximum: int | float | None = None) -> ConfigKey:
     """Declare a config key once. Declaring the same name twice with a different definition is
-    a programming error and raises ``ValueError``."""
-    key = ConfigKey(name, type, default, doc, component, choices, aliases,
+    a programming error and raises ``ValueError``.
+
+    ``minimum`` / ``maximum`` bound an ``int`` or ``float`` value (inclusive). An integer key
+    named ``*.ms`` is a duration: unless declared otherwise, from -1 (the one negative value:
+    "off", "never" or "no limit" where the key says so) to :data:`MAX_DURATION_MS`.
+    """
+    if type is int and name.endswith(_DURATION_SUFFIX):
+        minimum = -1 if minimum is None else minimum
+        maximum = MAX_DURATION_MS if maximum is None else min(maximum, MAX_DURATION_MS)
+    key = ConfigKey(name, type, default, doc, component, choices, aliases, minimum, maximum,
                     sys._getframe(1).f_globals.get("__name__", ""))
     existing = _REGISTRY.get(name)
     if existing is not None and existing != key:

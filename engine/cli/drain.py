@@ -2,7 +2,10 @@
 
 Writes a drain request to the job's drain file (``job.drain.path``, by default
 ``drain-request.json`` in the checkpoint directory; an application's stages share it) and
-prints its id. Running containers of the job (or of every stage of the application) notice it
+prints its id and the runs it is for: the ``weir run`` processes that hold the job lock in the
+checkpoint directory (or in its ``stage-N`` directories). When none does, it writes nothing and
+fails (exit 2, ``JobNotRunningError``): a request for no running job would make the next run
+drain at once. Running containers of the job (or of every stage of the application) notice it
 within ``task.drain.poll.interval.ms``: sources stop where they are, everything already read
 is processed through every stage, windows fire, and every task commits and stops; ``weir
 run`` then exits 0. docs/CONTROL.md has the details.
@@ -16,7 +19,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-import urllib.parse
 from pathlib import Path
 
 __all__ = ["register", "drained_tasks"]
@@ -39,22 +41,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def drained_tasks(checkpoint_dir: Path, run_id: str) -> tuple[list[str], list[str]]:
     """``(drained, pending)`` task checkpoints (``stage-N/Task`` names) under a checkpoint
     directory, by whether their control bookkeeping completed drain ``run_id``."""
-    from weir.recovery.checkpoint import FileCheckpointManager
+    from weir.engine.control.drain import drain_progress
 
-    drained, pending = [], []
-    for path in sorted(Path(checkpoint_dir).rglob("*.json")):
-        if path.name == "drain-request.json":
-            continue
-        task = urllib.parse.unquote(path.stem)
-        label = str(path.parent.relative_to(checkpoint_dir) / task).removeprefix("./")
-        try:
-            checkpoint = FileCheckpointManager(path.parent).read_last(task)
-        except Exception:  # noqa: BLE001 - a checkpoint being written: look again later
-            pending.append(label)
-            continue
-        control = (checkpoint.extras.get("control") or {}) if checkpoint is not None else {}
-        (drained if control.get("completedDrain") == run_id else pending).append(label)
-    return drained, pending
+    progress = drain_progress([Path(checkpoint_dir)], run_id)
+    return list(progress.completed), list(progress.pending)
 
 
 def _drain(args: argparse.Namespace) -> int:
@@ -63,7 +53,8 @@ def _drain(args: argparse.Namespace) -> int:
 
     config = load_config(args.path, args.overrides)
     request = request_drain(config)
-    print(f"drain requested: id {request.run_id} in {drain_path_of(config)}")
+    print(f"drain requested: id {request.run_id} for {request.describe_runs()} in "
+          f"{drain_path_of(config)}")
     if args.wait is None:
         return 0
     checkpoint_dir = JobConfig.from_config(config).checkpoint_dir

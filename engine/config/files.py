@@ -17,7 +17,12 @@ Both readers return ``(key, value, line)`` triples in file order; the caller bui
 
 YAML mappings are flattened to dotted keys, lists of scalars joined with commas, booleans
 written ``true``/``false``, nulls as the empty string; other scalars keep their text as
-written (``0.50`` stays ``0.50``). Merge keys (``<<: *anchor``) are supported.
+written (``0.50`` stays ``0.50``). Merge keys (``<<: *anchor``) are supported: a key of the
+mapping itself wins over a merged one wherever it is written, an earlier merged mapping over a
+later one (YAML's rule). Stricter than YAML loaders: a key written twice in one mapping, also
+through different nesting (``task.commit.ms`` and ``task: {commit.ms: ...}``), is a
+ConfigError naming the key and both lines (PyYAML keeps the last without a word), and a
+document that is not a mapping (a list, a scalar) is one naming its line.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ _HEX = set("0123456789abcdefABCDEF")
 
 def _syntax_error(message: str, origin: str) -> ConfigError:
     """A ConfigError about a place in a file rather than a key: the message starts with it."""
-    return ConfigError(f"{origin}: {message}", origin=origin)
+    return ConfigError(message, origin=origin)
 
 
 def read_text(path: str, data: bytes) -> str:
@@ -171,23 +176,20 @@ def _scalar_text(node: yaml.ScalarNode) -> str:
     return node.value
 
 
-def _flatten(node: yaml.Node, prefix: str, source: str,
-             out: list[tuple[str, str, int]]) -> None:
+def _kind(node: yaml.Node) -> str:
+    import yaml
+    if isinstance(node, yaml.SequenceNode):
+        return "a list"
+    return "a scalar" if isinstance(node, yaml.ScalarNode) else "a mapping"
+
+
+def _flatten(node: yaml.Node, prefix: str, source: str) -> dict[str, tuple[str, int]]:
+    """The entries under ``node``: dotted key -> (value, line)."""
     import yaml
     line = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            if key_node.tag == _MERGE:
-                merged = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
-                for m in merged:
-                    _flatten(m, prefix, source, out)
-                continue
-            if not isinstance(key_node, yaml.ScalarNode):
-                raise _syntax_error("mapping keys must be plain names",
-                                    f"{source}:{key_node.start_mark.line + 1}")
-            name = key_node.value.strip()
-            _flatten(value_node, f"{prefix}.{name}" if prefix else name, source, out)
-    elif isinstance(node, yaml.SequenceNode):
+        return _flatten_mapping(node, prefix, source)
+    if isinstance(node, yaml.SequenceNode):
         items = []
         for item in node.value:
             if not isinstance(item, yaml.ScalarNode):
@@ -195,12 +197,38 @@ def _flatten(node: yaml.Node, prefix: str, source: str,
                     "a list may only hold plain values (it is joined with commas)",
                     key=prefix, origin=f"{source}:{item.start_mark.line + 1}")
             items.append(_scalar_text(item))
-        out.append((prefix, ",".join(items), line))
-    else:
-        if not prefix:
-            raise _syntax_error("a YAML config must be a mapping of keys to values",
-                                f"{source}:{line}")
-        out.append((prefix, _scalar_text(node), line))
+        return {prefix: (",".join(items), line)}
+    return {prefix: (_scalar_text(node), line)}
+
+
+def _flatten_mapping(node: yaml.MappingNode, prefix: str,
+                     source: str) -> dict[str, tuple[str, int]]:
+    import yaml
+    own: dict[str, tuple[str, int]] = {}
+    merged: list[dict[str, tuple[str, int]]] = []
+    for key_node, value_node in node.value:
+        if key_node.tag == _MERGE:
+            for m in value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]:
+                if not isinstance(m, yaml.MappingNode):
+                    raise _syntax_error(f"a merge key (<<) takes a mapping, not {_kind(m)}",
+                                        f"{source}:{m.start_mark.line + 1}")
+                merged.append(_flatten_mapping(m, prefix, source))
+            continue
+        if not isinstance(key_node, yaml.ScalarNode):
+            raise _syntax_error("mapping keys must be plain names",
+                                f"{source}:{key_node.start_mark.line + 1}")
+        name = key_node.value.strip()
+        for key, (value, line) in _flatten(value_node, f"{prefix}.{name}" if prefix else name,
+                                           source).items():
+            if key in own:
+                raise ConfigError(
+                    f"is set twice: at {source}:{own[key][1]} and here; YAML would keep only "
+                    f"the last without a word. Remove one", key=key, origin=f"{source}:{line}")
+            own[key] = (value, line)
+    for entries in merged:  # the mapping's own keys win, then earlier merged mappings
+        for key, entry in entries.items():
+            own.setdefault(key, entry)
+    return own
 
 
 def parse_yaml(text: str, source: str) -> list[tuple[str, str, int]]:
@@ -220,7 +248,9 @@ def parse_yaml(text: str, source: str) -> list[tuple[str, str, int]]:
         if context and context_mark is not None:
             problem += f" ({context} started at line {context_mark.line + 1})"
         raise _syntax_error(f"invalid YAML: {problem}", where) from None
-    out: list[tuple[str, str, int]] = []
-    if root is not None:
-        _flatten(root, "", source, out)
-    return out
+    if root is None:
+        return []
+    if not isinstance(root, yaml.MappingNode):
+        raise _syntax_error(f"a YAML config must be a mapping of keys to values, not "
+                            f"{_kind(root)}", f"{source}:{root.start_mark.line + 1}")
+    return [(key, value, line) for key, (value, line) in _flatten(root, "", source).items()]

@@ -35,7 +35,9 @@ from typing import Any
 from weir.recovery.storage import ProgressMode
 from weir.stores.config import Config
 
-__all__ = ["EventKind", "ChildEvent", "container_process_main"]
+from weir.engine.container.starter import unblock_stop_signal
+
+__all__ = ["EventKind", "ChildEvent", "GracefulStop", "container_process_main"]
 
 log = logging.getLogger("weir.runner")
 
@@ -99,6 +101,35 @@ def _configure_child_logging(container_id: str, events: Any) -> _RunnerLogHandle
     return handler
 
 
+class GracefulStop:
+    """A container process's SIGTERM/SIGINT handler: stop the container with a final commit
+    (after the first signal, SIGINT raises KeyboardInterrupt: a second Ctrl-C stops at once).
+
+    Never re-entered: a signal that lands while the handler runs returns at once. The process
+    group's SIGTERM and the runner's forwarded one arrive together, and Python runs the second
+    handler inside the first; ``Container.shutdown`` sets a ``threading.Event``, whose lock
+    the nested handler would then wait for for ever (the container hung after its group was
+    stopped)."""
+
+    def __init__(self, container: Any, container_id: str):
+        self.container = container
+        self.container_id = container_id
+        self._running = False  # handlers run on the main thread only: no lock needed
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if self._running:
+            return  # the outer call is stopping the container
+        self._running = True
+        try:
+            if not self.container.stop_requested:
+                log.info("container %s: received %s, stopping with a final commit",
+                         self.container_id, signal.Signals(signum).name)
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+            self.container.shutdown()
+        finally:
+            self._running = False
+
+
 def _stop_when_parent_dies(container: Any, events: Any,
                            handler: _RunnerLogHandler | None = None) -> None:
     """Stop ``container`` gracefully once the runner process is gone."""
@@ -125,6 +156,7 @@ def container_process_main(config: Config | None, model_json: str | None, contai
     ``model_json`` None, config and model come from the job coordinator named in
     ``environment``. ``environment`` (the runner's, when it started this container) replaces
     this process's first: a process forked from the fork server starts with the server's."""
+    unblock_stop_signal()  # started with SIGTERM blocked (starter.start_process)
     if environment is not None:
         os.environ.clear()
         os.environ.update(environment)
@@ -153,13 +185,7 @@ def container_process_main(config: Config | None, model_json: str | None, contai
         events.join_thread()
         sys.exit(1)
 
-    def on_signal(signum: int, frame: Any) -> None:
-        if not container.stop_requested:
-            log.info("container %s: received %s, stopping with a final commit", container_id,
-                     signal.Signals(signum).name)
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-        container.shutdown()
-
+    on_signal = GracefulStop(container, container_id)
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     _stop_when_parent_dies(container, events, handler)

@@ -14,12 +14,17 @@
    (:mod:`~weir.engine.container.supervisor` supervises them). When one fails, the others are
    stopped (SIGTERM, so they commit) and the result names the failed container and why;
    The runner holds the job lock (:class:`~weir.recovery.job_lock.JobLock`, in
-   ``task.checkpoint.path``) for the whole run: a second ``weir run`` of the same job fails
+   ``task.checkpoint.path``) for the whole run, its record naming the run (a fresh id that
+   ``weir drain`` addresses; a drain request found at the start for a run that ended is
+   continued or moved aside, :func:`~weir.engine.control.drain.settle_drain_request`): a
+   second ``weir run`` of the same job fails
    fast with :class:`~weir.recovery.errors.JobLockedError` naming the holder; each container
    process also holds its own container lock, so a new run never starts beside containers
    of an old one whose runner died;
 4. SIGINT / SIGTERM stop the job gracefully: work in flight finishes (up to
-   ``task.shutdown.ms``), every task commits, stores close. A second SIGINT stops at once
+   ``task.shutdown.ms``), every task commits, stores close. The handlers are installed before
+   the job is prepared: a signal that comes while it starts stops it before (or as soon as)
+   its containers start. A second SIGINT stops at once
    without the final commit (processing resumes from the last checkpoint). No container
    process outlives ``run_job``: when the runner leaves abnormally (a second SIGINT kills
    them; any other error SIGTERMs them and waits ``task.shutdown.ms`` + 10 s, reading their
@@ -45,6 +50,7 @@ import signal
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
@@ -68,6 +74,7 @@ from weir.engine.jobmodel.model import JobModel, build_job_model
 from weir.engine.runloop.settings import TASK_SHUTDOWN_MS
 from weir.engine.model import SystemStream
 from weir.engine.container.status import StatusMode, StatusReporter, StatusSettings
+from weir.engine.control.drain import RUN_RECORD_KEY, RunTarget, settle_drain_request
 from weir.engine.container.supervisor import (_Child, _ModelFollower, _end_children, _start_child,
                                               _stop_children, _supervise, coordinator_environment)
 from weir.engine.config.streams import all_input_streams
@@ -224,13 +231,18 @@ def prepare(config: Config, *, registry: SystemRegistry | None = None,
 # -- signals ------------------------------------------------------------------------------
 
 class _Signals:
-    """SIGINT/SIGTERM handlers for the duration of a run (main thread only): the first signal
-    calls ``on_stop`` (a graceful stop); after it, SIGINT raises KeyboardInterrupt again."""
+    """SIGINT/SIGTERM handlers for the whole of a run (main thread only), installed before the
+    job is prepared: the first signal asks for a graceful stop of whatever runs then (the
+    stop target :meth:`attach` set: the in-process container, or the container processes);
+    one that arrives before the containers start is kept, and the containers are not started
+    (or are stopped as soon as they are). After the first signal, SIGINT raises
+    KeyboardInterrupt again."""
 
-    def __init__(self, on_stop: Callable[[int], None]):
-        self._on_stop = on_stop
+    def __init__(self) -> None:
         self.received: int | None = None
         self._previous: dict[int, Any] = {}
+        self._on_stop: Callable[[int], None] | None = None
+        self._handling = False  # handlers run on the main thread only: no lock needed
 
     def __enter__(self) -> "_Signals":
         if threading.current_thread() is threading.main_thread():
@@ -242,14 +254,30 @@ class _Signals:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
 
+    def attach(self, on_stop: Callable[[int], None]) -> None:
+        """Stop with ``on_stop`` from now on; at once when a signal came already."""
+        self._on_stop = on_stop
+        if self.received is not None:
+            on_stop(self.received)
+
+    def detach(self) -> None:
+        self._on_stop = None
+
     def _handle(self, signum: int, frame: Any) -> None:
-        if self.received is None:
-            self.received = signum
-            log.warning("received %s: stopping after the work in flight and a final commit "
-                        "(press Ctrl-C again to stop at once, without it)",
-                        signal.Signals(signum).name)
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-        self._on_stop(signum)
+        if self._handling:
+            return  # a signal inside this handler (two at once): the outer call stops the job
+        self._handling = True  # never re-entered: a stop target may take a lock (an Event)
+        try:
+            if self.received is None:
+                self.received = signum
+                log.warning("received %s: stopping after the work in flight and a final "
+                            "commit (press Ctrl-C again to stop at once, without it)",
+                            signal.Signals(signum).name)
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+            if self._on_stop is not None:
+                self._on_stop(signum)
+        finally:
+            self._handling = False
 
     def reason(self, default: str) -> str:
         if self.received is None:
@@ -286,17 +314,30 @@ def run_job(config: Config, *, status: StatusMode = StatusMode.AUTO,
     # which create nothing, and before the coordinator writes its stream or a reset moves
     # state), and only under it are temp files of interrupted checkpoint writes removed. The
     # coordinator's run lock comes first: it also refuses a run with other directories.
+    run_id = uuid.uuid4().hex  # names this run in its job lock; `weir drain` addresses it
+    locks: list[JobLock] = []
+    # A SIGTERM while the job is prepared (a process-group stop as it starts) is kept and
+    # stops the job before its containers start: never the default action's bare exit.
+    signals = stack.enter_context(_Signals())
     try:
         prepared = prepare(config, registry=coordinator.registry, coordinator=coordinator,
-                           before_writes=lambda job: (coordinator.claim_run(),
-                                                      _take_job_lock(job, stack)))
+                           before_writes=lambda job: (coordinator.claim_run(), locks.append(
+                               _take_job_lock(job, stack, run_id))))
         job, registry, model = prepared.job, prepared.registry, prepared.model
         job_settings = prepared.settings  # parsed once; handed to the container
+        # A drain request for a run that ended is continued (a task began it), or moved aside
+        # and said so: it never makes this run stop at once.
+        settle_drain_request(job_settings.control.drain_path, [job.checkpoint_dir],
+                             _run_target(locks[0], run_id))
         config = model.config  # the job's config as the coordinator stream holds it
         settings = StatusSettings.from_config(config)
         coordinator.start_catch_up()
         generations: list[JobResult] = []
         while True:
+            if signals.received is not None and not generations:
+                log.info("job '%s' stops before its containers start", job.name)
+                return JobResult(job.name, signals.exit_code(), signals.reason(""),
+                                 time.perf_counter() - started)
             version = coordinator.version_of(model)
             in_process = bool(containers_in_process(model))
             if in_process:
@@ -304,13 +345,13 @@ def run_job(config: Config, *, status: StatusMode = StatusMode.AUTO,
                     coordinator.serve()
                 result = _run_in_process(config, job, registry, model, status, settings,
                                          console, progress or ProgressMode.AUTO, started,
-                                         coordinator, job_settings)
+                                         coordinator, job_settings, signals)
             else:
                 # The container processes read their model over HTTP: they start while the
                 # endpoint does (their requests wait in its socket's backlog).
                 coordinator.serve(wait=False)
                 result = _run_processes(config, job, model, status, settings, console,
-                                        started, coordinator)
+                                        started, coordinator, signals)
             generations.append(result)
             latest = coordinator.snapshot
             # Container processes follow new models themselves (_ModelFollower); a container
@@ -351,9 +392,18 @@ def containers_in_process(model: JobModel) -> tuple[str, ...]:
     return tuple(model.containers) if len(model.containers) == 1 else ()
 
 
-def _take_job_lock(job: JobConfig, stack: contextlib.ExitStack) -> None:
-    lock = stack.enter_context(JobLock.acquire(job.checkpoint_dir, job=job.name, role="weir run"))
+def _take_job_lock(job: JobConfig, stack: contextlib.ExitStack, run_id: str) -> JobLock:
+    lock = stack.enter_context(JobLock.acquire(job.checkpoint_dir, job=job.name, role="weir run",
+                                               details={RUN_RECORD_KEY: run_id}))
     FileCheckpointManager(job.checkpoint_dir).remove_stray_temps(lock)
+    return lock
+
+
+def _run_target(lock: JobLock, run_id: str) -> RunTarget:
+    """This run, as a drain request names it."""
+    holder = lock.holder
+    return RunTarget(run_id, str(lock.path.absolute()), holder.pid, holder.host, holder.since,
+                     str(holder.details.get("job", "")))
 
 
 def _combined(generations: list[JobResult]) -> JobResult:
@@ -376,7 +426,8 @@ def _run_in_process(config: Config, job: JobConfig, registry: SystemRegistry, mo
                     status: StatusMode, settings: StatusSettings, console: Any,
                     progress: ProgressMode, started: float,
                     coordinator: JobCoordinator | None = None,
-                    job_settings: JobSettings | None = None) -> JobResult:
+                    job_settings: JobSettings | None = None,
+                    signals: _Signals | None = None) -> JobResult:
     cid = next(iter(model.containers))
     container = Container(config, model, cid, registry=registry, job=job,
                           settings=job_settings, progress=progress)
@@ -393,7 +444,9 @@ def _run_in_process(config: Config, job: JobConfig, registry: SystemRegistry, mo
         unsubscribe = coordinator.on_change(on_change)
     reporter = StatusReporter(job.name, lambda: [container.progress_snapshot()],
                               _status_registry(config), status, settings, console=console)
-    with _Signals(lambda signum: container.shutdown()) as signals, reporter:
+    signals = _Signals() if signals is None else signals  # run_job's, installed before it prepared
+    with reporter:
+        signals.attach(lambda signum: container.shutdown())
         try:
             result = container.run()
         except Exception as exc:  # noqa: BLE001 - reported in the result, with its message
@@ -403,6 +456,7 @@ def _run_in_process(config: Config, job: JobConfig, registry: SystemRegistry, mo
                              time.perf_counter() - started, (container.result_so_far(),),
                              (failure,))
         finally:
+            signals.detach()
             if unsubscribe is not None:
                 unsubscribe()
     return JobResult(job.name, signals.exit_code(), signals.reason(f"ended ({result.reason})"),
@@ -423,7 +477,8 @@ def _failure_exit_code(failures: Iterable[ContainerFailure]) -> ExitCode:
 
 def _run_processes(config: Config, job: JobConfig, model: JobModel, status: StatusMode,
                    settings: StatusSettings, console: Any, started: float,
-                   coordinator: JobCoordinator | None = None) -> JobResult:
+                   coordinator: JobCoordinator | None = None,
+                   signals: _Signals | None = None) -> JobResult:
     ctx = process_context(config)
     events = ctx.Queue()
     interval_ms = settings.interval_ms if status.resolve(console) is StatusMode.LINE \
@@ -451,10 +506,12 @@ def _run_processes(config: Config, job: JobConfig, model: JobModel, status: Stat
     def stop_all(signum: int = signal.SIGTERM) -> None:
         _stop_children(children)
 
-    signals = _Signals(stop_all)
+    signals = _Signals() if signals is None else signals  # run_job's, installed before it prepared
     try:
         for child in children.values():
             _start_child(child)
+        # A signal that came while they started (or before) stops them now.
+        signals.attach(stop_all)
         log.info("started %d containers of job '%s' as processes %s", len(children), job.name,
                  ", ".join(f"{c.container_id}:{c.process.pid}" for c in children.values()))
         if coordinator is not None:
@@ -465,7 +522,7 @@ def _run_processes(config: Config, job: JobConfig, model: JobModel, status: Stat
             _status_registry(config), status, settings, console=console)
         follower = None if coordinator is None else _ModelFollower(
             coordinator, model, children, spawn, lambda: signals.received is not None)
-        with signals, reporter:
+        with reporter:
             _supervise(children, events, stop_all, follower)
     except BaseException as exc:
         # No container outlives run_job: whatever stopped the runner (a second Ctrl-C, a bug),
@@ -474,6 +531,8 @@ def _run_processes(config: Config, job: JobConfig, model: JobModel, status: Stat
                       at_once=isinstance(exc, KeyboardInterrupt),
                       grace_s=TASK_SHUTDOWN_MS.get(config) / 1000 + _EXIT_MARGIN_S)
         raise
+    finally:
+        signals.detach()
     events.close()
     everyone = [*(follower.retired if follower else []), *children.values()]
     failures = tuple(c.failure for c in everyone if c.failure is not None)

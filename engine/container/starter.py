@@ -17,6 +17,14 @@ working directory and main module (multiprocessing prepares them per child), and
 environment variables through :func:`weir.engine.container.process.container_process_main`
 (a forked child would otherwise see the server's environment).
 
+The fork server outlives a SIGTERM sent to the whole process group (``kill -TERM -PGID``,
+``timeout``, systemd's default stop): it starts with SIGTERM blocked
+(:func:`start_process`), so the signal meant to stop the job cannot kill it while its
+containers still commit (the runner would read their lost exit status as code 255). It still
+goes away with the runner (it exits when the runner's end of its pipe closes). Its children
+inherit the blocked signal; :func:`~weir.engine.container.process.container_process_main`
+unblocks it first thing, so a SIGTERM sent while a container starts is delivered then.
+
 ``spawn`` remains available (``job.container.start.method=spawn``), and is used where the
 platform has no fork server.
 
@@ -29,16 +37,20 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
+import signal
 import threading
+from collections.abc import Iterator
 from enum import Enum
+from multiprocessing import resource_tracker
 from typing import Any
 
 from weir.stores.config import Config, declare
 
-__all__ = ["StartMethod", "JOB_CONTAINER_START_METHOD", "process_context", "warm_up",
-           "warm_up_for", "PRELOAD"]
+__all__ = ["StartMethod", "JOB_CONTAINER_START_METHOD", "process_context", "start_process",
+           "unblock_stop_signal", "warm_up", "warm_up_for", "PRELOAD"]
 
 log = logging.getLogger("weir.runner")
 
@@ -87,6 +99,37 @@ def process_context(config: Config) -> Any:
     return ctx
 
 
+@contextlib.contextmanager
+def _stop_signal_blocked() -> Iterator[None]:
+    """SIGTERM blocked in the calling thread for the block: a process started in it (the fork
+    server, a spawned container) inherits the blocked signal; a SIGTERM that reaches this
+    process meanwhile is delivered when the block ends."""
+    # Starting multiprocessing's resource tracker unblocks SIGTERM in the calling thread (it
+    # blocks it around its own start): the tracker runs before the mask is set, so a start
+    # inside the block finds it running and leaves the mask alone.
+    resource_tracker.ensure_running()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def start_process(process: Any) -> None:
+    """Start a container ``process`` of a context from :func:`process_context`, with SIGTERM
+    blocked in what it starts: a fork server started (or restarted) for it survives a SIGTERM
+    to the process group; the container unblocks it itself
+    (:func:`unblock_stop_signal`)."""
+    with _stop_signal_blocked():
+        process.start()
+
+
+def unblock_stop_signal() -> None:
+    """Undo what :func:`start_process` passed on: called first thing in a container process.
+    A SIGTERM that arrived since the process started is delivered now."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
 def warm_up(config: Config) -> None:
     """Start the fork server now (it imports in its own process while the caller goes on), so
     that its imports are done by the time the first container starts. Does nothing for
@@ -96,7 +139,7 @@ def warm_up(config: Config) -> None:
     process_context(config)  # sets the preload list
     try:
         from multiprocessing import forkserver
-        with _guard:
+        with _guard, _stop_signal_blocked():
             forkserver.ensure_running()  # starts it and returns; it imports in parallel
     except Exception as exc:  # noqa: BLE001 - the first container start reports it
         log.debug("the container fork server did not start early: %s", exc)

@@ -30,6 +30,7 @@ from typing import Any
 
 from weir.engine.container.progress import ContainerFailure, ContainerProgress, ContainerResult
 from weir.engine.container.process import ChildEvent, EventKind
+from weir.engine.container.starter import start_process
 from weir.engine.coordinator.coordinator import JobCoordinator, plan_restarts
 from weir.engine.jobmodel.model import JobModel
 
@@ -199,12 +200,14 @@ def coordinator_environment(coordinator: JobCoordinator, cid: str,
     settings = coordinator.settings
     return container_environment(
         coordinator.url or "", cid, version if version is not None else coordinator.snapshot.version,
-        timeout_ms=settings.client_timeout_ms, retry_ms=settings.client_retry_ms)
+        timeout_ms=settings.client_timeout_ms, retry_ms=settings.client_retry_ms,
+        token=coordinator.container_token)
 
 
 def _start_child(child: _Child) -> None:
-    """Start ``child``'s process (it sets its environment itself, see ``spawn``)."""
-    child.process.start()
+    """Start ``child``'s process (it sets its environment itself, see ``spawn``); a fork server
+    it starts survives a SIGTERM to the process group (``starter.start_process``)."""
+    start_process(child.process)
 
 
 class _ModelFollower:

@@ -14,11 +14,13 @@
 docs/CONTROL.md is the guide.
 """
 
-from weir.engine.control.drain import (DrainMonitor, DrainRequest, drain_path_of, read_drain_request,
-                                       request_drain, write_drain_request)
+from weir.engine.control.drain import (DrainMonitor, DrainProgress, DrainRequest, DrainStart,
+                                       RunTarget, drain_path_of, drain_progress,
+                                       read_drain_request, request_drain, running_runs,
+                                       settle_drain_request, write_drain_request)
 from weir.engine.control.errors import (BadTaskCountError, ControlMessageError, DrainRequestError,
-                                        MalformedControlMessageError, UnknownControlVersionError,
-                                        UnknownMessageTypeError)
+                                        JobNotRunningError, MalformedControlMessageError,
+                                        UnknownControlVersionError, UnknownMessageTypeError)
 from weir.engine.control.messages import (CONTROL_VERSION, WATERMARK_MAX, WATERMARK_NOT_EXIST,
                                           ControlMessage, DrainMessage, EndOfStreamMessage,
                                           MessageType, WatermarkMessage)
@@ -32,9 +34,10 @@ from weir.engine.control.states import (EndOfStreamCheckpoint, EndOfStreamStates
 from weir.engine.control.task_control import CHECKPOINT_KEY, ControlOutcome, TaskControl
 
 __all__ = [
-    "DrainMonitor", "DrainRequest", "drain_path_of", "read_drain_request", "request_drain",
-    "write_drain_request",
-    "BadTaskCountError", "ControlMessageError", "DrainRequestError",
+    "DrainMonitor", "DrainProgress", "DrainRequest", "DrainStart", "RunTarget", "drain_path_of",
+    "drain_progress", "read_drain_request", "request_drain", "running_runs",
+    "settle_drain_request", "write_drain_request",
+    "BadTaskCountError", "ControlMessageError", "DrainRequestError", "JobNotRunningError",
     "MalformedControlMessageError", "UnknownControlVersionError", "UnknownMessageTypeError",
     "CONTROL_VERSION", "WATERMARK_MAX", "WATERMARK_NOT_EXIST", "ControlMessage",
     "DrainMessage", "EndOfStreamMessage", "MessageType", "WatermarkMessage",

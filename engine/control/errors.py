@@ -26,6 +26,7 @@ __all__ = [
     "UnknownControlVersionError",
     "BadTaskCountError",
     "DrainRequestError",
+    "JobNotRunningError",
 ]
 
 
@@ -93,3 +94,18 @@ class BadTaskCountError(ControlMessageError):
 
 class DrainRequestError(EngineError):
     """A drain request file exists but cannot be read (names the file and the fix)."""
+
+
+class JobNotRunningError(DrainRequestError):
+    """``weir drain`` (:func:`~weir.engine.control.drain.request_drain`) of a job that no
+    ``weir run`` runs with this config's checkpoint directory: refused, nothing written (the
+    next run would otherwise drain at once). Names the job and the directory it looked in."""
+
+    def __init__(self, job: str, checkpoint_dir: str, detail: str = ""):
+        super().__init__(
+            f"job '{job}' is not running: no `weir run` holds its job lock in {checkpoint_dir}"
+            f"{detail}. A drain request is for a running job and names it; nothing was "
+            f"written. Start the job first; relative paths in the config (task.checkpoint.path, "
+            f"job.data.dir) resolve against the working directory, so run `weir drain` from "
+            f"the directory the job was started in (or use absolute paths)")
+        self.job, self.checkpoint_dir = job, checkpoint_dir

@@ -23,6 +23,7 @@ _LAZY = {
     "ContainerSetup": "weir.engine.coordinator.client",
     "CoordinatorClient": "weir.engine.coordinator.client",
     "CoordinatorError": "weir.engine.coordinator.errors",
+    "CoordinatorFailure": "weir.engine.coordinator.errors",
     "CoordinatorMessage": "weir.engine.coordinator.messages",
     "CoordinatorSettings": "weir.engine.coordinator.settings",
     "CoordinatorState": "weir.engine.coordinator.state",
@@ -51,7 +52,7 @@ _LAZY = {
 }
 
 __all__ = [
-    "ConfigDiff", "ContainerSetup", "CoordinatorClient", "CoordinatorError",
+    "ConfigDiff", "ContainerSetup", "CoordinatorClient", "CoordinatorError", "CoordinatorFailure",
     "CoordinatorMessage", "CoordinatorSettings", "CoordinatorState",
     "CoordinatorStreamCorruptError", "CoordinatorStreamStore", "CoordinatorUnavailableError",
     "CoordinatorWriteError", "ImmutableSettingError", "JobAlreadyRunningError", "JobCoordinator",

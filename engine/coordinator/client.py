@@ -6,7 +6,10 @@ the job model and the config with their origins over HTTP, and reports the host 
 Connection failures, timeouts, 404 (no model yet) and 5xx answers are retried with backoff
 (50 ms doubling to 2 s) for ``WEIR_COORDINATOR_RETRY_MS`` (the runner passes
 ``job.coordinator.http.client.retry.ms``); then :class:`CoordinatorUnavailableError` names the
-URL and the last failure.
+URL and the last failure, with advice that follows it (:class:`CoordinatorFailure`: nothing
+listens, the endpoint is overloaded, it timed out ...). A container sends the token it finds in
+``WEIR_COORDINATOR_TOKEN`` (``X-Weir-Container-Token``): the endpoint keeps connections for
+the job's containers when every other one is busy (docs/COORDINATOR.md).
 
 Example::
 
@@ -17,7 +20,9 @@ Example::
 
 from __future__ import annotations
 
+import http.client
 import os
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -28,22 +33,41 @@ import orjson
 
 from weir.stores.config import Config
 
-from weir.engine.coordinator.errors import CoordinatorError, CoordinatorUnavailableError
+from weir.engine.coordinator.errors import (CoordinatorError, CoordinatorFailure,
+                                            CoordinatorUnavailableError)
 from weir.engine.jobmodel.model import JobModel, JobModelError
 
 __all__ = ["CoordinatorClient", "ContainerSetup", "ENV_COORDINATOR_URL", "ENV_CONTAINER_ID",
-           "ENV_MODEL_VERSION", "ENV_TIMEOUT_MS", "ENV_RETRY_MS", "container_environment",
-           "setup_from_coordinator"]
+           "ENV_MODEL_VERSION", "ENV_TIMEOUT_MS", "ENV_RETRY_MS", "ENV_TOKEN",
+           "container_environment", "setup_from_coordinator"]
 
 ENV_COORDINATOR_URL = "SAMZA_COORDINATOR_URL"
 ENV_CONTAINER_ID = "SAMZA_CONTAINER_ID"
 ENV_MODEL_VERSION = "WEIR_JOB_MODEL_VERSION"
 ENV_TIMEOUT_MS = "WEIR_COORDINATOR_TIMEOUT_MS"
 ENV_RETRY_MS = "WEIR_COORDINATOR_RETRY_MS"
+ENV_TOKEN = "WEIR_COORDINATOR_TOKEN"
+TOKEN_HEADER = "X-Weir-Container-Token"  # connections.CONTAINER_TOKEN_HEADER (not imported:
+# a container process imports the client only, not the server's modules)
 
 _BACKOFF_FIRST_S = 0.05
 _BACKOFF_MAX_S = 2.0
 _RETRY_STATUSES = frozenset({404, 408, 429, 500, 502, 503, 504})
+_STATUS_FAILURES = {404: CoordinatorFailure.NO_MODEL, 408: CoordinatorFailure.TIMEOUT,
+                    429: CoordinatorFailure.OVERLOADED, 503: CoordinatorFailure.OVERLOADED}
+
+
+def _failure_of(error: BaseException) -> CoordinatorFailure:
+    """What a network error of one attempt means (see CoordinatorFailure)."""
+    cause = getattr(error, "reason", error)
+    if isinstance(cause, ConnectionRefusedError):
+        return CoordinatorFailure.NOT_LISTENING
+    if isinstance(cause, (TimeoutError, socket.timeout)):
+        return CoordinatorFailure.TIMEOUT
+    if isinstance(cause, (http.client.RemoteDisconnected, ConnectionResetError,
+                          BrokenPipeError, http.client.BadStatusLine)):
+        return CoordinatorFailure.CLOSED
+    return CoordinatorFailure.UNREACHABLE
 
 
 @dataclass(frozen=True)
@@ -59,10 +83,12 @@ class ContainerSetup:
 class CoordinatorClient:
     """HTTP client of one job coordinator (``url``); see the module docstring."""
 
-    def __init__(self, url: str, *, timeout_ms: int = 10_000, retry_ms: int = 30_000):
+    def __init__(self, url: str, *, timeout_ms: int = 10_000, retry_ms: int = 30_000,
+                 token: str = ""):
         self.url = url.rstrip("/")
         self.timeout_s = timeout_ms / 1000
         self.retry_s = retry_ms / 1000
+        self.token = token
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> "CoordinatorClient":
@@ -72,7 +98,7 @@ class CoordinatorClient:
             raise CoordinatorError(f"{ENV_COORDINATOR_URL} is not set: a container started by "
                                    f"`weir run` gets the job coordinator's URL there")
         return cls(url, timeout_ms=int(env.get(ENV_TIMEOUT_MS, 10_000)),
-                   retry_ms=int(env.get(ENV_RETRY_MS, 30_000)))
+                   retry_ms=int(env.get(ENV_RETRY_MS, 30_000)), token=env.get(ENV_TOKEN, ""))
 
     # -- requests ------------------------------------------------------------------------
     def _request(self, path: str, *, method: str = "GET", body: bytes | None = None
@@ -81,10 +107,13 @@ class CoordinatorClient:
         url = self.url + path
         deadline = time.monotonic() + self.retry_s
         sleep, attempts, reason = _BACKOFF_FIRST_S, 0, ""
+        failure = CoordinatorFailure.UNREACHABLE
+        headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        if self.token:
+            headers[TOKEN_HEADER] = self.token
         while True:
             attempts += 1
-            request = urllib.request.Request(url, data=body, method=method, headers={
-                "Accept": "application/json", "Content-Type": "application/json"})
+            request = urllib.request.Request(url, data=body, method=method, headers=headers)
             try:
                 with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                     return response.status, dict(response.headers.items()), response.read()
@@ -92,13 +121,16 @@ class CoordinatorClient:
                 payload = exc.read()
                 if exc.code not in _RETRY_STATUSES:
                     return exc.code, dict(exc.headers.items()), payload
-                reason = f"HTTP {exc.code}" + (f" {payload[:200].decode('utf-8', 'replace')}"
+                failure = _STATUS_FAILURES.get(exc.code, CoordinatorFailure.SERVER_ERROR)
+                reason = f"HTTP {exc.code}" + (f" {payload[:300].decode('utf-8', 'replace')}"
                                                 if payload else "")
-            except (urllib.error.URLError, OSError, TimeoutError) as exc:
+            except (urllib.error.URLError, OSError, TimeoutError,
+                    http.client.HTTPException) as exc:
                 cause = getattr(exc, "reason", exc)
+                failure = _failure_of(exc)
                 reason = f"{type(cause).__name__}: {cause}"
             if time.monotonic() + sleep > deadline:
-                raise CoordinatorUnavailableError(url, reason, attempts)
+                raise CoordinatorUnavailableError(url, reason, attempts, failure)
             time.sleep(sleep)
             sleep = min(sleep * 2, _BACKOFF_MAX_S)
 
@@ -167,11 +199,15 @@ class CoordinatorClient:
 
 
 def container_environment(url: str, container_id: str, version: int, *, timeout_ms: int,
-                          retry_ms: int) -> dict[str, str]:
-    """The environment variables a container process is started with."""
-    return {ENV_COORDINATOR_URL: url, ENV_CONTAINER_ID: str(container_id),
-            ENV_MODEL_VERSION: str(version), ENV_TIMEOUT_MS: str(timeout_ms),
-            ENV_RETRY_MS: str(retry_ms)}
+                          retry_ms: int, token: str = "") -> dict[str, str]:
+    """The environment variables a container process is started with (``token``: the
+    endpoint's :attr:`~weir.engine.coordinator.server.CoordinatorServer.container_token`)."""
+    env = {ENV_COORDINATOR_URL: url, ENV_CONTAINER_ID: str(container_id),
+           ENV_MODEL_VERSION: str(version), ENV_TIMEOUT_MS: str(timeout_ms),
+           ENV_RETRY_MS: str(retry_ms)}
+    if token:
+        env[ENV_TOKEN] = token
+    return env
 
 
 def setup_from_coordinator(container_id: str, host: str) -> ContainerSetup:

@@ -341,6 +341,12 @@ class JobCoordinator:
         """The HTTP endpoint's URL once :meth:`serve` started it."""
         return self._server.url if self._server is not None else None
 
+    @property
+    def container_token(self) -> str:
+        """What the job's container processes send the endpoint (``WEIR_COORDINATOR_TOKEN``),
+        once :meth:`serve` started it; "" before."""
+        return self._server.container_token if self._server is not None else ""
+
     def locality(self) -> dict[str, Locality]:
         """Container id -> where it last ran (the stream's ``set-container-host-assignment``)."""
         return localities(self.store)

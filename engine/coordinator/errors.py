@@ -7,12 +7,15 @@ URL, and says what to do.
 
 from __future__ import annotations
 
+from enum import Enum
+
 from weir.stores.errors import ConfigError
 
 from weir.engine.errors import EngineError
 
 __all__ = [
     "CoordinatorError",
+    "CoordinatorFailure",
     "CoordinatorStreamCorruptError",
     "ImmutableSettingError",
     "JobAlreadyRunningError",
@@ -83,15 +86,66 @@ class JobAlreadyRunningError(CoordinatorError):
         self.path, self.holder = path, dict(holder or {})
 
 
-class CoordinatorUnavailableError(CoordinatorError):
-    """A container could not read its job model from the coordinator's HTTP endpoint."""
+class CoordinatorFailure(Enum):
+    """How a request to the coordinator's HTTP endpoint failed, with what to do about it."""
 
-    def __init__(self, url: str, reason: str, attempts: int):
+    NOT_LISTENING = "not-listening"
+    """Nothing accepts connections at the URL."""
+    OVERLOADED = "overloaded"
+    """The endpoint answered 503 (or 429): it is up, with every connection busy."""
+    CLOSED = "closed"
+    """The endpoint closed the connection without an answer."""
+    TIMEOUT = "timeout"
+    """No answer in time (``job.coordinator.http.client.timeout.ms``), or 408."""
+    NO_MODEL = "no-model"
+    """404: the coordinator has no job model yet."""
+    SERVER_ERROR = "server-error"
+    """500, 502 or 504."""
+    UNREACHABLE = "unreachable"
+    """Any other network error (no route, unknown host ...)."""
+
+    @property
+    def hint(self) -> str:
+        return _FAILURE_HINTS[self]
+
+
+_FAILURE_HINTS = {
+    CoordinatorFailure.NOT_LISTENING:
+        "The coordinator runs inside `weir run`; that process has stopped (or the URL is "
+        "stale): start the job again",
+    CoordinatorFailure.OVERLOADED:
+        "The coordinator is up but had no free connection for this client: something holds "
+        "many connections to it (the runner's log names the address; `ss -tnp state "
+        "established dport = :<port>` names the processes). Stop it, or raise "
+        "job.coordinator.http.max.connections / job.coordinator.http.max.connections.per.client; "
+        "the job's own containers get connections kept for them when they send their token "
+        "(WEIR_COORDINATOR_TOKEN, set by `weir run`)",
+    CoordinatorFailure.CLOSED:
+        "The coordinator closed the connection without an answer: it is over every "
+        "connection limit (see the runner's log) or stopping",
+    CoordinatorFailure.TIMEOUT:
+        "The coordinator accepted the connection but did not answer in time: the `weir run` "
+        "process is overloaded or paused (raise job.coordinator.http.client.timeout.ms if "
+        "it is just slow)",
+    CoordinatorFailure.NO_MODEL:
+        "The coordinator has no job model yet; it builds one when `weir run` starts",
+    CoordinatorFailure.SERVER_ERROR:
+        "The coordinator failed to answer; the `weir run` log has the error",
+    CoordinatorFailure.UNREACHABLE:
+        "Check that the URL's host is reachable from this machine",
+}
+
+
+class CoordinatorUnavailableError(CoordinatorError):
+    """A container could not read its job model from the coordinator's HTTP endpoint;
+    ``failure`` says how the last attempt failed (the message's advice follows it)."""
+
+    def __init__(self, url: str, reason: str, attempts: int,
+                 failure: CoordinatorFailure = CoordinatorFailure.UNREACHABLE):
         super().__init__(
             f"cannot read the job model from the job coordinator at {url} after {attempts} "
-            f"attempt(s): {reason}. The coordinator runs inside `weir run`; if that process "
-            f"has stopped, start the job again")
-        self.url, self.reason, self.attempts = url, reason, attempts
+            f"attempt(s): {reason}. {failure.hint}")
+        self.url, self.reason, self.attempts, self.failure = url, reason, attempts, failure
 
 
 class CoordinatorWriteError(CoordinatorError):

@@ -13,16 +13,22 @@
 Every response carries ``X-Weir-Job-Model-Version``. The endpoint binds to
 ``job.coordinator.http.host`` (127.0.0.1) and ``job.coordinator.http.port`` (0: a free
 port). It is concurrent (one event loop; the model is served from bytes serialized once per
-version) and bounded: beyond ``job.coordinator.http.max.connections`` concurrent
-connections a request gets 503 at once, request bodies are limited to 64 KiB (16 MiB for a
-container's metrics), idle connections close after ``job.coordinator.http.keepalive.ms``. uvicorn parses HTTP (with
-httptools); nothing here parses HTTP by hand.
+version) and bounded (:mod:`weir.engine.coordinator.connections`): connections without a
+request close after ``job.coordinator.http.keepalive.ms``, a request must arrive within
+``job.coordinator.http.request.timeout.ms`` (else 408), at most
+``job.coordinator.http.max.connections`` stay open (``...max.connections.per.client`` from
+one address; a new one closes the oldest idle one), a few more are kept for the job's own
+containers (they send :attr:`CoordinatorServer.container_token`; anyone else gets 503 there),
+and request bodies are limited to 64 KiB (16 MiB for a container's metrics). uvicorn parses HTTP (with httptools); nothing here
+parses HTTP by hand.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
+import secrets
 import socket
 import threading
 import time
@@ -32,6 +38,10 @@ from urllib.parse import parse_qs
 
 import orjson
 
+from weir.engine.coordinator.connections import (ADMISSION_SCOPE_KEY, CONTAINER_TOKEN_HEADER,
+                                                 Admission, CloseReason, ConnectionCounts,
+                                                 ConnectionLimits, ConnectionTable,
+                                                 bounded_protocol)
 from weir.engine.coordinator.errors import CoordinatorError
 from weir.engine.coordinator.prometheus import CONTENT_TYPE as PROMETHEUS_CONTENT_TYPE
 from weir.engine.coordinator.prometheus import Family, render
@@ -63,10 +73,20 @@ class _HttpMetrics:
         self.failed = dict.fromkeys(_PATHS, 0)
         self.seconds = dict.fromkeys(_PATHS, 0.0)
 
-    def families(self) -> list[Family]:
+    def families(self, connections: ConnectionTable | None = None) -> list[Family]:
         def samples(values: dict) -> list[tuple]:
             return [({"path": p}, v) for p, v in values.items()]
-        return [
+        bounded = [] if connections is None else [
+            Family("weir_coordinator_http_open_connections", "gauge",
+                   "Connections open to the job coordinator's endpoint.",
+                   [({}, connections.counts().open)]),
+            Family("weir_coordinator_http_closed_connections_total", "counter",
+                   "Connections the endpoint closed: idle past keepalive.ms, request not in "
+                   "within request.timeout.ms, evicted for a new one, refused over every "
+                   "limit, or in a containers' slot without being one.",
+                   [({"reason": r.value}, n) for r, n in connections.closed.items()]),
+        ]
+        return [*bounded,
             Family("weir_coordinator_http_incoming_requests_total", "counter",
                    "HTTP requests received by the job coordinator.", samples(self.incoming)),
             Family("weir_coordinator_http_successful_responses_total", "counter",
@@ -137,6 +157,11 @@ class CoordinatorServer:
         self._socket: socket.socket | None = None
         self.url = ""
         self._failure: BaseException | None = None
+        self.connection_table = ConnectionTable(ConnectionLimits.from_settings(settings))
+        self.container_token = secrets.token_urlsafe(24)
+        """What the job's container processes send (``X-Weir-Container-Token``, given to them
+        as ``WEIR_COORDINATOR_TOKEN``): their requests are served in the connections kept for
+        them when every other one is busy."""
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self, *, wait: bool = True) -> str:
@@ -163,11 +188,13 @@ class CoordinatorServer:
         bound = sock.getsockname()[1]
         shown = f"[{host}]" if family == socket.AF_INET6 else host
         self.url = f"http://{shown}:{bound}"
+        # Connections are bounded by the protocol (connections.py), not by uvicorn's
+        # limit_concurrency: that one answers 503 to every request, the containers' too, as
+        # long as as many connections are open as the limit, idle or not.
         config = uvicorn.Config(
-            self.app, interface="asgi3", http="auto", loop="asyncio", lifespan="off",
-            log_config=None,
+            self.app, interface="asgi3", http=bounded_protocol(self.connection_table),
+            loop="asyncio", lifespan="off", log_config=None,
             access_log=False, server_header=False, date_header=False,
-            limit_concurrency=self.settings.http_max_connections,
             timeout_keep_alive=max(1, self.settings.http_keepalive_ms // 1000),
             timeout_graceful_shutdown=2)
         self._server = _prompt_server(uvicorn)(config)
@@ -200,6 +227,10 @@ class CoordinatorServer:
                                        f"did not start within {_START_TIMEOUT_S:.0f} s")
             time.sleep(0.005)
 
+    def connections(self) -> ConnectionCounts:
+        """The open connections now (any thread)."""
+        return self.connection_table.counts()
+
     def stop(self) -> None:
         if self._server is not None:
             self._server.request_stop()
@@ -220,7 +251,11 @@ class CoordinatorServer:
                                              else "other")
         self.metrics.incoming[label] += 1
         try:
-            status, headers, body = await self._route(method, path, query, receive)
+            admission, limit = scope.get(ADMISSION_SCOPE_KEY, (Admission.SERVE, ""))
+            if admission is Admission.CONTAINERS_ONLY and not self._from_container(scope):
+                status, headers, body = self._no_slot(scope, limit)
+            else:
+                status, headers, body = await self._route(method, path, query, receive)
         except Exception as exc:  # noqa: BLE001 - a 500, logged, never a dead endpoint
             log.exception("job coordinator: %s %s failed", method, path)
             status, headers, body = 500, [], orjson.dumps({"error": f"{type(exc).__name__}: {exc}"})
@@ -237,6 +272,27 @@ class CoordinatorServer:
         elif status >= 400:
             self.metrics.failed[label] += 1
         self.metrics.seconds[label] += time.perf_counter() - started
+
+    def _from_container(self, scope: dict) -> bool:
+        name = CONTAINER_TOKEN_HEADER.lower().encode()
+        sent = next((value for key, value in scope["headers"] if key == name), b"")
+        return hmac.compare_digest(sent, self.container_token.encode())
+
+    def _no_slot(self, scope: dict, limit: str) -> tuple[int, list, bytes]:
+        """The answer in a connection kept for the job's containers to anyone else: 503, and
+        the connection closes."""
+        self.connection_table.count_closed(CloseReason.NOT_A_CONTAINER)
+        client = (scope.get("client") or ("?",))[0]
+        limits = self.connection_table.limits
+        per_client = limit.endswith("per.client")
+        value = limits.per_client if per_client else limits.max_connections
+        whose = f" from {client}" if per_client else ""
+        return 503, [(b"content-type", JSON_CONTENT_TYPE.encode()), (b"connection", b"close"),
+                     (b"retry-after", b"1")], orjson.dumps({
+            "error": f"the job coordinator's endpoint has {value} busy connections open"
+                     f"{whose} ({limit}={value}); the ones beyond are kept for the job's "
+                     f"containers. Retry later, close connections held open to it, or raise "
+                     f"{limit}"})
 
     async def _route(self, method: str, path: str, query: bytes,
                      receive: Any) -> tuple[int, list, bytes]:
@@ -283,7 +339,8 @@ class CoordinatorServer:
             return status, [json_type], orjson.dumps(health)
         # /metrics
         from weir.engine.metrics.prometheus import published_families
-        text = render([*self.coordinator.metric_families(), *self.metrics.families(),
+        text = render([*self.coordinator.metric_families(),
+                       *self.metrics.families(self.connection_table),
                        *published_families(self._job_key)])
         return 200, [(b"content-type", PROMETHEUS_CONTENT_TYPE.encode())], text.encode()
 

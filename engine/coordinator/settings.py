@@ -38,7 +38,9 @@ __all__ = [
     "JOB_COORDINATOR_HTTP_HOST",
     "JOB_COORDINATOR_HTTP_PORT",
     "JOB_COORDINATOR_HTTP_MAX_CONNECTIONS",
+    "JOB_COORDINATOR_HTTP_MAX_CONNECTIONS_PER_CLIENT",
     "JOB_COORDINATOR_HTTP_KEEPALIVE_MS",
+    "JOB_COORDINATOR_HTTP_REQUEST_TIMEOUT_MS",
     "JOB_COORDINATOR_HTTP_CLIENT_TIMEOUT_MS",
     "JOB_COORDINATOR_HTTP_CLIENT_RETRY_MS",
     "JOB_HOST_AFFINITY_ENABLED",
@@ -49,19 +51,19 @@ _C = "job coordinator"
 JOB_COORDINATOR_SEGMENT_BYTES = declare(
     "job.coordinator.segment.bytes", int, None,
     "Segment size of the coordinator stream when it is created (unset: the system's "
-    "`segment.bytes`).", component=_C)
+    "`segment.bytes`).", minimum=1, component=_C)
 JOB_COORDINATOR_MAX_MESSAGE_BYTES = declare(
     "job.coordinator.max.message.bytes", int, 1_000_012,
     "Largest coordinator message (key plus value bytes) a writer sends; a larger config "
-    "value is refused before anything is written.", component=_C)
+    "value is refused before anything is written.", minimum=64, component=_C)
 JOB_COORDINATOR_CATCHUP_INTERVAL_MS = declare(
     "job.coordinator.catchup.interval.ms", int, 1000,
     "How often the running job coordinator reads new coordinator stream messages (config "
-    "written by `weir coordinator set-config`); 0: never while running.", component=_C)
+    "written by `weir coordinator set-config`); 0: never while running.", minimum=0, component=_C)
 JOB_COORDINATOR_WRITE_TIMEOUT_MS = declare(
     "job.coordinator.write.timeout.ms", int, 30_000,
     "How long a writer of the coordinator stream waits for another process that is writing "
-    "it (the file log has one writer per partition) before failing.", component=_C)
+    "it (the file log has one writer per partition) before failing.", minimum=0, component=_C)
 
 
 class HttpServe(Enum):
@@ -91,21 +93,34 @@ JOB_COORDINATOR_HTTP_HOST = declare(
 JOB_COORDINATOR_HTTP_PORT = declare(
     "job.coordinator.http.port", int, 0,
     "Port of the job coordinator's HTTP endpoint; 0 picks a free port (containers are told "
-    "the URL).", component=_C)
+    "the URL).", minimum=0, maximum=65535, component=_C)
 JOB_COORDINATOR_HTTP_MAX_CONNECTIONS = declare(
     "job.coordinator.http.max.connections", int, 256,
-    "Concurrent connections and requests the HTTP endpoint serves; beyond it a request is "
-    "answered 503 at once (clients retry).", component=_C)
+    "Connections the HTTP endpoint keeps open. A new connection over the limit closes the "
+    "oldest idle one; when every one is busy it gets one of 16 further connections kept for "
+    "the job's own containers (anyone else is answered 503 there), or is closed at once.",
+    minimum=1, component=_C)
+JOB_COORDINATOR_HTTP_MAX_CONNECTIONS_PER_CLIENT = declare(
+    "job.coordinator.http.max.connections.per.client", int, 64,
+    "Connections one client address keeps open to the HTTP endpoint; over it, the client's "
+    "oldest idle connection is closed for the new one (when none is idle, as over "
+    "`job.coordinator.http.max.connections`). The job's containers share the runner's "
+    "address: keep it above the container count.", minimum=1, component=_C)
 JOB_COORDINATOR_HTTP_KEEPALIVE_MS = declare(
     "job.coordinator.http.keepalive.ms", int, 5000,
-    "How long the HTTP endpoint keeps an idle client connection open.", component=_C)
+    "How long the HTTP endpoint keeps a connection open without a request: a new one that "
+    "sends nothing, or an idle one between requests.", minimum=1, component=_C)
+JOB_COORDINATOR_HTTP_REQUEST_TIMEOUT_MS = declare(
+    "job.coordinator.http.request.timeout.ms", int, 10_000,
+    "How long the HTTP endpoint waits for a whole request (headers and body) from its first "
+    "byte; a slower one is answered 408 and its connection closed.", minimum=1, component=_C)
 JOB_COORDINATOR_HTTP_CLIENT_TIMEOUT_MS = declare(
     "job.coordinator.http.client.timeout.ms", int, 10_000,
-    "Time limit of one request of a container to the job coordinator.", component=_C)
+    "Time limit of one request of a container to the job coordinator.", minimum=1, component=_C)
 JOB_COORDINATOR_HTTP_CLIENT_RETRY_MS = declare(
     "job.coordinator.http.client.retry.ms", int, 30_000,
     "How long a container keeps retrying (with backoff from 50 ms doubling to 2 s) before it "
-    "fails with an error naming the coordinator's URL.", component=_C)
+    "fails with an error naming the coordinator's URL.", minimum=0, component=_C)
 JOB_HOST_AFFINITY_ENABLED = declare(
     "job.host-affinity.enabled", bool, False,
     "Host affinity: containers record the host they ran on (`set-container-host-assignment`) "
@@ -153,7 +168,9 @@ class CoordinatorSettings:
     http_host: str = "127.0.0.1"
     http_port: int = 0
     http_max_connections: int = 256
+    http_max_connections_per_client: int = 64
     http_keepalive_ms: int = 5000
+    http_request_timeout_ms: int = 10_000
     client_timeout_ms: int = 10_000
     client_retry_ms: int = 30_000
     host_affinity: bool = False
@@ -165,7 +182,7 @@ class CoordinatorSettings:
     def from_config(cls, config: Config) -> "CoordinatorSettings":
         name = config.require(JOB_NAME.name)
         job_id = JOB_ID.get(config)
-        settings = cls(
+        return cls(
             job_name=name, job_id=job_id, system=coordinator_system(config),
             stream=coordinator_stream_name(name, job_id),
             segment_bytes=JOB_COORDINATOR_SEGMENT_BYTES.get(config),
@@ -176,7 +193,10 @@ class CoordinatorSettings:
             http_host=JOB_COORDINATOR_HTTP_HOST.get(config),
             http_port=JOB_COORDINATOR_HTTP_PORT.get(config),
             http_max_connections=JOB_COORDINATOR_HTTP_MAX_CONNECTIONS.get(config),
+            http_max_connections_per_client=JOB_COORDINATOR_HTTP_MAX_CONNECTIONS_PER_CLIENT.get(
+                config),
             http_keepalive_ms=JOB_COORDINATOR_HTTP_KEEPALIVE_MS.get(config),
+            http_request_timeout_ms=JOB_COORDINATOR_HTTP_REQUEST_TIMEOUT_MS.get(config),
             client_timeout_ms=JOB_COORDINATOR_HTTP_CLIENT_TIMEOUT_MS.get(config),
             client_retry_ms=JOB_COORDINATOR_HTTP_CLIENT_RETRY_MS.get(config),
             host_affinity=JOB_HOST_AFFINITY_ENABLED.get(config),

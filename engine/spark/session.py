@@ -26,7 +26,7 @@ from typing import Any
 
 from weir.engine.spark.errors import JavaRuntimeError, SparkError
 
-__all__ = ["JAVA_MIN_MAJOR", "PYSPARK_MIN", "java_major", "find_java", "check_java",
+__all__ = ["JAVA_MIN_MAJOR", "PYSPARK_MIN", "WORKER_SAFE_PATH", "java_major", "find_java", "check_java",
            "check_pyspark", "check_spark_environment", "spark_session", "worker_python_path"]
 
 JAVA_MIN_MAJOR = 17
@@ -36,6 +36,9 @@ _INSTALL_JAVA = ("install a Java runtime, version 17 or newer (Debian/Ubuntu: `a
                  "https://adoptium.net), then put its `java` on PATH or set JAVA_HOME to its "
                  "directory")
 _INSTALL_EXTRA = "pip install 'weir[spark]'"
+WORKER_SAFE_PATH = "PYTHONSAFEPATH"
+"""Set for Spark's Python workers (``spark.executorEnv.PYTHONSAFEPATH=1``): they never import
+from their working directory (see :func:`spark_session`)."""
 
 
 def java_major(version_text: str) -> int | None:
@@ -127,8 +130,9 @@ def worker_python_path(extra: list[str] | tuple[str, ...] = ()) -> None:
 def spark_session(conf: Mapping[str, Any] | None = None, *, app_name: str = "weir",
                   master: str | None = None, python_path: tuple[str, ...] = ()) -> Any:
     """A SparkSession for Weir (``getOrCreate``): checks Java and PySpark first, points the
-    Python workers at this interpreter, applies ``conf`` (``spark.*`` keys), and registers
-    Weir's Python data sources (``weirstate``, ``weirlog``)."""
+    Python workers at this interpreter (never at their working directory: a checkout's
+    ``weir/`` folder there would shadow the installed Weir), applies ``conf`` (``spark.*``
+    keys), and registers Weir's Python data sources (``weirstate``, ``weirlog``)."""
     check_spark_environment()
     worker_python_path(python_path)
     import logging
@@ -141,6 +145,11 @@ def spark_session(conf: Mapping[str, Any] | None = None, *, app_name: str = "wei
     conf = dict(conf or {})
     builder = builder.master(master or str(conf.pop("spark.master", "local[*]")))
     conf.setdefault("spark.ui.showConsoleProgress", "false")
+    # Python workers start as `python -m pyspark.daemon` (and the like), which puts their
+    # working directory, the driver's, first on sys.path: run from a checkout of Weir, its
+    # `weir/` facade folder shadowed the installed package (ModuleNotFoundError: weir.stores).
+    # Workers import from their PYTHONPATH (the job config's directory) and site-packages.
+    conf.setdefault(f"spark.executorEnv.{WORKER_SAFE_PATH}", "1")
     for key, value in conf.items():
         builder = builder.config(key, str(value))
     spark = builder.getOrCreate()

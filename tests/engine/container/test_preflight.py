@@ -61,7 +61,8 @@ def test_weir_run_refuses_concurrency_zero_before_any_changelog_or_checkpoint_ex
 @pytest.mark.parametrize("key,value,message", [
     ("task.max.concurrency", "0", "must be >= 1"),
     ("job.container.thread.pool.size", "-1", "must be >= 0"),
-    ("task.shutdown.ms", "-5", "must be >= 0"),
+    ("task.shutdown.ms", "-1", "must be >= 0"),
+    ("task.shutdown.ms", "-5", "expected an integer from -1 to"),
     ("task.max.idle.ms", "0", "must be >= 1"),
     ("stores.counts.key.serde", "no-such-serde", "unknown serde 'no-such-serde'"),
     ("systems.filelog.streams.counts-out.samza.msg.serde", "nope", "unknown serde 'nope'"),

@@ -340,3 +340,66 @@ def test_a_second_ctrl_c_in_the_runner_kills_the_containers_without_a_final_comm
     # Killed: processing resumes from the last checkpoint, and ends exactly.
     produce(tmp_path, [], create=False, end=True, first=1000)
     assert finish_and_count(tmp_path, words(1000)) == Counter(words(1000))
+
+
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_sigterm_to_the_whole_process_group_is_a_clean_stop_with_a_final_commit(
+        tmp_path, method):
+    # What `kill -TERM -PGID`, `timeout` and systemd's default stop do: every process of the
+    # job gets SIGTERM at once, the runner, its fork server and the containers.
+    write_job(tmp_path, **{"job.container.count": "2", "task.commit.ms": "-1",
+                           "job.status.log.interval.ms": "100",
+                           "job.container.start.method": method})
+    items = words(1200)
+    produce(tmp_path, items, end=False)  # unbounded: only the signal stops the job
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([*WEIR, "run", "job.properties", "--status", "log"], cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if "1,200 msgs" in line:
+            break
+    os.killpg(proc.pid, signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    err = "".join(seen) + err
+
+    assert proc.returncode == 0, out + err
+    assert "stopped by SIGTERM" in out
+    assert "is gone" not in err and "ProcessDied" not in out + err
+    for cid in ("0", "1"):  # each container's normal stop line
+        assert f"container {cid}: received SIGTERM, stopping with a final commit" in err, err
+    assert checkpoints(tmp_path) == {0: 599, 1: 599}
+    # The final commits cover exactly what was processed: a restart that finishes the input
+    # from the checkpoints gives the exact counts.
+    assert finish_and_count(tmp_path, items) == Counter(items)
+
+
+def test_sigterm_to_the_process_group_while_the_job_starts_stops_it_cleanly(tmp_path):
+    # systemd or `timeout` stopping the job while it prepares (before its containers run):
+    # the runner keeps the signal, starts no container (or stops them at once), exits 0.
+    write_job(tmp_path, **{"job.container.count": "2", "task.commit.ms": "-1"})
+    items = words(600)
+    produce(tmp_path, items, end=False)
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([*WEIR, "run", "job.properties", "--status", "off"], cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if "bootstrapped coordinator stream" in line:  # the job is being prepared
+            break
+    os.killpg(proc.pid, signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    err = "".join(seen) + err
+
+    assert proc.returncode == 0, out + err
+    assert "job 'runner-test' stopped by SIGTERM" in out
+    assert "is gone" not in err and "ProcessDied" not in out + err
+    # Whatever ran committed what it processed: the rest of the input, from the checkpoints,
+    # gives the exact counts.
+    assert finish_and_count(tmp_path, items) == Counter(items)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import socket
+import time
 from collections import Counter
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from weir.engine.config.job import load_config
+from weir.engine.coordinator import JobCoordinator
 from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
 from weir.engine.systems.api import StreamSpec
 from weir.engine.systems.registry import SystemRegistry
@@ -97,3 +101,42 @@ def emitted_counts(config: Config, partitions: int) -> Counter:
     for (_, word), n in last.items():
         out[word] += n
     return out
+
+
+def serving(tmp_path: Path, **extra: str) -> JobCoordinator:
+    """A started coordinator of a two-container job serving its HTTP endpoint (stop it)."""
+    config = job_config(tmp_path, **{"job.container.count": "2", **extra})
+    create_inputs(config, 4)
+    coordinator = JobCoordinator(config)
+    coordinator.start()
+    coordinator.serve()
+    return coordinator
+
+
+def connect(url: str, source: str = "127.0.0.1") -> socket.socket:
+    parts = urlsplit(url)
+    return socket.create_connection((parts.hostname, parts.port), timeout=30,
+                                    source_address=(source, 0))
+
+
+def read_to_end(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
+
+
+def busy_connections(coordinator: JobCoordinator, count: int,
+                     source: str = "127.0.0.1") -> list[socket.socket]:
+    """``count`` connections that each started a request and send no more of it (the server
+    waits for the rest of its headers); returns once the server reads them all."""
+    socks = []
+    for _ in range(count):
+        sock = connect(coordinator.url, source)
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        socks.append(sock)
+    reading = coordinator._server.connections
+    while reading().reading < count:
+        time.sleep(0.005)
+    return socks

@@ -13,11 +13,13 @@ import orjson
 import pytest
 
 from weir.engine.container.process import EventKind, container_process_main
-from weir.engine.coordinator import CoordinatorUnavailableError, JobCoordinator
+from weir.engine.coordinator import (CoordinatorFailure, CoordinatorUnavailableError,
+                                     JobCoordinator)
 from weir.engine.coordinator.client import CoordinatorClient, container_environment
 from weir.engine.coordinator.messages import MessageType
 
-from tests.engine.coordinator._helpers import create_inputs, job_config
+from tests.engine.coordinator._helpers import (busy_connections, create_inputs, job_config,
+                                               serving)
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -72,6 +74,28 @@ def test_the_client_fails_naming_the_url_when_no_coordinator_answers(coordinator
     assert info.value.url == url + "/" and info.value.attempts >= 2
     assert f"cannot read the job model from the job coordinator at {url}/" in str(info.value)
     assert "ConnectionRefusedError" in str(info.value)
+    assert info.value.failure is CoordinatorFailure.NOT_LISTENING
+    assert "that process has stopped" in str(info.value)
+
+
+def test_a_client_refused_by_a_busy_coordinator_is_told_it_is_overloaded_not_gone(tmp_path):
+    coordinator = serving(tmp_path, **{"job.coordinator.http.max.connections": "2"})
+    try:
+        busy = busy_connections(coordinator, 2)
+        client = CoordinatorClient(coordinator.url, timeout_ms=2000, retry_ms=300)  # no token
+
+        with pytest.raises(CoordinatorUnavailableError) as info:
+            client.container_setup("0")
+
+        assert info.value.failure is CoordinatorFailure.OVERLOADED
+        message = str(info.value)
+        assert "HTTP 503" in message and "job.coordinator.http.max.connections=2" in message
+        assert "The coordinator is up but had no free connection" in message
+        assert "has stopped" not in message
+        for sock in busy:
+            sock.close()
+    finally:
+        coordinator.stop()
 
 
 def test_a_container_process_whose_coordinator_is_gone_reports_a_clear_failure(coordinator):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+import socket
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -12,11 +13,13 @@ import orjson
 import pytest
 
 from weir.engine.coordinator import JobCoordinator
+from weir.engine.coordinator.client import CoordinatorClient, container_environment
 from weir.engine.coordinator.messages import MessageType
 from weir.engine.coordinator.server import VERSION_HEADER
 from weir.engine.jobmodel.model import JobModel
 
-from tests.engine.coordinator._helpers import create_inputs, job_config
+from tests.engine.coordinator._helpers import (busy_connections, connect, create_inputs,
+                                               job_config, read_to_end, serving)
 
 
 @pytest.fixture
@@ -215,3 +218,89 @@ def test_stop_while_a_request_is_in_flight_lets_it_be_answered(tmp_path, monkeyp
         stopper.join(timeout=10)
     assert status == 200 and orjson.loads(body)["status"] == "ok"
     assert not stopper.is_alive()
+
+
+# -- bounded connections: idle floods, slow requests, one client's share -------------------
+
+def _container_client(coordinator: JobCoordinator, cid: str = "1") -> CoordinatorClient:
+    return CoordinatorClient.from_environment(container_environment(
+        coordinator.url, cid, 1, timeout_ms=2000, retry_ms=2000,
+        token=coordinator.container_token))
+
+
+def test_a_flood_of_idle_connections_is_closed_and_never_locks_the_containers_out(tmp_path):
+    # 300 loopback connections that send nothing: more than the endpoint's connection limit.
+    coordinator = serving(tmp_path, **{"job.coordinator.http.keepalive.ms": "300"})
+    try:
+        idle = [connect(coordinator.url) for _ in range(300)]
+
+        # The job's container reads its model while the flood is open, and so does anyone.
+        setup = _container_client(coordinator).container_setup("1")
+        assert setup.version == 1 and setup.model == coordinator.model
+        status, _, body = request(coordinator.url + "/health")
+        assert status == 200, body
+
+        # Every idle connection is closed by the endpoint: the oldest to make room for new
+        # ones, the rest after job.coordinator.http.keepalive.ms without a request.
+        for sock in idle:
+            assert read_to_end(sock) == b""
+            sock.close()
+        _, _, metrics = request(coordinator.url + "/metrics")
+        closed = {line.split('"')[1]: float(line.rsplit(" ", 1)[1])
+                  for line in metrics.decode().splitlines()
+                  if line.startswith("weir_coordinator_http_closed_connections_total{")}
+        assert closed["idle"] > 0 and closed["evicted"] > 0
+        assert closed["idle"] + closed["evicted"] >= 300
+    finally:
+        coordinator.stop()
+
+
+def test_a_request_whose_headers_do_not_arrive_in_time_gets_408_and_is_closed(tmp_path):
+    coordinator = serving(tmp_path, **{"job.coordinator.http.request.timeout.ms": "300"})
+    try:
+        sock = connect(coordinator.url)
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # never the blank line
+
+        answer = read_to_end(sock)
+        sock.close()
+
+        assert answer.startswith(b"HTTP/1.1 408 "), answer
+        assert b"job.coordinator.http.request.timeout.ms" in answer
+    finally:
+        coordinator.stop()
+
+
+def test_when_every_connection_is_busy_only_the_jobs_containers_get_the_reserved_slots(
+        tmp_path):
+    coordinator = serving(tmp_path, **{"job.coordinator.http.max.connections": "4"})
+    try:
+        busy = busy_connections(coordinator, 4)
+
+        status, headers, body = request(coordinator.url + "/health")
+        assert status == 503 and headers["connection"] == "close"
+        assert "job.coordinator.http.max.connections" in orjson.loads(body)["error"]
+        setup = _container_client(coordinator).container_setup("1")
+        assert setup.version == 1
+        for sock in busy:
+            sock.close()
+    finally:
+        coordinator.stop()
+
+
+def test_one_client_cannot_take_more_than_its_share_of_the_connections(tmp_path):
+    coordinator = serving(tmp_path, **{"job.coordinator.http.max.connections.per.client": "3"})
+    try:
+        busy = busy_connections(coordinator, 3, source="127.0.0.2")  # another loopback address
+
+        sock = connect(coordinator.url, "127.0.0.2")
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = read_to_end(sock)
+        sock.close()
+        assert answer.startswith(b"HTTP/1.1 503 ")
+        assert b"job.coordinator.http.max.connections.per.client" in answer
+        status, _, _ = request(coordinator.url + "/health")  # from 127.0.0.1: served
+        assert status == 200
+        for sock in busy:
+            sock.close()
+    finally:
+        coordinator.stop()
