@@ -17,7 +17,9 @@ them and opens their stores. Then:
   of closing;
 * ``window`` (every ``task.window.ms``, which the planner sets when a window runs on
   processing time or has a time-based trigger, as Samza's planner does) closes
-  processing-time windows and fires the time-based triggers that are due.
+  processing-time windows and fires the time-based triggers that are due. Processing time is
+  the task context's clock (``context.clock``): the wall clock, or the one ``weir.testing``
+  advances, so processing-time windows are tested deterministically.
 
 Everything runs on the run loop like any task: the same chooser, stores, commits,
 checkpoints and thread modes.
@@ -39,7 +41,6 @@ from weir.engine.app.planner import APP_STAGE, describe_application, stage_opera
 from weir.engine.app.window_operator import WindowOperator
 from weir.engine.control.messages import WATERMARK_MAX
 from weir.engine.control.sender import ControlMessageSender
-from weir.engine.control.task_control import wallclock_ms
 from weir.engine.errors import EngineError
 from weir.engine.model import SystemStream
 
@@ -97,7 +98,7 @@ def _route(op: InputOperator, clock: Any):
 class ApplicationTask:
     """Runs the operators of an application's stages for one task (see the module docs)."""
 
-    def __init__(self, *, clock_ms: Callable[[], int] = wallclock_ms) -> None:
+    def __init__(self, *, clock_ms: Callable[[], int] | None = None) -> None:
         self.operators: dict[str, Operator] = {}
         self.inputs: dict[SystemStream, InputOperator] = {}
         self._routes: dict[Any, Any] = {}
@@ -105,7 +106,7 @@ class ApplicationTask:
         self._timed: list[WindowOperator] = []
         self._ctx: OperatorContext | None = None
         self._control: Any = None
-        self._clock_ms = clock_ms
+        self._clock_ms = clock_ms  # None: the task context's processing clock
 
     def init(self, context: Any) -> None:
         control = getattr(context, "control", None)
@@ -126,7 +127,7 @@ class ApplicationTask:
         self._control = control
         ctx = self._ctx = OperatorContext(context.task_name, collector, context.store, control,
                                           context.metrics, sender, config,
-                                          clock_ms=self._clock_ms)
+                                          clock_ms=self._clock_ms or context.clock.now_ms)
         read = {ssp.system_stream for ssp in context.ssps}
         kept = {id(op) for op in keep}
         ops: list[tuple[OpSpec, Operator]] = []

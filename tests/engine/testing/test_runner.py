@@ -133,3 +133,23 @@ def test_the_runner_leaves_nothing_behind(tmp_path):
     assert not data_dir.exists()
     with pytest.raises(TestRunError, match="closed"):
         runner.run()
+
+
+def test_an_applications_processing_time_windows_close_as_the_input_lists_advance_time():
+    from weir.engine.app import StreamApplication, Windows
+
+    class ClicksPerTenSeconds(StreamApplication):
+        def describe(self, app):
+            clicks = app.input("filelog.clicks", msg_serde="json")
+            (clicks.window(Windows.tumbling_window(10_000, lambda: 0, lambda m, n: n + 1),
+                           name="per-10s")
+                   .send_to(app.output("filelog.per-10s", key_serde="json", msg_serde="json",
+                                       partitions=1)))
+
+    with TestRunner(app=ClicksPerTenSeconds, start_ms=1_000_000) as runner:
+        runner.input("filelog.clicks", [{"c": 1}, {"c": 2}, advance(10_000), {"c": 3},
+                                        advance(10_000)])
+        result = runner.run()
+        panes = [(p["start"], p["value"]) for p in result.output("filelog.per-10s")]
+
+    assert panes[:2] == [(1_000_000, 2), (1_010_000, 1)]   # closed by the advanced clock
