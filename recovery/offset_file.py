@@ -4,8 +4,10 @@ Invariant: while ``<store dir>/OFFSET`` exists and says offset *N*, the store's 
 hold exactly the changelog's state at offset *N* (every record up to *N* applied, nothing
 after). The storage manager keeps it true:
 
-* ``flush()`` (the commit path) flushes the store and its changelog, then writes ``OFFSET``
-  with the changelog's newest offset;
+* ``flush()`` (the commit path) flushes the store and its changelog; when it settles the store
+  (no change since the previous commit, the last settle ``SETTLE_MS`` old, or a clean stop:
+  :meth:`weir.recovery.storage.TaskStorageManager.flush`) it makes the engine's files durable,
+  then writes ``OFFSET`` with the changelog's newest offset;
 * the first change after that removes ``OFFSET`` **before** it reaches the engine (the logged
   layer appends to the changelog before writing the engine, and the storage manager's sink
   removes the file on that first append), so a crash between commits leaves no ``OFFSET``;

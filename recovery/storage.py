@@ -5,7 +5,7 @@ Life of a task's stores::
     tsm = TaskStorageManager("Partition 0", specs, base_dir, changelogs, config)
     stores = tsm.open(checkpoint_manager.read_last("Partition 0"))   # restore, then open
     ...  the task reads and writes stores[...] ...
-    offsets = tsm.flush()            # commit: flush stores + changelogs, write OFFSET files
+    offsets = tsm.flush()            # commit: flush stores + changelogs, settle idle stores
     checkpoint_manager.write("Partition 0", Checkpoint(inputs, offsets))
     tsm.close()
 
@@ -61,7 +61,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from weir.stores.api import KeyValueStore
+from weir.stores.api import Durability, KeyValueStore
 from weir.stores.changelog import ChangelogSink, ChangelogSource
 from weir.stores.config import Config
 from weir.stores.spec import StoreSpec
@@ -73,7 +73,12 @@ from weir.recovery.restore import Repair, RestoreStats
 from weir.recovery.store_restore import (OpenStore, RestoreOptions, StoreRestore, changelog_name,
                                          close_quietly, record_offset)
 
-__all__ = ["TaskStorageManager", "ProgressMode", "Repair", "task_directory_name"]
+__all__ = ["TaskStorageManager", "ProgressMode", "Repair", "task_directory_name", "SETTLE_MS"]
+
+SETTLE_MS = 5_000
+"""A logged persistent store that keeps changing is settled (its engine's files made durable,
+its ``OFFSET`` file written) by at most one commit in this many milliseconds; see
+:meth:`TaskStorageManager.flush`."""
 
 _log = logging.getLogger(__name__)
 
@@ -109,6 +114,9 @@ class TaskStorageManager:
         self.progress = progress
         self.options = options
         self._clock = clock
+        self._settled_ms: dict[str, int] = {}
+        self._flushed: dict[str, int] = {}  # the offset each store's last flush returned
+        self._unsettled: set[str] = set()
         self._open: dict[str, OpenStore] | None = None
         self._closed = False
         self.restore_stats: dict[str, RestoreStats] = {}
@@ -185,6 +193,8 @@ class TaskStorageManager:
                                 "restored")
         self._open = {name: entry for name, (entry, _) in opened.items()}
         self.restore_stats = {name: stats for name, (_, stats) in opened.items()}
+        now = self._clock()
+        self._settled_ms = {name: now for name in self._open}  # a restore ends settled
 
     # -- the running task -----------------------------------------------------------------------
     def stores(self) -> dict[str, KeyValueStore]:
@@ -195,39 +205,68 @@ class TaskStorageManager:
         """Flush every store and its changelog; return the changelog offsets to checkpoint.
 
         For each logged store the result holds the changelog's newest offset after the flush
-        (``NO_OFFSET`` for an empty changelog), and a persistent store's ``OFFSET`` file is
-        rewritten to it -- or removed when the changelog reports no newest offset: an offset
-        the changelog cannot back never vouches for the files. Non-logged stores are flushed
-        and absent from the result.
+        (``NO_OFFSET`` for an empty changelog). Every layer's buffered writes reach the engine
+        and the changelog is flushed; a persistent store is also **settled** -- its engine's
+        files made durable and its ``OFFSET`` file rewritten to that offset (or removed when
+        the changelog reports no newest offset: an offset the changelog cannot back never
+        vouches for the files) -- when it had no change since the previous flush, when its
+        last settle is :data:`SETTLE_MS` old, and at :meth:`close`. A store that keeps
+        changing is not settled at every commit: its ``OFFSET`` file would be removed by its
+        next change anyway (a crash then finds none and restores from the changelog, settled
+        or not), and settling is most of an exactly-once commit's cost (a RocksDB memtable
+        flush, an fsynced file, its removal). :meth:`unsettled` says a store waits for a settle,
+        so the task commits once more when it goes idle. Non-logged stores are flushed
+        durably and absent from the result.
         """
         return self._flush(closing=False)
+
+    def unsettled(self) -> bool:
+        """Whether a store changed since it was last settled (its files lag its changelog and it
+        has no ``OFFSET`` file): the task's next periodic commit must run, even with nothing
+        new, so that an idle task's stores are reused after a crash."""
+        return bool(self._unsettled)
 
     def _flush(self, *, closing: bool) -> dict[str, int]:
         """:meth:`flush`; ``closing``: the flush of :meth:`close`, after the last commit.
 
-        Closing keeps the offset of an ``OFFSET`` file that still describes the files (no
-        change since the last flush) instead of moving it to the changelog's newest offset:
+        Closing writes the offset the last flush returned when the store did not change since
+        (its ``OFFSET`` file, settled then or not), instead of the changelog's newest offset:
         the records after it are not the store's (with exactly-once, the commit marker of the
         last transaction follows the offset the last checkpoint recorded), so the state is the
-        same, and the file must keep saying the offset the checkpoint says, or the next start
-        takes the copy for one holding uncommitted writes and rebuilds it.
+        same, and the file must say the offset the checkpoint says, or the next start takes
+        the copy for one holding uncommitted writes and rebuilds it.
         """
         offsets: dict[str, int] = {}
+        now = self._clock()
         for name, entry in self._require_open().items():
-            entry.store.flush()
             guard, source = entry.guard, entry.source
             if guard is None or source is None:
+                entry.store.flush()  # no changelog: the files are the state
                 continue
+            entry.store.flush(Durability.CHANGELOG)
             if guard.unflushed:
                 guard.flush()
             newest = source.newest_offset()
             offsets[name] = newest
-            if entry.spec.persistent:
-                if not guard.clean:
-                    entry.offset_file = None  # the guard removed the file
-                elif closing and entry.offset_file is not None:
-                    newest = entry.offset_file.offset  # unchanged since: keep what it says
-                record_offset(entry, newest, self._clock(), self.task_name)
+            if not entry.spec.persistent:
+                continue
+            changed, guard.changed = guard.changed, False
+            last, self._flushed[name] = self._flushed.get(name), newest
+            if changed and not closing and now - self._settled_ms.get(name, now) < SETTLE_MS:
+                entry.offset_file = None  # the guard removed the file at the first change
+                self._unsettled.add(name)
+                continue
+            entry.store.flush()  # settle: the engine's files hold every write
+            if not guard.clean:
+                entry.offset_file = None  # the guard removed the file
+            if closing and not changed:
+                if last is not None:
+                    newest = last  # unchanged since the last commit: what its checkpoint says
+                elif entry.offset_file is not None:
+                    newest = entry.offset_file.offset  # never committed: what the restore wrote
+            record_offset(entry, newest, now, self.task_name)
+            self._settled_ms[name] = now
+            self._unsettled.discard(name)
         return offsets
 
     def close(self) -> None:

@@ -90,15 +90,18 @@ class GuardedSink:
     While ``clean`` (the ``OFFSET`` file describes the files on disk), the first append removes
     the ``OFFSET`` file before passing the change on: the logged layer appends before it writes
     the engine, so no change reaches the engine while an ``OFFSET`` file claims otherwise.
+    ``changed`` says a change passed since the storage manager last cleared it (at each
+    commit: a store with none settles, see :class:`~weir.recovery.storage.TaskStorageManager`).
     """
 
-    __slots__ = ("sink", "directory", "clean", "unflushed", "_append", "_append_all")
+    __slots__ = ("sink", "directory", "clean", "unflushed", "changed", "_append", "_append_all")
 
     def __init__(self, sink: ChangelogSink, directory: Path | None):
         self.sink = sink
         self.directory = directory
         self.clean = False
         self.unflushed = False
+        self.changed = False
         self._append = sink.append
         append_all = getattr(sink, "append_all", None)
         self._append_all = append_all if callable(append_all) else None
@@ -111,7 +114,7 @@ class GuardedSink:
     def append(self, key: bytes, value: bytes | None) -> None:
         if self.clean:
             self._mark_dirty()
-        self.unflushed = True
+        self.unflushed = self.changed = True
         self._append(key, value)
 
     def append_all(self, items: Iterable[tuple[bytes, bytes | None]]) -> None:
@@ -120,7 +123,7 @@ class GuardedSink:
             return
         if self.clean:
             self._mark_dirty()
-        self.unflushed = True
+        self.unflushed = self.changed = True
         if self._append_all is not None:
             self._append_all(items)
         else:

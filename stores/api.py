@@ -18,7 +18,9 @@ text sorts by code point.
 ``all()``                   iterator over every entry
 ``snapshot(lo, hi)``        a stable view of ``[lo, hi)``: later writes and deletes are not visible
 ``flush()``                 write everything down: the cache's dirty entries, the engine, the
-                            changelog (``ChangelogSink.flush``) -- a commit calls this
+                            changelog (``ChangelogSink.flush``) -- a commit calls this;
+                            ``flush(Durability.CHANGELOG)`` leaves the engine's files to catch
+                            up later (the changelog is the durable copy)
 ``close()``                 flush and release; a second close does nothing
 =========================== =======================================================================
 
@@ -46,11 +48,13 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from enum import Enum
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from weir.stores.errors import NullKeyOrValueError, StoreClosedError
 
 __all__ = [
+    "Durability",
     "K",
     "V",
     "KeyValueIterator",
@@ -108,6 +112,21 @@ class ReadOnlyKeyValueStore(Protocol[K, V]):
     def closed(self) -> bool: ...
 
 
+class Durability(Enum):
+    """What a ``flush`` makes survive a crash.
+
+    ``ENGINE`` (the default): everything written so far reaches the engine and its files hold
+    it (RocksDB flushes its memtable or fsyncs its WAL, LMDB commits its transaction), and the
+    changelog is flushed. ``CHANGELOG``: every layer's buffered writes reach the engine (reads
+    see them) and the changelog is flushed, but the engine's files may lag: after a crash the
+    changelog is the copy to restore from. A logged store's commit uses ``CHANGELOG`` while the
+    store keeps changing (its ``OFFSET`` file, docs/RECOVERY.md, would vouch for nothing
+    anyway: the next change removes it), and ``ENGINE`` when it settles."""
+
+    ENGINE = "engine"
+    CHANGELOG = "changelog"
+
+
 @runtime_checkable
 class KeyValueStore(ReadOnlyKeyValueStore[K, V], Protocol[K, V]):
     """A readable and writable store.
@@ -122,7 +141,7 @@ class KeyValueStore(ReadOnlyKeyValueStore[K, V], Protocol[K, V]):
     def delete(self, key: K) -> None: ...
     def delete_all(self, keys: Iterable[K]) -> None: ...
     def write_batch(self, items: Iterable[tuple[K, V | None]]) -> None: ...
-    def flush(self) -> None: ...
+    def flush(self, durability: Durability = Durability.ENGINE) -> None: ...
 
 
 # -- shared checks (used by every layer that is the outermost one) ---------------------------

@@ -241,6 +241,11 @@ class TaskStorage:
             offsets.update(manager.flush())
         return offsets
 
+    def unsettled(self) -> bool:
+        """A store changed since it was last settled (see
+        :meth:`weir.recovery.storage.TaskStorageManager.flush`)."""
+        return any(manager.unsettled() for manager in self.managers)
+
     def close(self) -> None:
         errors = []
         for manager in self.managers:

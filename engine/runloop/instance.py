@@ -87,6 +87,10 @@ class TaskStorage(Protocol):
 
     def stores(self) -> Mapping[str, Any]: ...
     def flush(self) -> Mapping[str, int]: ...
+    def unsettled(self) -> bool:
+        """A store changed since its files were last made durable (its next commit settles
+        it): the task commits once more even with nothing new."""
+        ...
     def close(self) -> None: ...
 
 
@@ -509,13 +513,16 @@ class TaskInstance:
     def needs_commit(self, now_ms: int) -> bool:
         """Whether a periodic commit has anything to record: a message processed (or skipped)
         since the last commit, a message sent, an operation run (window, control, end of
-        stream) -- or the last commit is :data:`IDLE_COMMIT_MS` old (an idle task still
-        commits now and then: its stores' ``OFFSET`` files stay fresh and the status line
-        shows it alive). Kafka Streams skips the commit of a task with nothing new likewise;
-        a commit requested by the task (``coordinator.commit``) always runs."""
+        stream), a store not settled since it changed (the commit after a task goes idle
+        settles its stores, so a crash then reuses them) -- or the last commit is
+        :data:`IDLE_COMMIT_MS` old (an idle task still commits now and then: its stores'
+        ``OFFSET`` files stay fresh and the status line shows it alive). Kafka Streams skips
+        the commit of a task with nothing new likewise; a commit requested by the task
+        (``coordinator.commit``) always runs."""
         committed = self._committed
         return (committed is None or self._touched or self.collector.sent != committed[1]
                 or self.last_processed != committed[0]
+                or (self._storage is not None and self._storage.unsettled())
                 or now_ms - self.metrics.last_commit_ms >= IDLE_COMMIT_MS)
 
     def commit(self) -> Checkpoint | None:

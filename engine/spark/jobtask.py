@@ -261,6 +261,10 @@ class _Storage:
             store.flush()
         return {}
 
+    def unsettled(self) -> bool:
+        """Never: every flush is durable (the batch's state files are Spark's copy)."""
+        return False
+
     def close(self) -> None:
         for store in self._stores.values():
             try:

@@ -43,6 +43,7 @@ from typing import Any
 
 import lmdb
 
+from weir.stores.api import Durability
 from weir.stores.errors import NullKeyOrValueError, StoreClosedError, StoreError
 from weir.stores.engines._base import DerivedScans, is_empty_range, null_argument
 from weir.stores.engines._lmdb_commit import CommitAndGrow
@@ -346,10 +347,14 @@ class LMDBEngine(DerivedScans, CommitAndGrow):
         return len(keys)
 
     # -- lifecycle -----------------------------------------------------------------------
-    def flush(self) -> None:
-        """Commit every buffered write in one transaction (fsynced when ``sync``)."""
+    def flush(self, durability: Durability = Durability.ENGINE) -> None:
+        """Commit every buffered write in one transaction (fsynced when ``sync``).
+        ``Durability.CHANGELOG`` leaves them buffered (reads see them; the buffer still
+        commits by itself at ``write.batch.size`` keys)."""
         if self._closed:
             raise self._closed_error()
+        if durability is Durability.CHANGELOG:
+            return
         self._commit(explicit=True)
 
     def close(self) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 
+from weir.stores.api import Durability
 from weir.stores._iterators import ClosingSnapshot, IteratorRegistry, ListIterator
 from weir.stores.errors import NullKeyOrValueError, StoreClosedError
 from weir.stores.engines._base import DerivedScans, null_argument
@@ -168,7 +169,7 @@ class MemoryEngine(DerivedScans):
         return keys
 
     # -- lifecycle -----------------------------------------------------------------------
-    def flush(self) -> None:
+    def flush(self, durability: Durability = Durability.ENGINE) -> None:
         self._check_open()
 
     def close(self) -> None:

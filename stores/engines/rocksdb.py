@@ -32,6 +32,7 @@ from pathlib import Path
 
 import rocksdict
 
+from weir.stores.api import Durability
 from weir.stores.errors import NullKeyOrValueError, StoreClosedError, StoreError, StoreLockedError
 from weir.stores.engines._base import DerivedScans, is_empty_range, null_argument
 from weir.stores.locking import DirectoryLock, read_lock_holder
@@ -320,11 +321,14 @@ class RocksDBEngine(DerivedScans):
             raise self._error("ingest", exc) from exc
 
     # -- lifecycle -----------------------------------------------------------------------
-    def flush(self) -> None:
+    def flush(self, durability: Durability = Durability.ENGINE) -> None:
         """Make every write so far survive a crash: with the WAL off, flush the memtable to a
-        synced SST file; with the WAL on, fsync the WAL."""
+        synced SST file; with the WAL on, fsync the WAL. ``Durability.CHANGELOG`` does
+        neither (reads already see every write; the changelog holds them)."""
         if self._closed:
             raise self._closed_error()
+        if durability is Durability.CHANGELOG:
+            return
         try:
             if self.logged:
                 self._db.flush(True)

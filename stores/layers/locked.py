@@ -43,6 +43,8 @@ Example::
 
 from __future__ import annotations
 
+from weir.stores.api import Durability
+
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Self
@@ -194,9 +196,9 @@ class LockedLayer:
             self._inner.write_batch(items)
 
     # -- lifecycle -------------------------------------------------------------------------
-    def flush(self) -> None:
+    def flush(self, durability: Durability = Durability.ENGINE) -> None:
         with self._lock:
-            self._inner.flush()
+            self._inner.flush(durability)
 
     def close(self) -> None:
         with self._lock:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
+from weir.stores.api import Durability
 from weir.stores.api import closed_store_error
 from weir.stores.changelog import ChangelogSink
 from weir.stores.engines._base import BytesEngine, BytesIterator, BytesSnapshot
@@ -137,8 +138,8 @@ class LoggedLayer:
         self._write_inner(keys, values, deletes=deletes)
 
     # -- lifecycle -------------------------------------------------------------------------
-    def flush(self) -> None:
-        self._inner.flush()
+    def flush(self, durability: Durability = Durability.ENGINE) -> None:
+        self._inner.flush(durability)
         self._sink.flush()
 
     def close(self) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from weir.stores.api import Durability
 from weir.stores._iterators import MappedIterator
 from weir.stores.api import checked_keys, checked_pairs, null_key_error, null_value_error
 from weir.stores.engines._base import BytesEngine, BytesSnapshot
@@ -230,8 +231,8 @@ class SerializedLayer:
         self._write_inner(encoded_keys, encoded_values, deletes=deletes)
 
     # -- lifecycle -------------------------------------------------------------------------
-    def flush(self) -> None:
-        self._inner.flush()
+    def flush(self, durability: Durability = Durability.ENGINE) -> None:
+        self._inner.flush(durability)
 
     def close(self) -> None:
         self._inner.close()

@@ -11,6 +11,7 @@ from weir.recovery.checkpoint import Checkpoint
 from weir.recovery.errors import RecoveryError
 from weir.recovery.offset_file import read_offset_file, write_offset_file
 from weir.recovery.restore import Action
+from weir.recovery.storage import SETTLE_MS
 from weir.stores.changelog import NO_OFFSET
 from weir.stores.locking import DirectoryLock
 from weir.stores.errors import StoreLockedError
@@ -200,8 +201,11 @@ def test_flush_refreshes_the_offset_file_of_an_idle_store_before_it_could_look_s
     task.open(None)["counts"].put("a", 1)
     task.tsm.flush()
     now[0] += 1000
+    task.tsm.flush()  # idle since the last flush: settled
+    assert read_offset_file(task.store_dir()).written_at_ms == 1_001_000
+    now[0] += 1000
     task.tsm.flush()  # nothing changed, file recent: left alone
-    assert read_offset_file(task.store_dir()).written_at_ms == 1_000_000
+    assert read_offset_file(task.store_dir()).written_at_ms == 1_001_000
     now[0] += DAY // 2
     task.tsm.flush()
     assert read_offset_file(task.store_dir()).written_at_ms == now[0]
@@ -223,9 +227,11 @@ def test_in_memory_logged_store_replays_its_changelog_on_every_open(make_task):
 def test_a_write_reaching_the_engine_after_a_flush_removes_the_offset_file(make_task, engine):
     task = make_task(store_config(engine, cache=0))  # no cache: every put goes down at once
     stores, _ = task.open_and_commit([("z", 0)])
+    task.tsm.flush()  # idle: settled
     assert read_offset_file(task.store_dir()).offset == 0
     stores["counts"].put("a", 1)
     assert read_offset_file(task.store_dir()) is None
+    task.tsm.flush()
     task.tsm.flush()
     assert read_offset_file(task.store_dir()).offset == 1
     task.close()
@@ -235,8 +241,35 @@ def test_a_write_reaching_the_engine_after_a_flush_removes_the_offset_file(make_
 def test_cached_writes_keep_the_offset_file_until_they_are_written_down(make_task, engine):
     task = make_task(store_config(engine))
     stores, _ = task.open_and_commit([("z", 0)])
+    task.tsm.flush()  # idle: settled
     stores["counts"].put("a", 1)
     assert read_offset_file(task.store_dir()) is not None
+    task.close()
+
+
+@pytest.mark.parametrize("engine", PERSISTENT)
+def test_a_store_that_keeps_changing_is_settled_when_it_goes_idle_or_every_settle_interval(
+        make_task, engine):
+    now = [1_000_000]
+    task = make_task(store_config(engine, cache=0), clock=lambda: now[0])
+    stores = task.open(None)
+    for i in range(3):  # a change before every commit: the file would vouch for nothing
+        stores["counts"].put("a", i)
+        assert task.tsm.flush() == {"counts": i}
+        assert read_offset_file(task.store_dir()) is None and task.tsm.unsettled()
+        now[0] += 100
+    now[0] += SETTLE_MS
+    stores["counts"].put("a", 3)
+    task.tsm.flush()  # changed, but the last settle is SETTLE_MS old
+    assert read_offset_file(task.store_dir()).offset == 3 and not task.tsm.unsettled()
+    stores["counts"].put("a", 4)
+    task.tsm.flush()
+    assert read_offset_file(task.store_dir()) is None and task.tsm.unsettled()
+    assert task.tsm.flush() == {"counts": 4}  # nothing new since: settled
+    assert read_offset_file(task.store_dir()).offset == 4 and not task.tsm.unsettled()
+    task.close()
+    task.open(Checkpoint({}, {"counts": 4}))
+    assert task.stats().action is Action.REUSE
     task.close()
 
 

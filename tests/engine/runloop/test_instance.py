@@ -93,6 +93,9 @@ class MemoryStorage:
         self.events.append(("stores.flush",))
         return {name: 7 for name in self._stores}
 
+    def unsettled(self):
+        return False
+
     def close(self):
         self.closed = True
         for store in self._stores.values():

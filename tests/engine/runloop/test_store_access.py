@@ -50,6 +50,9 @@ class _Storage:
         self.store.flush()
         return {}
 
+    def unsettled(self):
+        return False
+
     def close(self):
         self.store.close()
 
