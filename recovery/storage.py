@@ -195,6 +195,8 @@ class TaskStorageManager:
         self.restore_stats = {name: stats for name, (_, stats) in opened.items()}
         now = self._clock()
         self._settled_ms = {name: now for name in self._open}  # a restore ends settled
+        self._flushed = {name: entry.offset_file.offset for name, entry in self._open.items()
+                         if entry.offset_file is not None}
 
     # -- the running task -----------------------------------------------------------------------
     def stores(self) -> dict[str, KeyValueStore]:
@@ -229,12 +231,14 @@ class TaskStorageManager:
     def _flush(self, *, closing: bool) -> dict[str, int]:
         """:meth:`flush`; ``closing``: the flush of :meth:`close`, after the last commit.
 
-        Closing writes the offset the last flush returned when the store did not change since
-        (its ``OFFSET`` file, settled then or not), instead of the changelog's newest offset:
-        the records after it are not the store's (with exactly-once, the commit marker of the
-        last transaction follows the offset the last checkpoint recorded), so the state is the
-        same, and the file must say the offset the checkpoint says, or the next start takes
-        the copy for one holding uncommitted writes and rebuilds it.
+        A store with no change since the last flush (or since its restore) keeps the offset
+        that flush returned (the restore's target), in the result and in its ``OFFSET`` file,
+        instead of moving to the changelog's newest offset: the records after it are not the
+        store's (with exactly-once, the commit marker of the last transaction follows the
+        offset the last checkpoint recorded), so the state is the same, and the file must say
+        the offset a checkpoint says, or the next start takes the copy for one holding
+        uncommitted writes and rebuilds it -- after a clean stop, or a SIGKILL of an idle job
+        between the commit that settled its stores and that commit's checkpoint.
         """
         offsets: dict[str, int] = {}
         now = self._clock()
@@ -246,12 +250,16 @@ class TaskStorageManager:
             entry.store.flush(Durability.CHANGELOG)
             if guard.unflushed:
                 guard.flush()
-            newest = source.newest_offset()
-            offsets[name] = newest
+            changed, guard.changed = guard.changed, False
+            last = self._flushed.get(name)
+            # A store without a change since its last flush keeps that flush's offset: the
+            # records after it are not the store's (with exactly-once, the commit marker of the
+            # last transaction), and an OFFSET file or checkpoint past it would make the next
+            # start take the copy for one holding uncommitted writes.
+            newest = last if not changed and last is not None else source.newest_offset()
+            offsets[name] = self._flushed[name] = newest
             if not entry.spec.persistent:
                 continue
-            changed, guard.changed = guard.changed, False
-            last, self._flushed[name] = self._flushed.get(name), newest
             if changed and not closing and now - self._settled_ms.get(name, now) < SETTLE_MS:
                 entry.offset_file = None  # the guard removed the file at the first change
                 self._unsettled.add(name)
@@ -259,11 +267,6 @@ class TaskStorageManager:
             entry.store.flush()  # settle: the engine's files hold every write
             if not guard.clean:
                 entry.offset_file = None  # the guard removed the file
-            if closing and not changed:
-                if last is not None:
-                    newest = last  # unchanged since the last commit: what its checkpoint says
-                elif entry.offset_file is not None:
-                    newest = entry.offset_file.offset  # never committed: what the restore wrote
             record_offset(entry, newest, now, self.task_name)
             self._settled_ms[name] = now
             self._unsettled.discard(name)

@@ -300,3 +300,40 @@ def test_a_look_at_a_read_only_copy_is_refused_while_the_job_runs(tmp_path):
     assert looked.returncode != 0
     assert "JobLockedError" in looked.stderr or "is locked by" in looked.stderr, looked.stderr
     assert f"pid {run.pid}" in looked.stderr
+
+
+@pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])
+def test_a_job_killed_once_idle_reuses_every_store(tmp_path, guarantee):
+    """A commit settles a store (its files made durable, its ``OFFSET`` file written) only once
+    it stops changing: the commit after the job goes idle settles every store, so a job
+    SIGKILLed while idle restores nothing at the next start, under both guarantees."""
+    job = word_count(tmp_path, guarantee)
+    text = (job / "job.properties").read_text() + "task.commit.ms=200\n"
+    (job / "job.properties").write_text(text)
+    shutil.rmtree(job / "weir-data")
+    root = "./weir-data/log"
+    weir(job, "log", "create", "words", "--partitions", str(PARTITIONS), "--root", root,
+         "--bounded")  # not ended yet: the job waits, idle, once it has read everything
+    weir(job, "log", "create", "word-counts", "--partitions", str(PARTITIONS), "--root", root)
+    lines = "".join(json.dumps({"word": f"w{i % 900:04d}"}) + "\n" for i in range(4_000))
+    weir(job, "log", "produce", "words", "--format", "json", "--key-field", "word",
+         "--root", root, stdin=lines)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(EXAMPLE)]))
+    running = subprocess.Popen([sys.executable, "-m", "weir", "run", "job.properties",
+                                "--status", "off"], cwd=job, env=env, start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    stores = job / "weir-data" / "word-count-1" / "state" / "counts"
+    try:
+        deadline = time.monotonic() + 240  # a bound on waiting, not a measured time
+        while not all((stores / f"Partition_{p}" / "OFFSET").exists()
+                      for p in range(PARTITIONS)):
+            assert running.poll() is None, "the job ended before it went idle"
+            assert time.monotonic() < deadline, "the stores were never settled"
+            time.sleep(0.05)
+    finally:
+        os.killpg(running.pid, signal.SIGKILL)
+        running.wait()
+    weir(job, "log", "produce", "words", "--root", root, "--end", stdin="")
+    second = weir(job, "run", "job.properties", "--status", "off")
+    actions = restore_actions(second.stdout + second.stderr)
+    assert actions == {f"Partition {p}": "reuse" for p in range(PARTITIONS)}, second.stderr
