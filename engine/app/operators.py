@@ -28,7 +28,7 @@ from weir.stores.errors import SerdeError
 from weir.engine.app.api import KV
 from weir.engine.app.graph import OpSpec
 from weir.engine.app.windows import WindowPane
-from weir.engine.control.messages import WATERMARK_MAX, WATERMARK_NOT_EXIST
+from weir.engine.control.messages import WATERMARK_MAX, WATERMARK_NOT_EXIST, WatermarkStatus
 from weir.engine.control.task_control import wallclock_ms
 from weir.engine.model import OutgoingMessageEnvelope, make_outgoing
 
@@ -201,9 +201,10 @@ class MergeOperator(Operator):
 class PartitionByOperator(Operator):
     """Writes ``KV(key, value)`` to its intermediate stream (partitioned by the key's bytes),
     and the control messages: its input watermark as it advances, at most once per
-    ``task.watermark.interval.ms`` (an advance within the interval waits for the next tick;
-    never the end of time: that is what end-of-stream and drain messages say), then
-    end-of-stream or drain."""
+    ``task.watermark.interval.ms`` while the task is busy (an advance within the interval
+    waits for the next tick: the timer's, or the one the run loop gives as soon as it has
+    nothing to process, :meth:`TaskControl.request_tick`; never the end of time: that is what
+    end-of-stream and drain messages say), then end-of-stream or drain."""
 
     def __init__(self, spec: OpSpec, ctx: OperatorContext):
         super().__init__(spec, ctx)
@@ -213,7 +214,9 @@ class PartitionByOperator(Operator):
         self._key, self._value = spec.key_fn, spec.value_fn
         self.sent_wm = WATERMARK_NOT_EXIST
         self._pending = WATERMARK_NOT_EXIST
-        self._last_send = 0.0
+        self._last_send = float("-inf")   # the first advance goes out at once
+        self.input_streams: frozenset = frozenset()   # set by the task: streams feeding it
+        self._idle = False
         settings = getattr(ctx.control, "settings", None)
         self._interval = (settings.interval_ms if settings is not None else 200) / 1000.0
 
@@ -233,14 +236,19 @@ class PartitionByOperator(Operator):
                                else None)
             self._partitions = collector.partition_count(self.stream)
             self._send_raw = collector.send_serialized
+        self._idle = self.ctx.control.declared_idle(self.stream)   # as of the checkpoint
 
     def on_message(self, value: Any, ts: int) -> None:
+        if self._idle:
+            self._set_idle(False)
         key = self._key(value)
         if self._value is not None:
             value = self._value(value)
         self._send(make_outgoing(self.stream, value, key, None, None, ts))
 
     def _on_message_serialized(self, value: Any, ts: int) -> None:
+        if self._idle:
+            self._set_idle(False)
         key = self._key(value)
         if self._value is not None:
             value = self._value(value)
@@ -261,13 +269,33 @@ class PartitionByOperator(Operator):
         now = time.monotonic()
         if now - self._last_send >= self._interval:
             self._send_pending(now)
+        else:   # sent by the next tick: the timer's, or the run loop's as soon as it is idle
+            self.ctx.control.request_tick()
 
     def on_tick(self) -> None:
-        """The watermark timer: send an advance that waited for the interval."""
-        if self._pending > self.sent_wm and self.finished is None:
+        """The watermark timer: send an advance that waited for the interval, then the
+        watermark status when the inputs went idle or became active again."""
+        if self.finished is not None:
+            return
+        if self._pending > self.sent_wm:
             self._send_pending(time.monotonic())
+        streams = self.input_streams
+        if streams:
+            control = self.ctx.control
+            idle = all(control.stream_idle(ss) for ss in streams)
+            if idle != self._idle:
+                self._set_idle(idle)
+
+    def _set_idle(self, idle: bool) -> None:
+        self._idle = idle
+        self.ctx.control.set_declared_idle(self.stream, idle)
+        self.ctx.sender.watermark_status(
+            self.stream, WatermarkStatus.IDLE if idle else WatermarkStatus.ACTIVE,
+            task_count=self.task_count)
 
     def _send_pending(self, now: float) -> None:
+        if self._idle:
+            self._set_idle(False)
         self._last_send = now
         self.sent_wm = self._pending
         self.ctx.sender.watermark(self.stream, self._pending, task_count=self.task_count)

@@ -95,6 +95,21 @@ def _route(op: InputOperator, clock: Any):
     return from_source
 
 
+def _input_streams(op: Operator) -> frozenset[SystemStream]:
+    """The input streams of this task whose elements can reach ``op`` (through used
+    operators): the streams whose idleness makes ``op``'s inputs idle."""
+    out, stack, seen = set(), [op], set()
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, InputOperator):
+            out.add(current.spec.stream)
+        stack.extend(u for u in current.upstreams if u.used)
+    return frozenset(out)
+
+
 class ApplicationTask:
     """Runs the operators of an application's stages for one task (see the module docs)."""
 
@@ -152,6 +167,8 @@ class ApplicationTask:
         for _, op in ops:
             op.rewire()
         self._ticking = [op for _, op in ops if op.used and isinstance(op, PartitionByOperator)]
+        for op in self._ticking:
+            op.input_streams = _input_streams(op)
         self._timed = [op for _, op in ops if op.used and isinstance(op, WindowOperator)
                        and op.timed]
         for ssp in context.ssps:

@@ -23,7 +23,8 @@ from weir.engine.control.errors import (BadTaskCountError, ControlMessageError, 
                                         UnknownControlVersionError, UnknownMessageTypeError)
 from weir.engine.control.messages import (CONTROL_VERSION, WATERMARK_MAX, WATERMARK_NOT_EXIST,
                                           ControlMessage, DrainMessage, EndOfStreamMessage,
-                                          MessageType, WatermarkMessage)
+                                          MessageType, WatermarkMessage, WatermarkStatus,
+                                          WatermarkStatusMessage)
 from weir.engine.control.plane import ControlPlane
 from weir.engine.control.sender import ControlMessageSender
 from weir.engine.control.serde import IntermediateStreamSerdes, decode_control, encode_control
@@ -40,7 +41,8 @@ __all__ = [
     "BadTaskCountError", "ControlMessageError", "DrainRequestError", "JobNotRunningError",
     "MalformedControlMessageError", "UnknownControlVersionError", "UnknownMessageTypeError",
     "CONTROL_VERSION", "WATERMARK_MAX", "WATERMARK_NOT_EXIST", "ControlMessage",
-    "DrainMessage", "EndOfStreamMessage", "MessageType", "WatermarkMessage",
+    "DrainMessage", "EndOfStreamMessage", "MessageType", "WatermarkMessage", "WatermarkStatus",
+    "WatermarkStatusMessage",
     "ControlPlane", "ControlMessageSender",
     "IntermediateStreamSerdes", "decode_control", "encode_control",
     "ControlSettings", "is_intermediate", "upstream_task_count",

@@ -55,7 +55,7 @@ class ControlMessageError(EngineError):
 
 
 class UnknownMessageTypeError(ControlMessageError):
-    """The first byte of a record on an intermediate stream is not a message type (0..3), or
+    """The first byte of a record on an intermediate stream is not a message type (0..4), or
     the record is empty: it was not written by Weir's (or Samza's >= 0.13.1) intermediate
     message serde."""
 

@@ -7,7 +7,9 @@ the sender's task name and the number of upstream tasks (``taskCount``):
 
 * ``end_of_stream(stream)`` once every input feeding the stream has ended;
 * ``watermark(stream, ts)`` whenever the sender's output watermark advances;
-* ``drain(stream, run_id)`` when the sender drained.
+* ``drain(stream, run_id)`` when the sender drained;
+* ``watermark_status(stream, status)`` when the sender's inputs feeding the stream went idle
+  or resumed (docs/CONTROL.md, "Idle upstream tasks").
 
 Samza instead sends one copy to an *aggregation partition* whose consumer re-broadcasts the
 aggregate to the other partitions. Weir does not: the re-broadcast would make a downstream
@@ -33,7 +35,8 @@ from collections.abc import Callable
 from typing import Any
 
 from weir.engine.control.messages import (ControlMessage, DrainMessage, EndOfStreamMessage,
-                                          WatermarkMessage)
+                                          WatermarkMessage, WatermarkStatus,
+                                          WatermarkStatusMessage)
 from weir.engine.model import SystemStream, make_outgoing
 
 __all__ = ["ControlMessageSender"]
@@ -71,3 +74,7 @@ class ControlMessageSender:
 
     def drain(self, ss: SystemStream, run_id: str, *, task_count: int | None) -> None:
         self.send(ss, DrainMessage(run_id, self.task_name, task_count))
+
+    def watermark_status(self, ss: SystemStream, status: WatermarkStatus, *,
+                         task_count: int | None) -> None:
+        self.send(ss, WatermarkStatusMessage(status, self.task_name, task_count))

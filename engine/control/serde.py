@@ -12,12 +12,19 @@ Every message on an intermediate stream is ``[type byte] ++ payload``:
       {"taskName":"Partition 0","version":1,"runId":"run-1"}
 
   plus ``"taskCount":N`` after ``taskName`` when the sender knows how many upstream tasks
-  write the stream (Weir's senders always do; a message without it is exactly Samza's).
+  write the stream (Weir's senders always do; a message without it is exactly Samza's);
+* 4 (watermark status, Weir's: Samza has none), in the same style::
+
+      {"status":"IDLE","taskName":"Partition 0","taskCount":2,"version":1}
+
+  written only by a task whose inputs went idle (``task.watermark.idle.timeout.ms``), so a
+  stream of a job without idleness carries exactly Samza's bytes. A reader that does not know
+  type 4 refuses it (:class:`UnknownMessageTypeError`) rather than misread it.
 
 On read the dashed forms ``task-name``, ``task-count`` and ``run-id`` are accepted too, and an
 unknown property is refused, as Samza's reader does. Keys of control messages are null.
 
-Failures name the stream, partition and offset: an empty record or a type byte outside 0..3
+Failures name the stream, partition and offset: an empty record or a type byte outside 0..4
 (:class:`UnknownMessageTypeError`), bad JSON or fields (:class:`MalformedControlMessageError`),
 an unknown version (:class:`UnknownControlVersionError`), a task count that is not a positive
 integer (:class:`BadTaskCountError`). :meth:`IntermediateStreamSerdes.deserialize` does not
@@ -44,7 +51,8 @@ from weir.engine.control.errors import (BadTaskCountError, MalformedControlMessa
                                         UnknownControlVersionError, UnknownMessageTypeError)
 from weir.engine.control.messages import (CONTROL_VERSION, ControlDecodeFailure, ControlMessage,
                                           DrainMessage, EndOfStreamMessage, MessageType,
-                                          WatermarkMessage)
+                                          WatermarkMessage, WatermarkStatus,
+                                          WatermarkStatusMessage)
 from weir.engine.model import EnvelopeKind, IncomingMessageEnvelope, OutgoingMessageEnvelope
 
 __all__ = [
@@ -56,13 +64,15 @@ __all__ = [
 
 USER_TYPE_BYTE = b"\x00"
 _MESSAGE = EnvelopeKind.MESSAGE
-_WATERMARK, _EOS, _DRAIN = (bytes([t]) for t in (1, 2, 3))
+_WATERMARK, _EOS, _DRAIN, _STATUS = (bytes([t]) for t in (1, 2, 3, 4))
 _ALIASES = {"task-name": "taskName", "task-count": "taskCount", "run-id": "runId"}
 _FIELDS = {
     MessageType.WATERMARK: frozenset({"timestamp", "taskName", "taskCount", "version"}),
     MessageType.END_OF_STREAM: frozenset({"taskName", "taskCount", "version"}),
     MessageType.DRAIN: frozenset({"taskName", "taskCount", "version", "runId"}),
+    MessageType.WATERMARK_STATUS: frozenset({"status", "taskName", "taskCount", "version"}),
 }
+_STATUSES = {s.value: s for s in WatermarkStatus}
 _OLD_FORMAT_HINT = ("messages written by Samza before 0.13.1 or by a plain producer have no "
                     "type byte; write intermediate streams only through Weir (or Samza's "
                     "IntermediateMessageSerde)")
@@ -84,6 +94,8 @@ def encode_control(msg: ControlMessage) -> bytes:
         return _EOS + orjson.dumps(_head(msg))
     if isinstance(msg, DrainMessage):
         return _DRAIN + orjson.dumps({**_head(msg), "runId": msg.run_id})
+    if isinstance(msg, WatermarkStatusMessage):
+        return _STATUS + orjson.dumps({"status": msg.status.value, **_head(msg)})
     raise TypeError(f"not a control message: {msg!r}")
 
 
@@ -140,6 +152,15 @@ def decode_control(data: bytes, *, ssp: Any = None, offset: int | None = None) -
         return WatermarkMessage(ts, task_name, task_count, version)
     if kind is MessageType.END_OF_STREAM:
         return EndOfStreamMessage(task_name, task_count, version)
+    if kind is MessageType.WATERMARK_STATUS:
+        status = _STATUSES.get(fields.get("status")) if isinstance(fields.get("status"), str) \
+            else None
+        if status is None:
+            raise MalformedControlMessageError(
+                f"a watermark-status message needs a status of "
+                f"{' or '.join(repr(v) for v in _STATUSES)}, got {fields.get('status')!r}",
+                ssp=ssp, offset=offset)
+        return WatermarkStatusMessage(status, task_name, task_count, version)
     run_id = fields.get("runId")
     if not isinstance(run_id, str):
         raise MalformedControlMessageError(f"a drain message needs a string runId, got {run_id!r}",

@@ -45,15 +45,17 @@ _C = "control messages"
 
 TASK_WATERMARK_IDLE_TIMEOUT_MS = declare(
     "task.watermark.idle.timeout.ms", int, -1,
-    "Leave an input partition (source) or an upstream task (intermediate stream) out of the "
-    "watermark minimum once it has been quiet this long (milliseconds), so one idle "
-    "partition does not stall event time; for intermediate streams only while a quorum of "
-    "upstream tasks is active (`task.watermark.quorum.size.percentage`). -1: never.",
+    "A source partition without a message for this long (milliseconds) is idle: left out of "
+    "its stream's watermark, so one quiet partition does not stall event time. A task whose "
+    "inputs feeding a partition_by are all idle says so downstream (an IDLE watermark status, "
+    "as Flink's), and the next stage leaves it out until it sends again; an upstream task is "
+    "never left out for being slow or quiet. -1: never idle.",
     component=_C)
 TASK_WATERMARK_QUORUM_PCT = declare(
     "task.watermark.quorum.size.percentage", float, 0.5,
-    "Fraction of an intermediate partition's upstream tasks that must be active for the "
-    "watermark to advance while some are idle (truncated: int(tasks x fraction)). Samza's "
+    "Fraction of an intermediate partition's upstream tasks that must be active (not declared "
+    "idle) for the watermark to advance while some are idle (truncated: int(tasks x "
+    "fraction)). Samza's "
     "key, spelled with a comma in Samza's TaskConfig, is accepted as an alias.",
     component=_C, aliases=("task.watermark.quorum.size,percentage",))
 TASK_WATERMARK_INTERVAL_MS = declare(

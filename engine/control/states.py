@@ -4,8 +4,9 @@
 end-of-stream; the SSP has ended when every expected upstream task has (or one message
 without a task name arrived). :class:`WatermarkStates` tracks each upstream task's latest
 watermark per SSP; the SSP's watermark is the minimum over the upstream tasks, it only moves
-forward, and upstream tasks that stayed quiet longer than ``task.watermark.idle.timeout.ms``
-are left out while a quorum of them is still active (Samza's rule, word for word, below).
+forward, and upstream tasks that declared themselves idle (a watermark-status message, as
+Flink's ``WatermarkStatus``; Samza has none) are left out while a quorum of them is still
+active (Samza's quorum rule).
 
 Both carry the bookkeeping a checkpoint stores (:class:`EndOfStreamCheckpoint`,
 :class:`WatermarkCheckpoint`) and are rebuilt from it after a crash: a partition that ended
@@ -30,10 +31,12 @@ Example::
     >>> eos.update(p0, "Partition 1")
     True
     >>> wm = WatermarkStates({p0: 2})
-    >>> wm.update(p0, 4, "Partition 0", now_ms=0)   # not every upstream task reported yet
+    >>> wm.update(p0, 4, "Partition 0")   # not every upstream task reported yet
     -1
-    >>> wm.update(p0, 3, "Partition 1", now_ms=0)
+    >>> wm.update(p0, 3, "Partition 1")
     3
+    >>> wm.set_idle(p0, "Partition 1", True)   # its inputs have nothing: left out
+    4
 """
 
 from __future__ import annotations
@@ -90,20 +93,26 @@ class EndOfStreamCheckpoint:
 @dataclass(frozen=True)
 class WatermarkCheckpoint:
     """What a checkpoint keeps of one SSP's watermark reconciliation: each upstream task's
-    latest watermark and the SSP's watermark (never lower after a restore)."""
+    latest watermark, the SSP's watermark (never lower after a restore) and the upstream
+    tasks that declared themselves idle (``"idle"``, written only when there are some)."""
 
     timestamps: Mapping[str, int] = field(default_factory=dict)
     watermark: int = WATERMARK_NOT_EXIST
     expected: int | None = None
+    idle: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"timestamps": dict(self.timestamps), "watermark": self.watermark,
-                "expected": self.expected}
+        out = {"timestamps": dict(self.timestamps), "watermark": self.watermark,
+               "expected": self.expected}
+        if self.idle:
+            out["idle"] = list(self.idle)
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "WatermarkCheckpoint":
         return cls(dict(data.get("timestamps") or {}),
-                   int(data.get("watermark", WATERMARK_NOT_EXIST)), data.get("expected"))
+                   int(data.get("watermark", WATERMARK_NOT_EXIST)), data.get("expected"),
+                   tuple(data.get("idle") or ()))
 
 
 # -- end of stream ------------------------------------------------------------------------
@@ -210,43 +219,43 @@ class EndOfStreamStates:
 # -- watermarks ---------------------------------------------------------------------------
 
 class _WatermarkState:
-    __slots__ = ("expected", "timestamps", "last_update", "watermark", "quorum_size",
-                 "created_ms", "quorum_count")
+    __slots__ = ("expected", "timestamps", "idle", "watermark", "quorum_size", "quorum_count")
 
-    def __init__(self, expected: int | None, quorum_pct: float, now_ms: int):
+    def __init__(self, expected: int | None, quorum_pct: float):
         self.expected = expected
         self.timestamps: dict[str, int] = {}
-        self.last_update: dict[str, int] = {}
+        self.idle: set[str] = set()
         self.watermark = WATERMARK_NOT_EXIST
         self.quorum_size = int((expected or 0) * quorum_pct)
-        self.created_ms = now_ms
         self.quorum_count = 0
 
 
 class WatermarkStates:
-    """Per-SSP watermark reconciliation over upstream tasks (SAMZA-REFERENCE 2.6).
+    """Per-SSP watermark reconciliation over upstream tasks (SAMZA-REFERENCE 2.6, with
+    idleness declared by the upstream tasks, as Flink's ``WatermarkStatus``).
 
-    ``update(ssp, ts, task, now)``:
+    ``update(ssp, ts, task)``:
 
     1. a named task's new watermark replaces its old one unless it is lower (a lower one is
-       ignored and does not count as activity);
+       ignored); a watermark from a task that declared itself idle makes it active again;
     2. a message without a task name raises the SSP's watermark to at least ``ts``;
-    3. otherwise, when every expected task has reported, or (idle timeout > 0) the SSP is at
-       least one idle timeout old and a quorum has reported: ``m`` = the minimum over the
-       tasks; if that does not advance the watermark, only the tasks active within the idle
-       timeout count (and only if at least a quorum of them, else nothing);
+    3. otherwise, once every expected task has reported a watermark or declared itself idle:
+       ``m`` = the minimum over the tasks that are not idle, provided at least
+       ``int(tasks x quorum fraction)`` of them are not idle (Samza's quorum); when every
+       task that has not ended is idle, the largest of their watermarks (Flink's valve);
        ``watermark = max(watermark, m)``.
 
-    :meth:`refresh` re-runs step 3 without a new message, so idle upstream tasks are left out
-    on the run loop's watermark timer too, not only when a message arrives (Samza only
-    re-evaluates on messages).
+    ``set_idle(ssp, task, idle)`` applies a watermark-status message: an idle task is left
+    out of the minimum until it sends ``ACTIVE`` or a watermark. A task is never left out
+    for being quiet: only its own ``IDLE`` says its inputs have nothing (a slow task holds the
+    watermark until it catches up, so its records are never late). A task that resumes behind
+    the SSP's watermark holds it there until it catches up (the watermark never moves back).
     """
 
     def __init__(self, expected: Mapping[SystemStreamPartition, int | None], *,
-                 idle_timeout_ms: int = -1, quorum_pct: float = 0.5, now_ms: int = 0):
-        self.idle_timeout_ms = idle_timeout_ms
+                 quorum_pct: float = 0.5):
         self.quorum_pct = quorum_pct
-        self._states = {SystemStreamPartition(*s): _WatermarkState(n, quorum_pct, now_ms)
+        self._states = {SystemStreamPartition(*s): _WatermarkState(n, quorum_pct)
                         for s, n in expected.items()}
 
     def __contains__(self, ssp: object) -> bool:
@@ -259,8 +268,7 @@ class WatermarkStates:
             state.expected = count
             state.quorum_size = int(count * self.quorum_pct)
 
-    def update(self, ssp: SystemStreamPartition, ts: int, task_name: str | None, *,
-               now_ms: int) -> int:
+    def update(self, ssp: SystemStreamPartition, ts: int, task_name: str | None) -> int:
         """Apply one watermark message; returns the SSP's watermark."""
         state = self._states[ssp]
         if task_name is None:
@@ -270,42 +278,60 @@ class WatermarkStates:
         previous = state.timestamps.get(task_name)
         if previous is None or previous <= ts:
             state.timestamps[task_name] = ts
-            state.last_update[task_name] = now_ms
-        return self._advance(state, now_ms)
+        state.idle.discard(task_name)
+        return self._advance(state)
 
-    def end_of_stream(self, ssp: SystemStreamPartition, task_name: str | None, *,
-                      now_ms: int) -> int:
+    def set_idle(self, ssp: SystemStreamPartition, task_name: str, idle: bool) -> int:
+        """Apply a watermark-status message of ``task_name``; returns the SSP's watermark."""
+        state = self._states[ssp]
+        if idle:
+            if state.timestamps.get(task_name) != WATERMARK_MAX:   # an ended task stays ended
+                state.idle.add(task_name)
+        else:
+            state.idle.discard(task_name)
+        return self._advance(state)
+
+    def end_of_stream(self, ssp: SystemStreamPartition, task_name: str | None) -> int:
         """An upstream task ended: it no longer holds the watermark back (Weir's rule)."""
         if task_name is None:
             return self._states[ssp].watermark
-        return self.update(ssp, WATERMARK_MAX, task_name, now_ms=now_ms)
+        return self.update(ssp, WATERMARK_MAX, task_name)
 
-    def refresh(self, ssp: SystemStreamPartition, *, now_ms: int) -> int:
-        """Re-evaluate idle exclusion without a new message; returns the SSP's watermark."""
+    def is_idle(self, ssp: SystemStreamPartition) -> bool:
+        """Every upstream task of ``ssp`` that has not ended declared itself idle (and one
+        at least did): the partition has nothing coming and holds no watermark back."""
         state = self._states[ssp]
-        if state.timestamps:
-            self._advance(state, now_ms)
-        return state.watermark
+        if not state.idle or state.expected is None:
+            return False
+        known = state.idle | state.timestamps.keys()
+        return len(known) >= state.expected and all(
+            t in state.idle or state.timestamps[t] == WATERMARK_MAX for t in known)
 
-    def _can_update(self, state: _WatermarkState, now_ms: int) -> bool:
-        reported = len(state.timestamps)
-        if state.expected is not None and reported == state.expected:
-            return True
-        return (self.idle_timeout_ms > 0 and now_ms - state.created_ms >= self.idle_timeout_ms
-                and reported >= state.quorum_size)
+    def idle_tasks(self, ssp: SystemStreamPartition) -> frozenset[str]:
+        return frozenset(self._states[ssp].idle)
 
-    def _advance(self, state: _WatermarkState, now_ms: int) -> int:
-        if not self._can_update(state, now_ms):
-            return state.watermark
-        m = min(state.timestamps.values())
-        if m <= state.watermark and self.idle_timeout_ms > 0:
-            limit = now_ms - self.idle_timeout_ms
-            active = [ts for task, ts in state.timestamps.items()
-                      if state.last_update[task] > limit]
-            m = min(active) if active and len(active) >= state.quorum_size else WATERMARK_NOT_EXIST
-            state.quorum_count = len(active)
+    def _advance(self, state: _WatermarkState) -> int:
+        idle, stamps = state.idle, state.timestamps
+        if state.expected is None or len(idle | stamps.keys()) < state.expected:
+            return state.watermark   # not every upstream task reported or declared idle yet
+        if idle:
+            # the active tasks: neither idle nor ended (ended ones no longer hold the minimum,
+            # but alone they do not move it either: with the others idle, it stays)
+            counted = [ts for task, ts in stamps.items() if task not in idle]
+            active = [ts for ts in counted if ts != WATERMARK_MAX]
+            state.quorum_count = len(counted)   # ended tasks count towards the quorum
+            if not active:
+                # every task that has not ended is idle: nothing is coming, so the partition
+                # goes to the largest watermark they reached (Flink's valve does the same)
+                m = max((ts for ts in stamps.values() if ts != WATERMARK_MAX),
+                        default=WATERMARK_NOT_EXIST)
+            elif len(counted) < state.quorum_size:
+                return state.watermark
+            else:
+                m = min(active)
         else:
-            state.quorum_count = len(state.timestamps)
+            state.quorum_count = len(stamps)
+            m = min(stamps.values())
         if m > state.watermark:
             state.watermark = m
         return state.watermark
@@ -324,13 +350,13 @@ class WatermarkStates:
 
     # -- checkpoint -------------------------------------------------------------------------
     def checkpoint(self) -> dict[SystemStreamPartition, WatermarkCheckpoint]:
-        return {s: WatermarkCheckpoint(dict(st.timestamps), st.watermark, st.expected)
+        return {s: WatermarkCheckpoint(dict(st.timestamps), st.watermark, st.expected,
+                                       tuple(sorted(st.idle)))
                 for s, st in self._states.items()
-                if st.timestamps or st.watermark != WATERMARK_NOT_EXIST}
+                if st.timestamps or st.idle or st.watermark != WATERMARK_NOT_EXIST}
 
-    def restore(self, saved: Mapping[SystemStreamPartition, WatermarkCheckpoint], *,
-                now_ms: int) -> None:
-        """Bring back a checkpoint's watermarks; restored tasks count as active now."""
+    def restore(self, saved: Mapping[SystemStreamPartition, WatermarkCheckpoint]) -> None:
+        """Bring back a checkpoint's watermarks and idle upstream tasks."""
         for ssp, cp in saved.items():
             state = self._states.get(ssp)
             if state is None:
@@ -338,5 +364,5 @@ class WatermarkStates:
             if state.expected is None and cp.expected is not None:
                 self.expect(ssp, cp.expected)
             state.timestamps = {str(t): int(v) for t, v in cp.timestamps.items()}
-            state.last_update = {t: now_ms for t in state.timestamps}
+            state.idle = {str(t) for t in cp.idle}
             state.watermark = max(state.watermark, cp.watermark)

@@ -8,7 +8,7 @@ A :class:`TaskControl` belongs to one task instance. The run loop hands it
 * a tick of the control timer (:meth:`TaskControl.tick`), every
   ``task.watermark.interval.ms``, and when the run loop goes idle after source messages were
   processed (:attr:`TaskControl.tick_wanted`; at most every 20 ms): source watermarks are
-  generated, idle partitions and upstream tasks re-checked and the drain request looked at
+  generated, idle source partitions re-checked and the drain request looked at
   (what the task sends reaches the next stage through the producers' linger,
   ``systems.<s>.producer.linger.ms``, or at once when the loop goes idle);
 
@@ -25,7 +25,13 @@ Reconciliation (SAMZA-REFERENCE 2.5-2.7, with the departures listed in docs/CONT
   an intermediate partition the minimum over its upstream tasks (:class:`WatermarkStates`),
   for a source partition the generated one (:class:`SourceWatermarks`); a partition that
   ended counts as :data:`WATERMARK_MAX`. It is announced only when it advances;
-* the **task's watermark** is the minimum over its input streams.
+* the **task's watermark** is the minimum over its input streams;
+* **idleness** is declared by the upstream task, in-band (a watermark-status message, as
+  Flink's ``WatermarkStatus``): an intermediate partition leaves out the upstream tasks that
+  said ``IDLE`` until they say ``ACTIVE`` or send a watermark, never one that is merely quiet;
+  a partition all of whose upstream tasks are idle is left out of its stream's minimum.
+  :meth:`TaskControl.stream_idle` tells a sender whether its inputs are idle, and
+  :meth:`TaskControl.set_declared_idle` records (and checkpoints) what it declared.
 
 What the task hears, through methods it may define (looked up on the innermost task; called
 through its wrappers):
@@ -72,7 +78,8 @@ from typing import Any, NamedTuple
 from weir.engine.control.drain import DrainMonitor
 from weir.engine.control.errors import BadTaskCountError, ControlMessageError
 from weir.engine.control.messages import (WATERMARK_MAX, WATERMARK_NOT_EXIST, ControlDecodeFailure,
-                                          DrainMessage, EndOfStreamMessage, WatermarkMessage)
+                                          DrainMessage, EndOfStreamMessage, WatermarkMessage,
+                                          WatermarkStatusMessage)
 from weir.engine.control.settings import ControlSettings
 from weir.engine.control.sources import PartitionClock, SourceWatermarks
 from weir.engine.control.states import (EndOfStreamCheckpoint, EndOfStreamStates,
@@ -160,8 +167,7 @@ class TaskControl:
         self._intermediate = inter
         self._source_ssps = frozenset(s for s in self.ssps if s not in inter)
         self.eos = EndOfStreamStates(inter)
-        self.watermarks = WatermarkStates(inter, idle_timeout_ms=self.settings.idle_timeout_ms,
-                                          quorum_pct=self.settings.quorum_pct, now_ms=now)
+        self.watermarks = WatermarkStates(inter, quorum_pct=self.settings.quorum_pct)
         self.sources = SourceWatermarks(self._source_ssps,
                                         out_of_orderness_ms=self.settings.out_of_orderness_ms,
                                         idle_timeout_ms=self.settings.idle_timeout_ms, now_ms=now)
@@ -174,11 +180,13 @@ class TaskControl:
         self._published: dict[SystemStream, int] = {ss: WATERMARK_NOT_EXIST for ss in self._streams}
         self._announced: dict[SystemStream, str] = {}
         self._task_watermark = WATERMARK_NOT_EXIST
+        self._idle_outputs: set[SystemStream] = set()   # streams this task declared idle on
         self._monitor = monitor
         self.drain_id: str | None = None
         self.completed_drain: str | None = None
         self._call: Callable[[Any], Any] = lambda result: result
         self.hooks = ControlHooks(task) if task is not None else ControlHooks(object())
+        self._tick_requested = False
         self.messages = 0          # control envelopes handled
         self.discarded = 0         # drain messages of another drain request
 
@@ -197,10 +205,17 @@ class TaskControl:
 
     @property
     def tick_wanted(self) -> bool:
-        """Whether a tick now could advance a source watermark: a source message was processed
-        since the last tick. The run loop ticks such a task when it goes idle, so event time
-        moves on at once instead of at the next ``task.watermark.interval.ms``."""
-        return self.sources.observed
+        """Whether a tick now has work: a source message was processed since the last tick
+        (its watermark may advance), or the task asked for one (:meth:`request_tick`). The run
+        loop ticks such a task when it goes idle, so event time moves on at once instead of at
+        the next ``task.watermark.interval.ms``."""
+        return self._tick_requested or self.sources.observed
+
+    def request_tick(self) -> None:
+        """Ask for a tick as soon as the run loop goes idle: the task holds something back
+        for the next tick (a ``partition_by`` that received a watermark from an intermediate
+        stream within ``task.watermark.interval.ms`` of its last send)."""
+        self._tick_requested = True
 
     @property
     def intermediate_ssps(self) -> frozenset[SystemStreamPartition]:
@@ -243,6 +258,48 @@ class TaskControl:
         """The last announced watermark of stream ``ss`` (or of the task)."""
         return self._task_watermark if ss is None else self._published.get(ss, WATERMARK_NOT_EXIST)
 
+    # -- idleness (docs/CONTROL.md, "Idle upstream tasks") ------------------------------------
+    def stream_idle(self, ss: SystemStream) -> bool:
+        """Whether input stream ``ss`` has nothing coming for this task: every partition of it
+        has ended or is idle, and one at least is idle. A source partition is idle after
+        ``task.watermark.idle.timeout.ms`` without a message; an intermediate partition when
+        every upstream task that has not ended declared itself idle. Never true for a stream
+        that is merely slow."""
+        ssps = self._streams.get(ss)
+        if not ssps:
+            return False
+        done, idle = self._done, False
+        if ssps[0] in self._intermediate:
+            for ssp in ssps:
+                if ssp in done:
+                    continue
+                if not self.watermarks.is_idle(ssp):
+                    return False
+                idle = True
+            return idle
+        if self.settings.idle_timeout_ms <= 0:
+            return False
+        now = self._clock_ms()
+        for ssp in ssps:
+            if ssp in done:
+                continue
+            if not self.sources.idle(ssp, now_ms=now):
+                return False
+            idle = True
+        return idle
+
+    def declared_idle(self, ss: SystemStream) -> bool:
+        """Whether this task's last watermark status on output stream ``ss`` was ``IDLE``."""
+        return ss in self._idle_outputs
+
+    def set_declared_idle(self, ss: SystemStream, idle: bool) -> None:
+        """Record the watermark status this task sent on ``ss`` (checkpointed: after a restart
+        the task still says ``ACTIVE`` before writing anything else there)."""
+        if idle:
+            self._idle_outputs.add(ss)
+        else:
+            self._idle_outputs.discard(ss)
+
     # -- the run loop's calls -------------------------------------------------------------
     def start(self, collector: Any, coordinator: Any) -> ControlOutcome:
         """After ``init``: continue a drain the last run did not finish, and tell the task
@@ -280,12 +337,14 @@ class TaskControl:
                 fix=f"set streams.<id>.samza.intermediate=true for {ssp.system}.{ssp.stream}, "
                     f"or stop writing control messages to it")
         self._check_sender(ssp, message, env.offset)
-        now = self._clock_ms()
         if isinstance(message, WatermarkMessage):
-            self.watermarks.update(ssp, message.timestamp, message.task_name, now_ms=now)
+            self.watermarks.update(ssp, message.timestamp, message.task_name)
+        elif isinstance(message, WatermarkStatusMessage):
+            if message.task_name is not None:
+                self.watermarks.set_idle(ssp, message.task_name, message.idle)
         elif isinstance(message, EndOfStreamMessage):
             self.eos.update(ssp, message.task_name, offset=env.offset)
-            self.watermarks.end_of_stream(ssp, message.task_name, now_ms=now)
+            self.watermarks.end_of_stream(ssp, message.task_name)
             self._update_done(ssp)
         elif isinstance(message, DrainMessage):
             if not self._accept_drain(message, env):
@@ -302,17 +361,14 @@ class TaskControl:
         return ControlOutcome(new, new)
 
     def tick(self, collector: Any, coordinator: Any) -> ControlOutcome:
-        """The control timer (every ``task.watermark.interval.ms``): the drain request, idle
-        upstream tasks and source watermarks."""
+        """The control timer (every ``task.watermark.interval.ms``, or sooner when the run
+        loop goes idle): the drain request, source watermarks and idle source partitions."""
         before = len(self._done)
-        now = self._clock_ms()
         released = self._check_drain(force=False)
-        for ssp in self._intermediate:
-            if ssp not in self._done:
-                self.watermarks.refresh(ssp, now_ms=now)
         self._publish(collector, coordinator)
         if self.hooks.tick is not None:
             self._call(self.hooks.tick(collector, coordinator))
+        self._tick_requested = False   # what the tick's watermarks held back went out with it
         new = tuple(list(self._done)[before:])
         if not new and not released:
             return _NOTHING
@@ -405,8 +461,13 @@ class TaskControl:
         if all(s in done for s in ssps):
             return WATERMARK_MAX
         if ssps[0] in self._intermediate:
-            values = [WATERMARK_MAX if s in done else self.watermarks.watermark(s) for s in ssps]
-            return min(values)
+            states = self.watermarks
+            values = [WATERMARK_MAX if s in done else states.watermark(s) for s in ssps
+                      if s in done or not states.is_idle(s)]
+            if values:   # partitions whose upstream tasks all declared idle are left out
+                return min(values)
+            # every partition idle (or ended): the largest watermark they reached
+            return max(states.watermark(s) for s in ssps if s not in done)
         return self.sources.stream_watermark(ss, now_ms=now)
 
     def _publish(self, collector: Any, coordinator: Any) -> None:
@@ -447,6 +508,7 @@ class TaskControl:
             "watermarks": {ssp_key(s): cp.to_json()
                            for s, cp in self.watermarks.checkpoint().items()},
             "sources": self.sources.checkpoint(),
+            "idleOutputs": sorted(f"{ss.system}.{ss.stream}" for ss in self._idle_outputs),
             "drain": drain,
             "completedDrain": self.completed_drain,
         }
@@ -460,7 +522,6 @@ class TaskControl:
             raise ControlMessageError(
                 f"the checkpoint's control bookkeeping has format {fmt!r}, this Weir reads "
                 f"format {_FORMAT}", fix="run the Weir version that wrote the checkpoint")
-        now = self._clock_ms()
         eos = {parse_ssp_key(k): EndOfStreamCheckpoint.from_json(v)
                for k, v in (saved.get("endOfStream") or {}).items()}
         self.eos.restore(eos)
@@ -471,11 +532,12 @@ class TaskControl:
                     self.watermarks.expect(ssp, cp.expected)
         wms = {parse_ssp_key(k): WatermarkCheckpoint.from_json(v)
                for k, v in (saved.get("watermarks") or {}).items()}
-        self.watermarks.restore(wms, now_ms=now)
+        self.watermarks.restore(wms)
         for ssp, cp in wms.items():
             if ssp in self._senders:
                 self._senders[ssp].update(cp.timestamps)
         self.sources.restore(saved.get("sources") or {})
+        self._idle_outputs = {SystemStream.parse(k) for k in saved.get("idleOutputs") or ()}
         self.completed_drain = saved.get("completedDrain")
         drain = saved.get("drain")
         request = self._monitor.current(force=True) if self._monitor is not None else None

@@ -194,8 +194,7 @@ class RunLoop:
         # partitions no task reads any more (drained sources, ended intermediate streams)
         # leave the routes.
         self._control_due = False
-        self._source_controls = [w for w in self._workers
-                                 if w.control is not None and w.control.source_ssps]
+        self._tick_controls = [w for w in self._workers if w.control is not None]
         self._next_idle_tick = 0.0
         for w in self._workers:
             started = getattr(w.inst, "control_started", None)
@@ -381,7 +380,7 @@ class RunLoop:
         exhausted = self._exhausted
         null = self._m_null
         linger = LINGER
-        controls = bool(self._source_controls)
+        controls = bool(self._tick_controls)
         n = 0
         if self._service():
             return
@@ -468,7 +467,7 @@ class RunLoop:
     def _run_general(self) -> None:
         get, choose = self._q.get, self._source.choose
         linger = LINGER
-        controls = bool(self._source_controls)
+        controls = bool(self._tick_controls)
         idle = self.settings.max_idle_ms / 1000
         for w in self._workers:
             self._mark(w)
@@ -685,18 +684,20 @@ class RunLoop:
 
     def _idle_ticks_due(self) -> bool:
         """Whether the loop, going idle, should tick the control of tasks whose source
-        messages may have moved a watermark (at most every :data:`_IDLE_TICK_S`)."""
+        messages may have moved a watermark or that hold a watermark back for the next tick
+        (:attr:`TaskControl.tick_wanted`; at most every :data:`_IDLE_TICK_S`)."""
         if time.monotonic() < self._next_idle_tick:
             return False
-        return any(w.control.tick_wanted for w in self._source_controls if not w.complete)
+        return any(w.control.tick_wanted for w in self._tick_controls if not w.complete)
 
     def _tick_idle(self) -> None:
         """Tick now the control of every task that processed source messages since its last
-        tick: their watermarks, and the windows and control messages that wait for them, go
-        out now instead of at the next ``task.watermark.interval.ms`` (which stays the
-        interval under load, when the loop is never idle)."""
+        tick or holds a watermark back for it: their watermarks, and the windows and control
+        messages that wait for them, go out now instead of at the next
+        ``task.watermark.interval.ms`` (which stays the interval under load, when the loop is
+        never idle)."""
         self._next_idle_tick = time.monotonic() + _IDLE_TICK_S
-        for w in self._source_controls:
+        for w in self._tick_controls:
             if (not w.complete and w.op is None and not w.need_tick
                     and w.control.tick_wanted):
                 w.need_tick = True

@@ -4,6 +4,7 @@ generators and the direct batch computations their outputs are checked against."
 from __future__ import annotations
 
 import random
+import time
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -12,7 +13,7 @@ from weir.engine.app.windows import Aggregate
 
 __all__ = ["WindowedCounts", "ThreeStage", "UserSessions", "ClickJoin", "CurrencyTable",
            "NoShuffleWindow", "make_events", "batch_window_counts", "batch_three_stage",
-           "batch_sessions"]
+           "batch_sessions", "SlowUpstreamCounts"]
 
 
 def _size(app, default: int) -> int:
@@ -148,6 +149,27 @@ def batch_sessions(events, gap_ms: int) -> Counter:
 
 
 _unused = (summing, Aggregate, KV)
+
+
+def _pause_then(e: dict) -> dict:
+    """Test data may carry a pause: ``{"pause": ms}`` stalls the task that maps it that long
+    (a slow upstream task: busy, not idle)."""
+    if e.get("pause"):
+        time.sleep(e["pause"] / 1000)
+    return {**e, "user": e["user"].lower()}
+
+
+class SlowUpstreamCounts(StreamApplication):
+    """events -> map (pausing on ``{"pause": ms}`` elements) -> partition_by(user) ->
+    tumbling count per user -> out."""
+
+    def describe(self, app):
+        events = app.input("filelog.events", timestamp=lambda e: e["ts"], msg_serde="json")
+        (events.map(_pause_then)
+               .partition_by(lambda e: e["user"], name="by-user")
+               .window(Windows.tumbling(_size(app, 1000)), name="per-user")
+               .send_to(app.output("filelog.out", key_serde="json", msg_serde="json",
+                                   partitions=2)))
 
 
 class MergedCounts(StreamApplication):

@@ -8,10 +8,12 @@ import time
 
 import pytest
 
-from tests.engine.app._apps import batch_window_counts, make_events
-from tests.engine.app._pipeline import Pipeline
+from tests.engine.app._apps import batch_three_stage, batch_window_counts, make_events
+from tests.engine.app._pipeline import Pipeline, read_stream
+from weir.engine.control import WatermarkStatus, decode_control
 from weir.engine.container.runner import run_job
 from weir.engine.container.status import StatusMode
+from weir.engine.model import SystemStream
 from weir.recovery.storage import ProgressMode
 
 pytestmark = pytest.mark.timeout(120)
@@ -73,6 +75,27 @@ def test_an_idle_partition_does_not_stall_windows_after_the_idle_timeout(tmp_pat
     expected = batch_window_counts(events)
     assert all(expected[k] == v for k, v in before_end.items())
     assert latest(p.outputs()) == expected
+    # The task of the silent partition said so itself, in-band, on every partition of the
+    # shuffle: the next stage left it out because it declared idle, not because it was quiet.
+    shuffle = SystemStream("filelog", "t-1-partition_by-by-user")
+    statuses = [decode_control(v) for _, v, _, _ in read_stream(p.registry, shuffle)
+                if v is not None and v[:1] == b"\x04"]
+    assert ("Partition 1", WatermarkStatus.IDLE) in {(m.task_name, m.status) for m in statuses}
+
+
+def test_a_slow_upstream_task_loses_nothing_however_long_it_pauses(tmp_path):
+    # Two containers: the upstream task of partition 1 stalls for 1.5 s (five idle timeouts)
+    # mid-input while the other runs to its end. It is busy, not idle, so the next stage keeps
+    # waiting for it instead of leaving it out and dropping what it sends afterwards as late.
+    fast = make_events(28, 300, span_ms=20)                                  # 0 .. 6 s
+    slow = [dict(e, i=1000 + e["i"]) for e in make_events(29, 300, span_ms=20)]
+    slow[100]["pause"] = 1500
+    p = Pipeline(tmp_path, "SlowUpstreamCounts", task__watermark__idle__timeout__ms=300,
+                 job__container__count=2)
+    p.create("events", 2)
+    p.produce("events", [*fast, *slow], lambda i, e: 0 if i < len(fast) else 1)
+    p.run()
+    assert latest(p.outputs()) == batch_window_counts([*fast, *slow])
 
 
 def test_an_input_that_ended_early_does_not_hold_event_time_back(tmp_path):
@@ -89,3 +112,24 @@ def test_an_input_that_ended_early_does_not_hold_event_time_back(tmp_path):
     p.end("b")
     job.wait()
     assert latest(p.outputs()) == batch_window_counts([*early, *late])
+
+
+def test_a_watermark_crosses_a_partition_by_of_a_later_stage_without_waiting_for_the_interval(
+        tmp_path):
+    # The watermark interval is an hour, so no timer tick comes while the test runs: stage 2
+    # hears each advance only because stage 1's partition_by sends it as soon as the loop has
+    # nothing else to do (before: it waited for the hour).
+    first = make_events(26, 100, span_ms=20)                                  # 0 .. 2 s
+    second = [dict(e, i=100 + e["i"], ts=2000 + e["ts"]) for e in make_events(27, 100, span_ms=20)]
+    p = Pipeline(tmp_path, "ThreeStage", task__watermark__interval__ms=3_600_000)
+    p.create("events", 1)
+    p.produce("events", first, lambda i, e: 0, end=False)
+    job = Running(p, p.job_config())
+    starts = lambda: {pane["start"] for _, pane, _ in p.outputs()}  # noqa: E731
+    wait_for(lambda: 0 in starts(), "the stage 2 pane of the first second")
+    p.produce("events", second, lambda i, e: 0, end=False)
+    wait_for(lambda: 2000 in starts(), "the stage 2 pane of the third second", timeout=60)
+    p.end("events")
+    job.wait()
+    got = {pane["start"]: pane["value"] for _, pane, _ in p.outputs()}
+    assert got == batch_three_stage([*first, *second])

@@ -8,7 +8,8 @@ from weir.engine.config.serdes import SerdeManager
 from weir.engine.control import (BadTaskCountError, DrainMessage, EndOfStreamMessage,
                                  MalformedControlMessageError, MessageType,
                                  UnknownControlVersionError, UnknownMessageTypeError,
-                                 WatermarkMessage, decode_control, encode_control)
+                                 WatermarkMessage, WatermarkStatus, WatermarkStatusMessage,
+                                 decode_control, encode_control)
 from weir.engine.control.messages import ControlDecodeFailure
 from weir.engine.errors import DeserializationError
 from weir.engine.model import (EnvelopeKind, IncomingMessageEnvelope, OutgoingMessageEnvelope,
@@ -30,9 +31,10 @@ def read(data: bytes, offset: int = 17) -> IncomingMessageEnvelope:
 
 # -- 2.1 message types -------------------------------------------------------------------------
 
-def test_message_type_ordinals_are_samzas():
-    assert [t.value for t in MessageType] == [0, 1, 2, 3]
-    assert [t.name for t in MessageType] == ["USER_MESSAGE", "WATERMARK", "END_OF_STREAM", "DRAIN"]
+def test_message_type_ordinals_are_samzas_then_weirs_watermark_status():
+    assert [t.value for t in MessageType] == [0, 1, 2, 3, 4]
+    assert [t.name for t in MessageType] == ["USER_MESSAGE", "WATERMARK", "END_OF_STREAM", "DRAIN",
+                                             "WATERMARK_STATUS"]
 
 
 def test_message_type_of_anything_that_is_not_a_control_message_is_user_message():
@@ -90,11 +92,37 @@ def test_unknown_properties_are_refused_with_stream_partition_and_offset():
     assert (err.value.stream, err.value.partition, err.value.offset) == ("filelog.p1", 3, 17)
 
 
-@pytest.mark.parametrize("data", [b"", b"\x04{}", b"\xff"])
-def test_an_empty_record_or_a_type_byte_outside_0_to_3_is_an_unknown_message_type(data):
+@pytest.mark.parametrize("data", [b"", b"\x05{}", b"\xff"])
+def test_an_empty_record_or_a_type_byte_outside_0_to_4_is_an_unknown_message_type(data):
     with pytest.raises(UnknownMessageTypeError, match="offset 17") as err:
         decode_control(data, ssp=SSP, offset=17)
     assert "no type byte" in str(err.value)
+
+
+def test_watermark_status_messages_are_type_4_in_the_same_compact_json():
+    idle = WatermarkStatusMessage(WatermarkStatus.IDLE, "Partition 0", 2)
+    assert encode_control(idle) == \
+        b'\x04{"status":"IDLE","taskName":"Partition 0","taskCount":2,"version":1}'
+    assert encode_control(WatermarkStatusMessage(WatermarkStatus.ACTIVE, "Partition 1")) == \
+        b'\x04{"status":"ACTIVE","taskName":"Partition 1","version":1}'
+    assert decode_control(encode_control(idle)) == idle and idle.idle
+    assert MessageType.of(idle) is MessageType.WATERMARK_STATUS
+    assert decode_control(b'\x04{"status":"ACTIVE","task-name":"t","task-count":3,"version":1}') \
+        == WatermarkStatusMessage(WatermarkStatus.ACTIVE, "t", 3)
+
+
+@pytest.mark.parametrize("body", [b'{"taskName":"t","version":1}',
+                                  b'{"status":"idle","taskName":"t","version":1}',
+                                  b'{"status":1,"taskName":"t","version":1}',
+                                  b'{"status":"IDLE","timestamp":3,"taskName":"t","version":1}'])
+def test_a_watermark_status_without_a_known_status_or_with_other_fields_is_malformed(body):
+    with pytest.raises(MalformedControlMessageError, match="offset 9"):
+        decode_control(b"\x04" + body, ssp=SSP, offset=9)
+
+
+def test_a_watermark_status_of_a_newer_version_is_refused_by_version():
+    with pytest.raises(UnknownControlVersionError):
+        decode_control(b'\x04{"status":"IDLE","taskName":"t","version":2}', ssp=SSP, offset=1)
 
 
 def test_an_unknown_version_is_a_typed_error_naming_stream_partition_and_offset():

@@ -7,7 +7,8 @@ import pytest
 
 from weir.engine.control import (BadTaskCountError, ControlMessageError, DrainMessage,
                                  EndOfStreamMessage, UnknownControlVersionError, WATERMARK_MAX,
-                                 WatermarkMessage, decode_control)
+                                 WatermarkMessage, WatermarkStatus, WatermarkStatusMessage,
+                                 decode_control)
 from weir.engine.control.drain import DrainMonitor, write_drain_request
 from weir.engine.control.messages import ControlDecodeFailure
 from weir.engine.control.settings import ControlSettings
@@ -172,6 +173,78 @@ def test_a_source_end_of_stream_ends_the_partition_and_lets_event_time_run_out()
     assert out.ended == (S0,)
     assert listener.calls == [("wm", "views", WATERMARK_MAX), ("end", "views"),
                               ("task", WATERMARK_MAX)]
+
+
+IDLE, ACTIVE = WatermarkStatus.IDLE, WatermarkStatus.ACTIVE
+
+
+def test_a_partition_whose_upstream_tasks_all_declared_idle_is_left_out_of_the_stream():
+    control, listener = make()
+    for ssp, ts in ((I0, 40), (I1, 10)):
+        control.on_envelope(control_env(ssp, WatermarkMessage(ts, "a", 2)), None, None)
+        control.on_envelope(control_env(ssp, WatermarkMessage(ts, "b", 2)), None, None)
+    assert control.watermark(BY_USER) == 10 and not control.stream_idle(BY_USER)
+    control.on_envelope(control_env(I1, WatermarkStatusMessage(IDLE, "a", 2)), None, None)
+    assert control.watermark(BY_USER) == 10                  # b still active on I1
+    control.on_envelope(control_env(I1, WatermarkStatusMessage(IDLE, "b", 2)), None, None)
+    assert control.watermark(BY_USER) == 40 and not control.stream_idle(BY_USER)
+    control.on_envelope(control_env(I0, WatermarkStatusMessage(IDLE, "a", 2)), None, None)
+    control.on_envelope(control_env(I0, WatermarkStatusMessage(IDLE, "b", 2)), None, None)
+    assert control.stream_idle(BY_USER) and control.watermark(BY_USER) == 40
+    control.on_envelope(control_env(I1, WatermarkStatusMessage(ACTIVE, "a", 2)), None, None)
+    assert not control.stream_idle(BY_USER)
+
+
+def test_a_quiet_upstream_task_is_never_left_out_by_the_receiver():
+    clock = Clock()
+    control, _ = make(ssps=(I0,), intermediate={I0: 2},
+                      settings=ControlSettings(idle_timeout_ms=100), clock=clock)
+    control.on_envelope(control_env(I0, WatermarkMessage(10, "slow", 2)), None, None)
+    control.on_envelope(control_env(I0, WatermarkMessage(20, "fast", 2)), None, None)
+    for step in range(1, 20):
+        clock.now += 1_000
+        control.on_envelope(control_env(I0, WatermarkMessage(20 + step, "fast", 2)), None, None)
+        control.tick(None, None)
+    assert control.watermark(BY_USER) == 10
+
+
+def test_sources_are_idle_after_the_timeout_and_the_declared_status_survives_the_checkpoint():
+    clock = Clock()
+    control, _ = make(ssps=(S0, S1), intermediate={},
+                      settings=ControlSettings(idle_timeout_ms=100), clock=clock)
+    control.clock(S0).observe(50)
+    control.tick(None, None)
+    assert not control.stream_idle(VIEWS)
+    clock.now += 150
+    control.tick(None, None)
+    assert control.stream_idle(VIEWS)
+    control.set_declared_idle(BY_USER, True)
+    assert control.checkpoint()["idleOutputs"] == ["filelog.by-user"]
+    again, _ = make(ssps=(S0, S1), intermediate={}, settings=ControlSettings(idle_timeout_ms=100))
+    again.restore(control.checkpoint())
+    assert again.declared_idle(BY_USER)
+    control.set_declared_idle(BY_USER, False)
+    assert control.checkpoint()["idleOutputs"] == []
+
+
+def test_without_an_idle_timeout_a_silent_source_is_never_idle():
+    clock = Clock()
+    control, _ = make(ssps=(S0,), intermediate={}, clock=clock)
+    clock.now += 10_000_000
+    control.tick(None, None)
+    assert not control.stream_idle(VIEWS)
+
+
+def test_idle_upstream_tasks_survive_the_checkpoint():
+    control, _ = make(ssps=(I0,), intermediate={I0: 2})
+    control.on_envelope(control_env(I0, WatermarkMessage(10, "a", 2)), None, None)
+    control.on_envelope(control_env(I0, WatermarkStatusMessage(IDLE, "b", 2)), None, None)
+    assert control.watermark(BY_USER) == 10
+    again, _ = make(ssps=(I0,), intermediate={I0: 2})
+    again.restore(control.checkpoint())
+    again.start(None, None)
+    again.on_envelope(control_env(I0, WatermarkMessage(30, "a", 2)), None, None)
+    assert again.watermark(BY_USER) == 30
 
 
 def test_an_idle_source_partition_is_left_out_after_the_idle_timeout():
