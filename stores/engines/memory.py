@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 
 from weir.stores._iterators import ClosingSnapshot, IteratorRegistry, ListIterator
 from weir.stores.errors import NullKeyOrValueError, StoreClosedError
-from weir.stores.engines._base import DerivedScans, null_argument
+from weir.stores.engines._base import BytesEngineBase, null_argument
 
 __all__ = ["MemoryEngine", "MemorySnapshot"]
 
@@ -45,7 +45,7 @@ class MemorySnapshot(ClosingSnapshot):
         self._items = []
 
 
-class MemoryEngine(DerivedScans):
+class MemoryEngine(BytesEngineBase):
     """A sorted in-memory key-value engine over bytes (see the module docstring)."""
 
     def __init__(self, name: str):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from weir.stores.changelog import ChangelogSink
 from weir.stores.engines.memory import MemoryEngine
 from weir.stores.errors import SerdeError, StoreClosedError
 from weir.stores.layers.cached import CachedLayer
@@ -12,7 +13,7 @@ from weir.stores.layers.serialized import SerializedLayer
 from weir.stores.serdes import Int64Serde, JsonSerde, StringSerde
 
 
-class RecordingSink:
+class RecordingSink(ChangelogSink):
     def __init__(self):
         self.records: list[tuple[bytes, bytes | None]] = []
         self.flushes = 0
