@@ -87,6 +87,20 @@ def _crash(txn):
         producer._writers.clear()
 
 
+def _words_job(registry, words: list[str], partitions: int) -> None:
+    """The count-words job's input (bounded, word i in partition i % partitions) and output."""
+    admin = registry.admin("filelog")
+    admin.create_stream(StreamSpec("words", partitions, bounded=True))
+    admin.create_stream(StreamSpec("counts-out", partitions))
+    producer = registry.producer("filelog")
+    producer.register("t")
+    for i, word in enumerate(words):
+        producer.send("t", OutgoingMessageEnvelope(SystemStream("filelog", "words"),
+                                                   word.encode(), partition=i % partitions))
+    producer.end_stream("words")
+    producer.stop()
+
+
 # -- the key ----------------------------------------------------------------------------------
 
 def test_the_guarantee_defaults_to_at_least_once_and_accepts_kafkas_name(tmp_path):
@@ -264,17 +278,8 @@ def test_the_changelog_source_reads_committed_data_whatever_the_consumer_key_say
 def test_a_job_with_exactly_once_commits_outputs_state_and_offsets_together(tmp_path):
     config = job_config(tmp_path, "filelog", **{"task.processing.guarantee": "exactly_once"})
     registry = SystemRegistry(config)
-    admin = registry.admin("filelog")
-    admin.create_stream(StreamSpec("words", 2, bounded=True))
-    admin.create_stream(StreamSpec("counts-out", 2))
-    producer = registry.producer("filelog")
-    producer.register("t")
     words = ["a", "b", "a", "c", "a", "b"] * 50
-    for i, word in enumerate(words):
-        producer.send("t", OutgoingMessageEnvelope(SystemStream("filelog", "words"),
-                                                   word.encode(), partition=i % 2))
-    producer.end_stream("words")
-    producer.stop()
+    _words_job(registry, words, partitions=2)
     model = build_job_model(config, {SystemStream("filelog", "words"): 2})
     result = Container(config, model, "0", registry=registry,
                        progress=ProgressMode.QUIET).run()
@@ -366,15 +371,7 @@ def test_a_restore_reads_the_changelog_in_bulk_and_records_its_identity_under_ei
     config = job_config(tmp_path, "filelog", **{"task.processing.guarantee": guarantee})
     registry = SystemRegistry(config)
     admin = registry.admin("filelog")
-    admin.create_stream(StreamSpec("words", 1, bounded=True))
-    admin.create_stream(StreamSpec("counts-out", 1))
-    producer = registry.producer("filelog")
-    producer.register("t")
-    for word in ["a", "b", "a", "c", "a", "b"] * 50:
-        producer.send("t", OutgoingMessageEnvelope(SystemStream("filelog", "words"),
-                                                   word.encode(), partition=0))
-    producer.end_stream("words")
-    producer.stop()
+    _words_job(registry, ["a", "b", "a", "c", "a", "b"] * 50, partitions=1)
     model = build_job_model(config, {SystemStream("filelog", "words"): 1})
     Container(config, model, "0", registry=registry, progress=ProgressMode.QUIET).run()
     state = tmp_path / "state"
