@@ -138,7 +138,9 @@ class BytesEngineBase:
 
     >>> from weir.stores.engines.memory import MemoryEngine
     >>> engine = MemoryEngine("s")
-    >>> engine.load_sorted([b"a", b"b"], [b"1", None]); engine.get(b"a"), engine.get(b"b")
+    >>> engine.load_sorted([b"a", b"b"], [b"1", None])
+    2
+    >>> engine.get(b"a"), engine.get(b"b")
     (b'1', None)
     >>> engine.key_size_limits, engine.commit_marker(), engine.approximate_size()
     (None, None, None)
