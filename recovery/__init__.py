@@ -23,7 +23,7 @@ from weir.recovery.errors import (ChangelogDamagedError, ChangelogMismatchError,
                                   StoreRepairError)
 from weir.recovery.job_lock import JobLock
 from weir.recovery.offset_file import OffsetFileCorruptError, StoreOffset, read_offset_file, write_offset_file
-from weir.recovery.restore import Action, Repair, RestorePlan, RestoreStats, plan_restore
+from weir.recovery.restore import Action, ReadPath, Repair, RestorePlan, RestoreStats, plan_restore
 from weir.recovery.storage import ProgressMode, TaskStorageManager, task_directory_name
 from weir.recovery.store_restore import RestoreOptions, StoreRestore
 from weir.recovery.container_storage import ContainerStorageManager, RestoreSettings
@@ -39,7 +39,7 @@ __all__ = [
     "ChangelogStateError", "ChangelogMismatchError", "ChangelogDamagedError", "StoreRepairError",
     "ChangelogPartitionMismatchError",
     "OffsetFileCorruptError", "StoreOffset", "read_offset_file", "write_offset_file",
-    "Action", "Repair", "RestorePlan", "RestoreStats", "plan_restore",
+    "Action", "ReadPath", "Repair", "RestorePlan", "RestoreStats", "plan_restore",
     "ProgressMode", "TaskStorageManager", "task_directory_name",
     "RestoreOptions", "StoreRestore", "ContainerStorageManager", "RestoreSettings",
     "Found", "LocalCheck", "LocalState", "StartFrom", "StoreDecision", "check_local_store",

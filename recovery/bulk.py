@@ -45,7 +45,6 @@ import operator
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from weir.stores.layers._columns import columns_writer
 
 __all__ = ["DEFAULT_BUDGET_BYTES", "RunBuilder", "load_run", "replay_runs"]
 
@@ -99,15 +98,11 @@ class RunBuilder:
 
 def load_run(engine: Any, keys: list[bytes], values: list[bytes | None], *,
              deletes: bool) -> None:
-    """Write one sorted run into ``engine`` with its bulk load (``load_sorted``) when it has
-    one, else as one write batch."""
+    """Write one sorted run into ``engine`` with its bulk load (``load_sorted``: one write
+    batch for engines without a faster one)."""
     if not keys:
         return
-    loader = getattr(engine, "load_sorted", None)
-    if callable(loader):
-        loader(keys, values, deletes=deletes)
-    else:
-        columns_writer(engine)(keys, values, deletes=deletes)
+    engine.load_sorted(keys, values, deletes=deletes)
 
 
 def replay_runs(engine: Any, batches: Iterable[Any], *, empty: bool, budget_bytes: int,

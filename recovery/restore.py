@@ -79,6 +79,7 @@ from weir.recovery.validity import (Found, LocalState, StartFrom, check_local_st
 
 __all__ = [
     "Action",
+    "ReadPath",
     "COMPACTION_LAG_FRACTION",
     "CheckpointedOffset",
     "LocalState",
@@ -176,6 +177,19 @@ class RestorePlan:
         return self.realign if self.realign is not None else self.target
 
 
+class ReadPath(Enum):
+    """How a restore read the changelog records it replayed (in :class:`RestoreStats`)."""
+
+    NONE = "nothing read"
+    """Nothing was replayed (or the stats were made by hand)."""
+    RECORDS = "read record by record"
+    """Through the source's records (its system's consumer): it has no bulk reader."""
+    BULK = "read by the bulk reader"
+    """The changelog's files read directly, below the consumer (the source's bulk reader)."""
+    WORKERS = "read by the bulk reader in worker processes"
+    """The bulk reader, in restore worker processes (large replays)."""
+
+
 @dataclass(frozen=True)
 class RestoreStats:
     """What one store's restore did; :meth:`summary` is the one-line report."""
@@ -196,6 +210,8 @@ class RestoreStats:
     realigned: int = 0
     """Changelog records written by a repair's realign."""
     repair: Repair = Repair.NONE
+    read_path: ReadPath = ReadPath.NONE
+    """How the replayed records were read (the bulk reader, or record by record)."""
 
     @property
     def records_per_second(self) -> float:
@@ -207,9 +223,10 @@ class RestoreStats:
                    f"({self.trimmed_keys:,} keys)" if self.trimmed_keys else "")
         realigned = (f", rewrote {self.realigned:,} changelog records" if self.realigned
                      else "")
+        path = f" ({self.read_path.value})" if self.read_path is not ReadPath.NONE else ""
         return (f"restored store '{self.store}' of task '{self.task}' ({self.action.value}, "
                 f"{span}): {self.records:,} records, {human_bytes(self.bytes)}, "
-                f"{self.seconds:.2f} s, {self.records_per_second:,.0f} records/s"
+                f"{self.seconds:.2f} s, {self.records_per_second:,.0f} records/s{path}"
                 f"{trimmed}{realigned}")
 
 
@@ -424,12 +441,7 @@ def trim(engine: BytesEngine, source: ChangelogSource, sink: ChangelogSink, *, a
         return 0
     get = engine.get
     items: Iterable[tuple[bytes, bytes | None]] = [(key, get(key)) for key in keys]
-    append_all = getattr(sink, "append_all", None)
-    if callable(append_all):
-        append_all(items)
-    else:
-        for key, value in items:
-            sink.append(key, value)
+    sink.append_all(items)
     sink.flush()
     return len(keys)
 
@@ -479,12 +491,7 @@ def realign(engine: BytesEngine, source: ChangelogSource, sink: ChangelogSink, *
     else:
         pad = (next(iter(logged), PAD_KEY), None)
     writes.extend([pad] * (gap - len(writes)))
-    append_all = getattr(sink, "append_all", None)
-    if callable(append_all):
-        append_all(writes)
-    else:
-        for key, value in writes:
-            sink.append(key, value)
+    sink.append_all(writes)
     sink.flush()
     reached = source.newest_offset()
     if reached != target:

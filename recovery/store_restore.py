@@ -26,19 +26,22 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from weir.stores.api import KeyValueStore
 from weir.stores.builder import build_store
-from weir.stores.changelog import NO_OFFSET, ChangelogRecord, ChangelogSink, ChangelogSource
+from weir.stores.changelog import (NO_BULK_READER, NO_OFFSET, UNKNOWN_IDENTITY, BulkReader,
+                                   ChangelogBatch, ChangelogRecord, ChangelogSink,
+                                   ChangelogSource, ForwardingSink, ForwardingSource, Unavailable,
+                                   batched)
 from weir.stores.config import Config
-from weir.stores.engines._base import BytesEngine
+from weir.stores.engines._base import BytesEngineBase
 from weir.stores.errors import StoreError, StoreLockedError
-from weir.stores.layers.logged import LoggedLayer
+from weir.stores.layers.stack import layers_of
 from weir.stores.locking import LOCK_FILE_NAME
 from weir.stores.spec import EngineKind, StoreSpec
 
@@ -51,7 +54,7 @@ from weir.recovery.damage import Damage, DamageKind, changelog_error
 from weir.recovery.errors import ChangelogStateError, RecoveryError, StoreRepairError
 from weir.recovery.offset_file import (OffsetFileCorruptError, StoreOffset, read_offset_file,
                                        remove_offset_file, write_offset_file)
-from weir.recovery.restore import (Action, CheckpointedOffset, Repair, RestorePlan,
+from weir.recovery.restore import (Action, CheckpointedOffset, ReadPath, Repair, RestorePlan,
                                    RestoreStats, plan_restore, realign, trim)
 from weir.recovery.validity import LocalState, proof_problem
 
@@ -84,7 +87,7 @@ class RestoreOptions:
     changelog keeps its files across starts (False: it starts empty every time)."""
 
 
-class GuardedSink:
+class GuardedSink(ForwardingSink):
     """A store's changelog sink, as the storage manager hands it to the store.
 
     While ``clean`` (the ``OFFSET`` file describes the files on disk), the first append removes
@@ -92,19 +95,17 @@ class GuardedSink:
     the engine, so no change reaches the engine while an ``OFFSET`` file claims otherwise.
     ``changed`` says a change passed since the storage manager last cleared it (at each
     commit: a store with none settles, see :class:`~weir.recovery.storage.TaskStorageManager`).
+    Every write capability is guarded; the others are forwarded (:class:`ForwardingSink`).
     """
 
-    __slots__ = ("sink", "directory", "clean", "unflushed", "changed", "_append", "_append_all")
+    __slots__ = ("directory", "clean", "unflushed", "changed")
 
     def __init__(self, sink: ChangelogSink, directory: Path | None):
-        self.sink = sink
+        super().__init__(sink)
         self.directory = directory
         self.clean = False
         self.unflushed = False
         self.changed = False
-        self._append = sink.append
-        append_all = getattr(sink, "append_all", None)
-        self._append_all = append_all if callable(append_all) else None
 
     def _mark_dirty(self) -> None:
         self.clean = False
@@ -115,7 +116,7 @@ class GuardedSink:
         if self.clean:
             self._mark_dirty()
         self.unflushed = self.changed = True
-        self._append(key, value)
+        self.sink.append(key, value)
 
     def append_all(self, items: Iterable[tuple[bytes, bytes | None]]) -> None:
         items = items if isinstance(items, list) else list(items)
@@ -124,17 +125,19 @@ class GuardedSink:
         if self.clean:
             self._mark_dirty()
         self.unflushed = self.changed = True
-        if self._append_all is not None:
-            self._append_all(items)
-        else:
-            for key, value in items:
-                self._append(key, value)
+        self.sink.append_all(items)
+
+    def append_columns(self, keys: Sequence[bytes], values: Sequence[bytes | None]) -> None:
+        if not keys:
+            return
+        if self.clean:
+            self._mark_dirty()
+        self.unflushed = self.changed = True
+        self.sink.append_columns(keys, values)
 
     def flush(self) -> None:
         self.sink.flush()
         self.unflushed = False
-
-
 
 
 @dataclass
@@ -168,27 +171,18 @@ class ChangelogFailure(Exception):
         self.position = position if isinstance(position, int) else None
 
 
-class CheckedSource:
+class CheckedSource(ForwardingSource):
     """A changelog source whose every failure is a :class:`ChangelogFailure`: restore must
     tell a damaged changelog from its own errors, and must never read a damaged changelog as
-    one that simply ends."""
+    one that simply ends. Every capability is checked; ``partition`` is forwarded."""
 
-    __slots__ = ("source",)
-
-    def __init__(self, source: ChangelogSource):
-        self.source = source
+    __slots__ = ()
 
     def oldest_offset(self) -> int:
-        try:
-            return self.source.oldest_offset()
-        except Exception as exc:
-            raise ChangelogFailure(exc, reading=True, offset=None) from exc
+        return _reading(self.source.oldest_offset)
 
     def newest_offset(self) -> int:
-        try:
-            return self.source.newest_offset()
-        except Exception as exc:
-            raise ChangelogFailure(exc, reading=True, offset=None) from exc
+        return _reading(self.source.newest_offset)
 
     def read(self, start: int, end: int) -> Iterator[ChangelogRecord]:
         last = start - 1
@@ -200,69 +194,72 @@ class CheckedSource:
             raise ChangelogFailure(exc, reading=True, offset=last + 1) from exc
 
     def read_batches(self, start: int, end: int, *, into: dict | None = None
-                     ) -> Iterator[Any]:
-        """Batches (``.pairs``, ``.last``, ``.records``, ``.nbytes``) of ``[start, end]``: the
-        source's own bulk read when it has one (storing into ``into`` when it can), else its
-        records grouped."""
-        reader = getattr(self.source, "read_batches", None)
-        batches = (reader(start, end, into=into) if callable(reader)
-                   else _grouped(self.read(start, end)))
+                     ) -> Iterator[ChangelogBatch]:
+        """The source's batches of ``[start, end]`` (its bulk read when it has one, storing
+        into ``into`` when it can; else its records grouped: the ChangelogSource default)."""
+        if type(self.source).read_batches is ChangelogSource.read_batches:
+            # The default groups the source's records: group ours, whose errors carry the
+            # exact offset of the record that failed.
+            yield from batched(self.read(start, end))
+            return
         next_offset = start
         try:
-            for batch in batches:
+            for batch in self.source.read_batches(start, end, into=into):
                 next_offset = batch.last + 1
                 yield batch
-        except ChangelogFailure:
-            raise
         except Exception as exc:
             raise ChangelogFailure(exc, reading=True, offset=next_offset) from exc
 
-    def bulk_reader(self) -> Callable[[int, int], Iterator[Any]] | None:
-        """The source's picklable reader for a worker process, if it has one."""
-        make = getattr(self.source, "bulk_reader", None)
-        return make() if callable(make) else None
+    def bulk_reader(self) -> BulkReader | Literal[Unavailable.NO_BULK_READER]:
+        """The source's picklable reader for a worker process, or ``NO_BULK_READER``."""
+        return self.source.bulk_reader()
 
     def split(self, start: int, end: int, parts: int) -> list[tuple[int, int]]:
-        split = getattr(self.source, "split", None)
-        return split(start, end, parts) if callable(split) else [(start, end)]
+        return self.source.split(start, end, parts)
 
-    def identity(self) -> str | None:
-        return _optional(self.source, "identity")
+    def identity(self) -> str | Literal[Unavailable.UNKNOWN_IDENTITY]:
+        return _reading(self.source.identity)
 
     def min_compaction_lag_ms(self) -> int | None:
-        return _optional(self.source, "min_compaction_lag_ms")
+        return _reading(self.source.min_compaction_lag_ms)
+
+    def probe(self, offset: int) -> None:
+        """The source's probe; its error is raised as it is (restore reports it as the
+        damage at the changelog's end)."""
+        self.source.probe(offset)
 
 
-class CheckedSink:
+class CheckedSink(ForwardingSink):
     """The changelog sink as restore uses it (trim, realign); failures are
     :class:`ChangelogFailure`."""
 
-    __slots__ = ("sink",)
-
-    def __init__(self, sink: ChangelogSink):
-        self.sink = sink
+    __slots__ = ()
 
     def append(self, key: bytes, value: bytes | None) -> None:
         self.append_all([(key, value)])
 
     def append_all(self, items: Iterable[tuple[bytes, bytes | None]]) -> None:
-        try:
-            append_all = getattr(self.sink, "append_all", None)
-            if callable(append_all):
-                append_all(items)
-            else:
-                for key, value in items:
-                    self.sink.append(key, value)
-        except Exception as exc:
-            raise ChangelogFailure(exc, reading=False, offset=None) from exc
+        _writing(self.sink.append_all, items)
+
+    def append_columns(self, keys: Sequence[bytes], values: Sequence[bytes | None]) -> None:
+        _writing(self.sink.append_columns, keys, values)
 
     def flush(self) -> None:
-        try:
-            self.sink.flush()
-        except Exception as exc:
-            raise ChangelogFailure(exc, reading=False, offset=None) from exc
+        _writing(self.sink.flush)
 
 
+def _reading(call: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return call(*args)
+    except Exception as exc:
+        raise ChangelogFailure(exc, reading=True, offset=None) from exc
+
+
+def _writing(call: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return call(*args)
+    except Exception as exc:
+        raise ChangelogFailure(exc, reading=False, offset=None) from exc
 
 
 class StoreRestore:
@@ -289,6 +286,8 @@ class StoreRestore:
         self.keep_reason: str | None = None
         self.plan_: RestorePlan | None = None
         self._prefilled: tuple[int, int] | None = None
+        self.read_path = ReadPath.NONE
+        """How :meth:`apply` read the records it replayed (reported in the stats)."""
 
     # -- deciding --------------------------------------------------------------------------
     def prepare(self) -> RestorePlan:
@@ -350,7 +349,9 @@ class StoreRestore:
             try:
                 self.oldest = self.checked.oldest_offset()
                 self.newest = self.checked.newest_offset()
-                self.identity = self.checked.identity()
+                identity = self.checked.identity()
+                # The OFFSET file records an unknown identity as null.
+                self.identity = None if identity is UNKNOWN_IDENTITY else identity
                 system_lag = self.checked.min_compaction_lag_ms()
             except ChangelogFailure as failure:
                 raise self.damaged(None, failure) from failure.cause
@@ -408,7 +409,8 @@ class StoreRestore:
                              time.perf_counter() - started, plan.start, plan.target, trimmed,
                              plan.reason,
                              trimmed_records=plan.newest - plan.target if trimmed else 0,
-                             realigned=realigned, repair=plan.repair)
+                             realigned=realigned, repair=plan.repair,
+                             read_path=self.read_path)
         handle.done(stats)
         return entry, stats
 
@@ -481,7 +483,7 @@ class StoreRestore:
         return (workers is not None and self.spec.engine is EngineKind.LMDB
                 and plan.action is Action.REBUILD and plan.replays
                 and self._replay_size(plan) >= self.options.worker_min_records
-                and self.checked is not None and self.checked.bulk_reader() is not None)
+                and self.checked is not None and self.checked.bulk_reader() is not NO_BULK_READER)
 
     def _prefill(self, plan: RestorePlan, workers: RestoreWorkers,
                  handle: "StoreProgress") -> None:
@@ -492,6 +494,7 @@ class StoreRestore:
                                 self.options.budget_bytes, progress=handle.advance)
         result = self._wait(future, plan.start)
         self._prefilled = (result.records, result.nbytes)
+        self.read_path = ReadPath.WORKERS
 
     def _wait(self, future: Future, start: int) -> Any:
         try:
@@ -517,14 +520,17 @@ class StoreRestore:
             empty = plan.action in (Action.REBUILD, Action.REPLAY)
             if (workers is not None and spec.engine is EngineKind.ROCKSDB
                     and self._replay_size(plan) >= self.options.worker_min_records
-                    and source.bulk_reader() is not None):
+                    and source.bulk_reader() is not NO_BULK_READER):
                 records, nbytes = self._replay_in_workers(engine, plan, handle, workers, empty)
+                self.read_path = ReadPath.WORKERS
             else:
                 builder = RunBuilder()
                 records, nbytes = replay_runs(
                     engine, source.read_batches(plan.start, plan.target, into=builder.pairs),
                     empty=empty, budget_bytes=self.options.budget_bytes,
                     progress=handle.advance, builder=builder)
+                self.read_path = (ReadPath.RECORDS if source.bulk_reader() is NO_BULK_READER
+                                  else ReadPath.BULK)
             engine.flush()
         if plan.trims:
             trimmed = trim(engine, source, sink, after=plan.target, newest=plan.newest)
@@ -568,6 +574,7 @@ class StoreRestore:
         """Put the set-aside files back (the restore failed)."""
         aside, self.aside = self.aside, None
         self._prefilled = None
+        self.read_path = ReadPath.NONE
         if aside is None:
             return
         try:
@@ -604,7 +611,7 @@ class StoreRestore:
                                       task=self.task))
             if unproven is None and isinstance(self.local, StoreOffset):
                 unproven = f"it is proven at offset {self.local.offset}, not {c}"
-        partition = getattr(self.source, "partition", None)
+        partition = self.source.partition if self.source is not None else None
         return Damage(kind, self.task, spec.name, changelog_name(spec),
                       partition if isinstance(partition, int) else None, offset, self.oldest,
                       self.newest, c, str(self.directory) if spec.persistent else None,
@@ -630,10 +637,9 @@ class StoreRestore:
         assert isinstance(c, int)
         if self.newest == NO_OFFSET or c > self.newest:
             extra: dict[str, Any] = {}
-            probe = getattr(self.source, "probe", None)
-            if callable(probe):
+            if self.source is not None:
                 try:
-                    probe(self.newest + 1)
+                    self.source.probe(self.newest + 1)
                 except Exception as exc:  # noqa: BLE001 - the damage after the end, reported
                     failure = ChangelogFailure(exc, reading=True, offset=self.newest + 1)
                     extra = dict(damaged_end=True, path=failure.path,
@@ -693,52 +699,19 @@ def _remove_staging(directory: Path) -> None:
         _log.info("removed %s, left by an interrupted restore", staging)
 
 
-def _optional(source: Any, name: str) -> Any:
-    method = getattr(source, name, None)
-    if not callable(method):
-        return None
-    try:
-        return method()
-    except Exception as exc:
-        raise ChangelogFailure(exc, reading=True, offset=None) from exc
-
-
-class _Batch:
-    __slots__ = ("pairs", "last", "records", "nbytes")
-
-    def __init__(self, pairs: list, last: int, nbytes: int):
-        self.pairs, self.last, self.records, self.nbytes = pairs, last, len(pairs), nbytes
-
-
-def _grouped(records: Iterator[ChangelogRecord], size: int = 65_536) -> Iterator[_Batch]:
-    """A source's records as batches (for sources without ``read_batches``)."""
-    pairs: list = []
-    nbytes = last = 0
-    for last, key, value in records:
-        pairs.append((key, value))
-        nbytes += len(key) + (len(value) if value is not None else 0)
-        if len(pairs) >= size:
-            yield _Batch(pairs, last, nbytes)
-            pairs, nbytes = [], 0
-    if pairs:
-        yield _Batch(pairs, last, nbytes)
-
-
 def changelog_name(spec: StoreSpec) -> str:
     return ".".join(spec.changelog) if spec.changelog else ""
 
 
-def commit_marker(engine: BytesEngine) -> str | None:
-    marker = getattr(engine, "commit_marker", None)
-    return marker() if callable(marker) else None
+def commit_marker(engine: BytesEngineBase) -> str | None:
+    """The engine's commit marker (None: it has none, or none yet)."""
+    return engine.commit_marker()
 
 
-def bottom_engine(store: Any, name: str) -> BytesEngine:
-    """The bytes engine under a built store's layers (each layer exposes ``inner``)."""
-    layer = store
-    while getattr(layer, "inner", None) is not None:
-        layer = layer.inner
-    if isinstance(layer, LoggedLayer) or not callable(getattr(layer, "write_batch", None)):
+def bottom_engine(store: Any, name: str) -> BytesEngineBase:
+    """The bytes engine under a built store's layers (:func:`~weir.stores.layers.stack.layers_of`)."""
+    *_, layer = layers_of(store)
+    if not isinstance(layer, BytesEngineBase):
         raise RecoveryError(f"store '{name}': cannot find the bytes engine under its layers "
                             f"(stopped at {layer!r}); restore needs it")
     return layer
@@ -748,6 +721,6 @@ def close_quietly(store: KeyValueStore) -> BaseException | None:
     try:
         store.close()
     except Exception as exc:  # noqa: BLE001 - reported by the caller
-        _log.error("closing store '%s' failed: %s", getattr(store, "name", "?"), exc)
+        _log.error("closing store '%s' failed: %s", store.name, exc)
         return exc
     return None

@@ -45,7 +45,7 @@ from pathlib import Path
 from weir.stores import _crc as crc32c
 import msgpack
 
-from weir.stores.changelog import NO_OFFSET, ChangelogRecord
+from weir.stores.changelog import NO_OFFSET, Changelog, ChangelogRecord
 from weir.stores.errors import StoreClosedError, StoreError
 from weir.stores.framing import FRAME_HEADER as _HEADER
 from weir.stores.framing import encode_frame, parse_frame_header
@@ -64,7 +64,7 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-class FileChangelog:
+class FileChangelog(Changelog):
     """Append-only file of framed record batches; see the module docstring."""
 
     def __init__(self, path: str | os.PathLike[str], *, name: str | None = None):

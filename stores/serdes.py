@@ -60,6 +60,7 @@ from weir.stores.errors import ConfigError, SerdeError
 
 __all__ = [
     "Serde",
+    "SerdeBase",
     "BytesSerde",
     "StringSerde",
     "Int64Serde",
@@ -86,11 +87,25 @@ class Serde(Protocol):
     def from_bytes(self, data: bytes) -> Any: ...
 
 
-class _BuiltinSerde:
-    """Shared repr, ``prefix_safe`` default and ``to_bytes_many`` for the built-in serdes.
+class SerdeBase:
+    """The base of every serde a store uses: the built-in serdes, and a user serde named in
+    config as the loader adapts it. It declares a serde's optional capabilities with their
+    defaults, which the serialized layer calls without probing:
 
-    ``to_bytes``/``from_bytes`` are plain attributes holding the fastest callable available
-    (often a C function), so a call through a layer costs one C call, not a Python frame.
+    - ``name``: how errors name the serde (default ``""``: its class name is used);
+    - ``prefix_safe``: whether the encoding of a prefix is a prefix of the encoding (default
+      False: ``prefix()`` scans are refused);
+    - ``to_bytes_many(objs)``: a batch of ``to_bytes`` (default: ``to_bytes`` mapped in C).
+
+    ``to_bytes``/``from_bytes`` are plain attributes in the built-in serdes, holding the fastest
+    callable available (often a C function), so a call through a layer costs one C call, not a
+    Python frame.
+
+    >>> class Upper(SerdeBase):
+    ...     def to_bytes(self, obj): return obj.upper().encode()
+    ...     def from_bytes(self, data): return data.decode()
+    >>> Upper().to_bytes_many(["a", "b"]), Upper().prefix_safe, Upper().name
+    ([b'A', b'B'], False, '')
     """
 
     name: str = ""
@@ -117,7 +132,7 @@ def _bytes_to_bytes(obj: Any) -> bytes:
     raise TypeError(f"the bytes serde takes bytes, bytearray or memoryview, not {type(obj).__name__}")
 
 
-class BytesSerde(_BuiltinSerde):
+class BytesSerde(SerdeBase):
     """Bytes pass through unchanged (``bytearray``/``memoryview`` become ``bytes``)."""
 
     name = "bytes"
@@ -135,7 +150,7 @@ class BytesSerde(_BuiltinSerde):
         return list(map(_bytes_to_bytes, objs))
 
 
-class StringSerde(_BuiltinSerde):
+class StringSerde(SerdeBase):
     """UTF-8 text; byte order of the encoding equals code point order."""
 
     name = "string"
@@ -169,7 +184,7 @@ def _int64_from_bytes(data: bytes, _unpack=_U64.unpack, _bias=_INT64_BIAS) -> in
     return _unpack(data)[0] - _bias
 
 
-class Int64Serde(_BuiltinSerde):
+class Int64Serde(SerdeBase):
     """Signed 64-bit integers as 8 big-endian bytes with the sign bit flipped.
 
     Flipping the sign bit (adding 2**63) maps [-2**63, 2**63) onto [0, 2**64) monotonically,
@@ -194,7 +209,7 @@ class Int64Serde(_BuiltinSerde):
         return list(struct.unpack("8s" * n, buf))
 
 
-class JsonSerde(_BuiltinSerde):
+class JsonSerde(SerdeBase):
     """Compact JSON (orjson) with sorted dict keys, so equal dicts give equal bytes."""
 
     name = "json"
@@ -204,7 +219,7 @@ class JsonSerde(_BuiltinSerde):
         self.from_bytes = orjson.loads
 
 
-class MsgpackSerde(_BuiltinSerde):
+class MsgpackSerde(SerdeBase):
     """MessagePack (``use_bin_type``; strings come back as ``str``, tuples as lists)."""
 
     name = "msgpack"
@@ -214,7 +229,7 @@ class MsgpackSerde(_BuiltinSerde):
         self.from_bytes = msgpack.unpackb
 
 
-BUILTIN_SERDES: dict[str, type[_BuiltinSerde]] = {
+BUILTIN_SERDES: dict[str, type[SerdeBase]] = {
     "bytes": BytesSerde,
     "string": StringSerde,
     "int64": Int64Serde,
@@ -243,7 +258,7 @@ _SAMZA_FACTORIES: dict[str, str] = {
 }
 
 
-def _builtin(name: str) -> _BuiltinSerde | None:
+def _builtin(name: str) -> SerdeBase | None:
     canonical = _ALIASES.get(name.lower(), name.lower())
     cls = BUILTIN_SERDES.get(canonical)
     return cls() if cls is not None else None
@@ -308,7 +323,7 @@ def _load_user_serde(target: str, config: Config, registry_key: str) -> Serde:
     return _CheckedSerde(serde, target)
 
 
-class _CheckedSerde:
+class _CheckedSerde(SerdeBase):
     """A user serde whose ``to_bytes`` results are checked to be ``bytes``: a serde returning
     ``str`` (or anything else) fails at once with a SerdeError naming it, instead of deep in an
     engine with an error that names neither the key nor the serde. Built-in serdes are not

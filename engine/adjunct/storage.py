@@ -36,6 +36,7 @@ from weir.recovery.bulk import DEFAULT_BUDGET_BYTES, RunBuilder
 from weir.recovery.checkpoint import Checkpoint
 from weir.recovery.storage import task_directory_name
 from weir.recovery.validity import Found
+from weir.stores.changelog import NO_BULK_READER
 from weir.stores.config import Config
 from weir.stores.errors import ConfigError
 from weir.stores.spec import StoreSpec
@@ -212,7 +213,7 @@ class AdjunctStorage:
         read and the last offset read (None: nothing there)."""
         source = SystemChangelogSource(self.registry, ssp)
         reader = source.bulk_reader()
-        if reader is None:  # not the file log: bounded by the partition's metadata
+        if reader is NO_BULK_READER:  # not the file log: bounded by the partition's metadata
             md = self._metadata([ssp]).get(ssp)
             if md is None or md.is_empty or start > md.newest:
                 return 0, None

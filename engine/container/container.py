@@ -54,6 +54,8 @@ from typing import TYPE_CHECKING, Any
 from weir.recovery.checkpoint import Checkpoint
 from weir.recovery.container_storage import ContainerStorageManager
 from weir.recovery.storage import ProgressMode
+from weir.stores.layers.cached import CachedLayer
+from weir.stores.layers.stack import layers_of
 from weir.stores.config import Config
 from weir.stores.errors import ConfigError
 from weir.stores.spec import StoreSpec, stores_in
@@ -593,11 +595,10 @@ def store_metrics(storages: Mapping[TaskName, TaskStorage]) -> dict[str, dict[st
         except Exception:  # not open (yet, or any more): nothing to report
             continue
         for name, store in stores.items():
-            layer, seen = store, 0
-            while layer is not None and not hasattr(layer, "stats") and seen < 8:
-                layer, seen = getattr(layer, "inner", None), seen + 1
-            if layer is not None and hasattr(layer, "stats"):
-                out.setdefault(str(task), {})[name] = layer.stats()
+            for layer in layers_of(store):
+                if isinstance(layer, CachedLayer):
+                    out.setdefault(str(task), {})[name] = layer.stats()
+                    break
     return out
 
 

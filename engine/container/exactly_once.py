@@ -29,6 +29,7 @@ from enum import Enum
 from typing import Any
 
 from weir.recovery.checkpoint import Checkpoint
+from weir.stores.changelog import ForwardingChangelog
 from weir.stores.config import Config, ConfigError, declare
 from weir.stores.spec import StoreSpec
 
@@ -222,43 +223,29 @@ def _named(checkpoint: Checkpoint | None) -> list[Mapping[str, Any]]:
     return [e for e in entries if isinstance(e, Mapping)]
 
 
-class TransactionalChangelog:
+class TransactionalChangelog(ForwardingChangelog):
     """The sink and source of one changelog partition written through a task's
     transactional producer. Batch headers and markers take offsets, so the newest offset is
     the partition writer's position (exact: the task is the partition's only writer) rather
-    than a count of appended records."""
+    than a count of appended records. Every other capability -- the bulk read restore uses,
+    the partition's identity recorded in ``OFFSET`` files, the compaction lag -- is forwarded
+    (:class:`~weir.stores.changelog.ForwardingChangelog`)."""
 
-    __slots__ = ("sink", "source", "producer", "stream", "partition_number", "append",
-                 "append_all", "append_columns")
+    __slots__ = ("producer", "stream", "partition_number", "append", "append_all",
+                 "append_columns")
 
     def __init__(self, sink: Any, source: Any, producer: TransactionalProducer):
-        self.sink, self.source, self.producer = sink, source, producer
+        super().__init__(sink, source)
+        self.producer = producer
         self.stream, self.partition_number = sink.ssp.stream, sink.ssp.partition
+        # The sink's own methods, bound once: an append costs no frame of this wrapper.
         self.append = sink.append
         self.append_all = sink.append_all
         self.append_columns = sink.append_columns
 
-    def flush(self) -> None:
-        self.sink.flush()
-
-    def oldest_offset(self) -> int:
-        return self.source.oldest_offset()
-
     def newest_offset(self) -> int:
         newest = self.producer.newest_offset(self.stream, self.partition_number)
         return self.source.newest_offset() if newest is None else newest
-
-    def read(self, start: int, end: int):
-        return self.source.read(start, end)
-
-    @property
-    def partition(self) -> int | None:
-        return getattr(self.source, "partition", None)
-
-    def probe(self, offset: int) -> None:
-        probe = getattr(self.source, "probe", None)
-        if callable(probe):
-            probe(offset)
 
     def __repr__(self) -> str:
         return f"TransactionalChangelog({self.source!r})"

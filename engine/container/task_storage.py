@@ -7,7 +7,7 @@ newest offset without asking the system at every commit.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ from typing import Any
 from weir.recovery.checkpoint import Checkpoint
 from weir.recovery.container_storage import ContainerStorageManager, RestoreSettings
 from weir.recovery.storage import ProgressMode, Repair, TaskStorageManager
+from weir.stores.changelog import ChangelogSink, ChangelogSource, ForwardingChangelog
 from weir.stores.config import Config
 from weir.stores.spec import StoreSpec
 
@@ -47,24 +48,34 @@ def tracks_offsets(registry: Any, system: str) -> bool:
     return isinstance(factory, FileLogSystemFactory)
 
 
-class TrackedChangelog:
+def _is_transactional(producer: SystemProducer) -> bool:
+    """Whether ``producer`` is a task's transactional producer (exactly-once)."""
+    try:
+        from weir.engine.systems.filelog.transactions import TransactionalProducer
+    except ImportError:  # no file log: no transactional producer either
+        return False
+    return isinstance(producer, TransactionalProducer)
+
+
+class TrackedChangelog(ForwardingChangelog):
     """The sink and source of one changelog partition, with the newest offset tracked.
 
     A store's changelog partition has one writer: its task. After one real metadata read,
     ``newest_offset()`` is that offset plus the records appended since, so a commit does
     not ask the system (the file log's admin CRC-scans every record appended since its last
-    look, ~6 us per record). Only for systems where :func:`tracks_offsets` holds.
+    look, ~6 us per record). Only for systems where :func:`tracks_offsets` holds. The appends
+    and ``newest_offset`` are its own; every other capability is forwarded
+    (:class:`~weir.stores.changelog.ForwardingChangelog`).
     """
 
-    __slots__ = ("sink", "source", "_base", "_appended", "_append", "_append_all")
+    __slots__ = ("_base", "_appended", "_append", "_append_all")
 
-    def __init__(self, sink: Any, source: Any):
-        self.sink, self.source = sink, source
+    def __init__(self, sink: ChangelogSink, source: ChangelogSource):
+        super().__init__(sink, source)
         self._base: int | None = None
         self._appended = 0
         self._append = sink.append
-        append_all = getattr(sink, "append_all", None)
-        self._append_all = append_all if callable(append_all) else None
+        self._append_all = sink.append_all
 
     # -- ChangelogSink --------------------------------------------------------------------
     def append(self, key: bytes, value: bytes | None) -> None:
@@ -72,16 +83,11 @@ class TrackedChangelog:
         self._appended += 1
 
     def append_all(self, items: Iterable[tuple[bytes, bytes | None]]) -> None:
-        """The sink's own batch append when it has one (one call down to the partition
-        writer for the file log), else one ``append`` per change."""
+        """The sink's batch append (one call down to the partition writer for the file
+        log; one ``append`` per change by the ChangelogSink default)."""
         items = items if isinstance(items, list) else list(items)
         try:
-            if self._append_all is not None:
-                self._append_all(items)
-            else:
-                append = self._append
-                for key, value in items:
-                    append(key, value)
+            self._append_all(items)
         except BaseException:
             # Part of the batch may be in the log: forget the tracked offset, so the next
             # newest_offset() flushes and asks the system again.
@@ -90,56 +96,17 @@ class TrackedChangelog:
             raise
         self._appended += len(items)
 
-    def append_columns(self, keys: list[bytes], values: list[bytes | None]) -> None:
+    def append_columns(self, keys: Sequence[bytes], values: Sequence[bytes | None]) -> None:
         """``append_all`` of two parallel lists."""
         self.append_all(list(zip(keys, values)))
 
-    def flush(self) -> None:
-        self.sink.flush()
-
     # -- ChangelogSource ------------------------------------------------------------------
-    def oldest_offset(self) -> int:
-        return self.source.oldest_offset()
-
     def newest_offset(self) -> int:
         if self._base is None:
             if self._appended:
                 self.sink.flush()  # make earlier appends visible to the system first
             self._base, self._appended = self.source.newest_offset(), 0
         return self._base + self._appended
-
-    def read(self, start: int, end: int):
-        return self.source.read(start, end)
-
-    def read_batches(self, start: int, end: int, *, into: dict | None = None):
-        """The source's bulk read (see SystemChangelogSource.read_batches)."""
-        return self.source.read_batches(start, end, into=into)
-
-    def bulk_reader(self):
-        return self.source.bulk_reader()
-
-    def split(self, start: int, end: int, parts: int) -> list[tuple[int, int]]:
-        return self.source.split(start, end, parts)
-
-    def identity(self) -> str | None:
-        return self.source.identity()
-
-    def min_compaction_lag_ms(self) -> int | None:
-        return self.source.min_compaction_lag_ms()
-
-    @property
-    def partition(self) -> int | None:
-        """The changelog partition, when the source knows it (for restore's errors)."""
-        return getattr(self.source, "partition", None)
-
-    def probe(self, offset: int) -> None:
-        """The source's ``probe`` (see SystemChangelogSource.probe), if it has one."""
-        probe = getattr(self.source, "probe", None)
-        if callable(probe):
-            probe(offset)
-
-    def __repr__(self) -> str:
-        return f"TrackedChangelog({self.source!r})"
 
 
 @dataclass(frozen=True)
@@ -187,7 +154,7 @@ class TaskStorage:
                 sink = SystemChangelogSink(producers[system], ssp,
                                            changelog_source_name(task_name, spec.name))
                 source = SystemChangelogSource(registry, ssp)
-                if getattr(producers[system], "transactional", False):  # exactly-once
+                if _is_transactional(producers[system]):  # exactly-once
                     from weir.engine.container.exactly_once import TransactionalChangelog
                     exact = TransactionalChangelog(sink, source, producers[system])
                     changelogs[spec.name] = (exact, exact)

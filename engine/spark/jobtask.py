@@ -43,7 +43,7 @@ import msgpack
 from weir.recovery.checkpoint import Checkpoint
 from weir.stores.builder import compose_store
 from weir.stores.config import Config
-from weir.stores.engines._base import DerivedScans
+from weir.stores.engines._base import BytesEngineBase
 
 from weir.engine.model import IncomingMessageEnvelope, OutgoingMessageEnvelope, SystemStreamPartition
 from weir.engine.spark.durable import OperatorCheckpoint, OperatorMeta
@@ -188,7 +188,7 @@ class _CapturingProducer:
         pass
 
 
-class _SwitchedEngine(DerivedScans):
+class _SwitchedEngine(BytesEngineBase):
     """A bytes engine that forwards to the current batch's staged view of the replica, so a
     task's typed stores (and their object caches) outlive one batch."""
 
@@ -198,7 +198,7 @@ class _SwitchedEngine(DerivedScans):
 
     @property
     def key_size_limits(self) -> Any:
-        return getattr(self.target, "key_size_limits", None)
+        return self.target.key_size_limits if self.target is not None else None
 
     def __getattr__(self, item: str) -> Any:
         if self.target is None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from weir.stores._iterators import ClosingSnapshot, GeneratorIterator, IteratorRegistry
-from weir.stores.engines._base import BytesEngine, DerivedScans, is_empty_range, null_argument
+from weir.stores.engines._base import BytesEngine, BytesEngineBase, is_empty_range, null_argument
 from weir.stores.errors import StoreClosedError, StoreError
 
 __all__ = ["StagedEngine"]
@@ -89,7 +89,7 @@ class _MergedSnapshot(ClosingSnapshot):
         self._buffered = []
 
 
-class StagedEngine(DerivedScans):
+class StagedEngine(BytesEngineBase):
     """A bytes engine over ``inner`` that buffers every write (see the module docstring)."""
 
     def __init__(self, inner: BytesEngine):
@@ -99,7 +99,7 @@ class StagedEngine(DerivedScans):
         self._seen: dict[bytes, bool] = {}  # keys read from the replica: present or not
         self._closed = False
         self._open = IteratorRegistry()
-        self._limits: tuple[int, int] | None = getattr(inner, "key_size_limits", None)
+        self._limits: tuple[int, int] | None = inner.key_size_limits
 
     @property
     def key_size_limits(self) -> tuple[int, int] | None:

@@ -125,8 +125,7 @@ class Replica:
     def _markers(self) -> dict[str, str | None]:
         out = {}
         for name, engine in self.engines.items():
-            marker = getattr(engine, "commit_marker", None)
-            out[name] = marker() if callable(marker) else None
+            out[name] = engine.commit_marker()
         return out
 
     def _settle(self) -> None:
@@ -216,11 +215,7 @@ class Replica:
             if not keys:
                 continue
             engine = self.engines[name]
-            ingest = getattr(engine, "ingest_sorted", None)
-            if callable(ingest):
-                ingest(zip(keys, values))
-            else:
-                columns_writer(engine)(list(keys), list(values), deletes=False)
+            engine.ingest_sorted(zip(keys, values))
 
     def export(self) -> dict[str, tuple[list[bytes], list[bytes]]]:
         """Every key and value of every store, in key order (what a snapshot holds)."""
@@ -239,9 +234,9 @@ class Replica:
         """Keys (exact) and approximate bytes on disk over every store (metrics)."""
         out = {"rows": sum(self.rows.values()), "bytes": 0}
         for engine in self.engines.values():
-            size = getattr(engine, "approximate_size", None)
-            if callable(size):
-                out["bytes"] += int(size())
+            size = engine.approximate_size()
+            if size is not None:
+                out["bytes"] += int(size)
         return out
 
     def close(self) -> None:

@@ -37,10 +37,12 @@ Example::
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
-from weir.stores.changelog import NO_OFFSET, ChangelogRecord
+from weir.stores.changelog import (NO_BULK_READER, NO_OFFSET, UNKNOWN_IDENTITY, BulkReader,
+                                   ChangelogBatch, ChangelogRecord, ChangelogSink,
+                                   ChangelogSource, Unavailable, batched)
 
 from weir.engine.errors import ChangelogNotCompactedError, OpenTransactionError, SystemError_
 from weir.engine.model import SystemStream, SystemStreamPartition, make_outgoing
@@ -55,15 +57,12 @@ __all__ = [
     "ensure_changelog_stream",
 ]
 
-_BATCH_RECORDS = 65_536
-"""Records per batch of :meth:`SystemChangelogSource.read_batches` on other systems."""
-
 _POLL_TIMEOUT_S = 0.2
 """How long ``read`` waits for the next records before deciding the partition has no more
 (only reached when the last offsets in the range were compacted away)."""
 
 
-class SystemChangelogSink:
+class SystemChangelogSink(ChangelogSink):
     """The :class:`~weir.stores.changelog.ChangelogSink` of one store partition.
 
     ``append(key, value)`` sends ``key -> value`` (``None`` value: a tombstone) to ``ssp``'s
@@ -119,7 +118,7 @@ class SystemChangelogSink:
         return f"SystemChangelogSink({self.ssp}, source={self.source_name!r})"
 
 
-class SystemChangelogSource:
+class SystemChangelogSource(ChangelogSource):
     """The :class:`~weir.stores.changelog.ChangelogSource` of one changelog partition.
 
     ``systems`` is a :class:`~weir.engine.systems.registry.SystemRegistry` or a
@@ -131,7 +130,8 @@ class SystemChangelogSource:
     def __init__(self, systems: "SystemRegistry | SystemFactory", ssp: SystemStreamPartition,
                  config: Mapping[str, str] | None = None):
         self.ssp = ssp
-        if hasattr(systems, "admin") and hasattr(systems, "consumer"):
+        from weir.engine.systems.registry import SystemRegistry
+        if isinstance(systems, SystemRegistry):
             self._admin: SystemAdmin = systems.admin(ssp.system)
             self._make_consumer = lambda: systems.consumer(ssp.system)
         else:
@@ -178,10 +178,11 @@ class SystemChangelogSource:
             return iter(())
         return self._read(first, last)
 
-    def identity(self) -> str | None:
+    def identity(self) -> str | Literal[Unavailable.UNKNOWN_IDENTITY]:
         """The partition's identity (changes when the stream is deleted and created again);
-        None when the system cannot tell."""
-        return self._metadata().identity
+        ``UNKNOWN_IDENTITY`` when the system cannot tell."""
+        identity = self._metadata().identity
+        return UNKNOWN_IDENTITY if identity is None else identity
 
     def min_compaction_lag_ms(self) -> int | None:
         """How long after a record is written compaction may remove the values it
@@ -193,13 +194,14 @@ class SystemChangelogSource:
         lag = getattr(settings_of(self.ssp.stream), "compaction_min_lag_ms", None)
         return lag if isinstance(lag, int) else None
 
-    def bulk_reader(self) -> Callable[..., Iterator[Any]] | None:
+    def bulk_reader(self) -> BulkReader | Literal[Unavailable.NO_BULK_READER]:
         """A picklable ``reader(start, end, into=None)`` yielding batches (see
         :meth:`read_batches`) straight from the partition's files, for a restore worker process;
-        None when the system keeps its records elsewhere (then use :meth:`read_batches`)."""
+        ``NO_BULK_READER`` when the system keeps its records elsewhere (then use
+        :meth:`read_batches`)."""
         location = self._location()
         if location is None:
-            return None
+            return NO_BULK_READER
         from weir.engine.systems.filelog.bulk import read_changelog
         return functools.partial(read_changelog, location)
 
@@ -213,7 +215,7 @@ class SystemChangelogSource:
         return changelog_parts(location, start, end, parts)
 
     def read_batches(self, start: int, end: int, *, into: dict | None = None
-                     ) -> Iterator[Any]:
+                     ) -> Iterator[ChangelogBatch]:
         """The records of ``[start, end]`` that exist now, in offset order, in batches: the
         bulk read of restore, below envelopes and serdes for the file log. A batch has
         ``.pairs`` (the last value of each key it read, as a dict -- ``into`` when given and
@@ -226,9 +228,9 @@ class SystemChangelogSource:
         if first > last:
             return iter(())
         reader = self.bulk_reader()
-        if reader is not None:
+        if reader is not NO_BULK_READER:
             return reader(first, last, into=into)
-        return _batched(self._read(first, last))
+        return batched(self._read(first, last))  # 65,536 records a batch
 
     def _location(self) -> Any:
         from weir.engine.systems.filelog.admin import FileLogAdmin
@@ -292,26 +294,6 @@ class SystemChangelogSource:
 
     def __repr__(self) -> str:
         return f"SystemChangelogSource({self.ssp})"
-
-
-class _Batch:
-    __slots__ = ("pairs", "last", "records", "nbytes")
-
-    def __init__(self, pairs: list, last: int, nbytes: int):
-        self.pairs, self.last, self.records, self.nbytes = pairs, last, len(pairs), nbytes
-
-
-def _batched(records: Iterator[ChangelogRecord]) -> Iterator[_Batch]:
-    pairs: list = []
-    nbytes = last = 0
-    for last, key, value in records:
-        pairs.append((key, value))
-        nbytes += len(key) + (len(value) if value is not None else 0)
-        if len(pairs) >= _BATCH_RECORDS:
-            yield _Batch(pairs, last, nbytes)
-            pairs, nbytes = [], 0
-    if pairs:
-        yield _Batch(pairs, last, nbytes)
 
 
 def ensure_changelog_stream(admin: SystemAdmin, stream: str, partitions: int, *,

@@ -8,6 +8,7 @@ from weir.stores._lazy import lazy_exports
 # store).
 _LAZY = {
     "BytesEngine": "weir.stores.engines._base",
+    "BytesEngineBase": "weir.stores.engines._base",
     "BytesIterator": "weir.stores.engines._base",
     "BytesSnapshot": "weir.stores.engines._base",
     "LMDBEngine": "weir.stores.engines.lmdb",
@@ -20,7 +21,7 @@ _LAZY = {
     "prefix_upper_bound": "weir.stores.engines._base",
 }
 
-__all__ = ["BytesEngine", "BytesIterator", "BytesSnapshot", "prefix_upper_bound",
+__all__ = ["BytesEngine", "BytesEngineBase", "BytesIterator", "BytesSnapshot", "prefix_upper_bound",
            "LMDB_KEYS", "LMDBEngine", "LMDBOptions", "MemoryEngine",
            "ROCKSDB_KEYS", "RocksDBEngine", "RocksDBOptions"]
 

@@ -8,6 +8,9 @@ closed engine raises :class:`~weir.stores.errors.StoreClosedError`.
 
 ``write_batch(items)`` applies ``(key, value)`` pairs in order, atomically where the engine
 can, and ``value is None`` means delete: this is how layers above flush dirty entries.
+
+Engines derive from :class:`BytesEngineBase`, which declares their optional capabilities
+(key size limits, column and sorted bulk writes, commit marker, size) with defaults.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from weir.stores.api import Durability
 from weir.stores.errors import NullKeyOrValueError
 
 __all__ = ["BytesIterator", "BytesSnapshot", "BytesEngine", "prefix_upper_bound", "is_empty_range",
-           "DerivedScans", "null_argument"]
+           "BytesEngineBase", "null_argument"]
 
 
 @runtime_checkable
@@ -64,6 +67,16 @@ class BytesEngine(Protocol):
     def close(self) -> None: ...
     @property
     def closed(self) -> bool: ...
+    # Optional capabilities, with the defaults of BytesEngineBase:
+    @property
+    def key_size_limits(self) -> tuple[int, int] | None: ...
+    def write_columns(self, keys: Sequence[bytes], values: Sequence[bytes | None], *,
+                      deletes: bool = True) -> None: ...
+    def load_sorted(self, keys: Sequence[bytes], values: Sequence[bytes | None], *,
+                    deletes: bool = True) -> int | None: ...
+    def ingest_sorted(self, pairs: Iterable[tuple[bytes, bytes | None]]) -> int: ...
+    def commit_marker(self) -> str | None: ...
+    def approximate_size(self) -> int | None: ...
 
 
 def prefix_upper_bound(prefix: bytes) -> bytes | None:
@@ -108,9 +121,31 @@ def null_argument(store: str, op: str, what: str = "key") -> NullKeyOrValueError
     return NullKeyOrValueError(f"{op}: None is not a valid {what}", store=store)
 
 
-class DerivedScans:
-    """``prefix`` and ``all`` written once in terms of an engine's ``range``; engines inherit
-    them (slot-free, so engines with ``__slots__`` keep theirs)."""
+class BytesEngineBase:
+    """The base every bytes engine derives from: ``prefix`` and ``all`` written once in terms
+    of its ``range``, and the engine's optional capabilities with their defaults (slot-free, so
+    engines with ``__slots__`` keep theirs). Layers and restore call a capability; they never
+    probe for it:
+
+    ========================  ======================================================================
+    ``key_size_limits``       ``(min, max)`` key length the engine holds; default None (any key)
+    ``write_columns(k, v)``   a batch as two parallel lists; default ``write_batch(zip(k, v))``
+    ``load_sorted(k, v)``     bulk-load a sorted run (restore); default ``write_columns``
+    ``ingest_sorted(pairs)``  bulk-load sorted pairs (snapshots); default ``write_columns``
+    ``commit_marker()``       changes with every commit (recorded in ``OFFSET`` files); default
+                              None (the engine has none: the files are trusted by the OFFSET file)
+    ``approximate_size()``    bytes on disk; default None (not known)
+    ========================  ======================================================================
+
+    >>> from weir.stores.engines.memory import MemoryEngine
+    >>> engine = MemoryEngine("s")
+    >>> engine.load_sorted([b"a", b"b"], [b"1", None])
+    2
+    >>> engine.get(b"a"), engine.get(b"b")
+    (b'1', None)
+    >>> engine.key_size_limits, engine.commit_marker(), engine.approximate_size()
+    (None, None, None)
+    """
 
     __slots__ = ()
 
@@ -121,3 +156,42 @@ class DerivedScans:
 
     def all(self) -> BytesIterator:
         return self.range(None, None)  # type: ignore[attr-defined]
+
+    @property
+    def key_size_limits(self) -> tuple[int, int] | None:
+        """``(min, max)`` key length the engine can hold; None: any key (the default)."""
+        return None
+
+    def write_columns(self, keys: Sequence[bytes], values: Sequence[bytes | None], *,
+                      deletes: bool = True) -> None:
+        """Write ``keys[i] -> values[i]`` (None: delete) as one batch; ``deletes=False``
+        promises no None. Default: ``write_batch`` of the zipped lists."""
+        self.write_batch(zip(keys, values))  # type: ignore[attr-defined]
+
+    def load_sorted(self, keys: Sequence[bytes], values: Sequence[bytes | None], *,
+                    deletes: bool = True) -> int | None:
+        """Bulk-load strictly ascending ``keys`` and their values (None deletes), as restore
+        replays a sorted run. Default: one :meth:`write_columns` batch."""
+        self.write_columns(keys, values, deletes=deletes)
+        return len(keys)
+
+    def ingest_sorted(self, pairs: Iterable[tuple[bytes, bytes | None]]) -> int:
+        """Bulk-load strictly ascending ``(key, value)`` pairs (None deletes); returns how many.
+        Default: one :meth:`write_columns` batch."""
+        keys: list[bytes] = []
+        values: list[bytes | None] = []
+        for key, value in pairs:
+            keys.append(key)
+            values.append(value)
+        self.write_columns(keys, values, deletes=True)
+        return len(keys)
+
+    def commit_marker(self) -> str | None:
+        """A short string that changes with every commit of the engine's files (recovery
+        records it in the ``OFFSET`` file and reuses the files only while it is unchanged).
+        Default: None (the engine has no such marker)."""
+        return None
+
+    def approximate_size(self) -> int | None:
+        """Approximate bytes the engine's files take. Default: None (not known)."""
+        return None

@@ -45,7 +45,7 @@ import lmdb
 
 from weir.stores.api import Durability
 from weir.stores.errors import NullKeyOrValueError, StoreClosedError, StoreError
-from weir.stores.engines._base import DerivedScans, is_empty_range, null_argument
+from weir.stores.engines._base import BytesEngineBase, is_empty_range, null_argument
 from weir.stores.engines._lmdb_commit import CommitAndGrow
 from weir.stores.engines._lmdb_iter import LMDBIterator, LMDBSnapshot, ReadHandle, walk
 from weir.stores.engines._lmdb_options import LMDB_KEYS, MAX_READERS, LMDBOptions
@@ -70,7 +70,7 @@ _ABSENT: Any = object()  # "not buffered", distinct from a buffered delete (None
 _INGEST_CHUNK = 100_000
 
 
-class LMDBEngine(DerivedScans, CommitAndGrow):
+class LMDBEngine(BytesEngineBase, CommitAndGrow):
     """A key-value engine over bytes on one LMDB environment. See the module docstring.
 
     Not safe for overlapping calls from several threads at once (the run loop never makes

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from weir.stores.api import Durability
 from weir.stores._iterators import ClosingSnapshot, IteratorRegistry, ListIterator
 from weir.stores.errors import NullKeyOrValueError, StoreClosedError
-from weir.stores.engines._base import DerivedScans, null_argument
+from weir.stores.engines._base import BytesEngineBase, null_argument
 
 __all__ = ["MemoryEngine", "MemorySnapshot"]
 
@@ -46,7 +46,7 @@ class MemorySnapshot(ClosingSnapshot):
         self._items = []
 
 
-class MemoryEngine(DerivedScans):
+class MemoryEngine(BytesEngineBase):
     """A sorted in-memory key-value engine over bytes (see the module docstring)."""
 
     def __init__(self, name: str):

@@ -34,7 +34,7 @@ import rocksdict
 
 from weir.stores.api import Durability
 from weir.stores.errors import NullKeyOrValueError, StoreClosedError, StoreError, StoreLockedError
-from weir.stores.engines._base import DerivedScans, is_empty_range, null_argument
+from weir.stores.engines._base import BytesEngineBase, is_empty_range, null_argument
 from weir.stores.locking import DirectoryLock, read_lock_holder
 from weir.stores.engines._rocksdb_iter import RocksIterator, RocksSnapshot
 from weir.stores.engines._rocksdb_options import (
@@ -94,7 +94,7 @@ def write_sst_file(path: Path | str, keys: Sequence[bytes], values: Sequence[byt
     return len(keys)
 
 
-class RocksDBEngine(DerivedScans):
+class RocksDBEngine(BytesEngineBase):
     """A key-value engine over bytes on one RocksDB directory. See the module docstring.
 
     Thread-safety: reads and writes may run concurrently from several threads (RocksDB is

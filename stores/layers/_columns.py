@@ -4,9 +4,9 @@ A write-down moves hundreds of entries at once. Building one ``(key, value)`` tu
 in every layer is what a Python process pays most for, and not only in time: thousands of live
 tuples trigger the garbage collector's full collections, which walk every object in the
 process. Layers therefore hand batches down as two parallel lists, ``keys`` and ``values``
-(``None`` value = delete), through ``write_columns(keys, values)``; a bytes engine, which only
-knows ``write_batch(pairs)``, receives ``zip(keys, values)``, whose result tuple is reused from
-one entry to the next.
+(``None`` value = delete), through ``write_columns(keys, values)``; a bytes engine without its
+own declares the default of :class:`~weir.stores.engines._base.BytesEngineBase`,
+``write_batch(zip(keys, values))``, whose result tuple is reused from one entry to the next.
 """
 
 from __future__ import annotations
@@ -27,17 +27,10 @@ def has_none(values: list[Any]) -> bool:
 
 
 def columns_writer(store: Any) -> Callable[..., None]:
-    """``store.write_columns`` when the store has it, else a ``write_batch(zip(...))`` adapter.
+    """``store.write_columns``: every layer has it, and every bytes engine
+    (:class:`~weir.stores.engines._base.BytesEngineBase`; by default ``write_batch(zip(...))``).
 
     The writer is called as ``write(keys, values, deletes=...)``; ``deletes=False`` promises
     that no value is ``None``, which spares the receiver a scan for deletes.
     """
-    write_columns = getattr(store, "write_columns", None)
-    if callable(write_columns):
-        return write_columns
-    write_batch = store.write_batch
-
-    def write(keys: list[Any], values: list[Any], *, deletes: bool = True) -> None:
-        write_batch(zip(keys, values))
-
-    return write
+    return store.write_columns

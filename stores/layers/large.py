@@ -27,7 +27,7 @@ Example::
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from weir.stores.api import Durability
@@ -171,7 +171,7 @@ class PutSizeCheck:
         self._inner.put(key, value)
 
     def put_all(self, items: Any) -> None:
-        items = list(items.items()) if hasattr(items, "items") else list(items)
+        items = list(items.items()) if isinstance(items, Mapping) else list(items)
         for key, value in items:
             self._check(key, value)
         self._inner.put_all(items)

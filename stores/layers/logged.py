@@ -9,9 +9,10 @@ a put of a key outside them is refused by the engine before anything is logged, 
 of such a key (never present) is not logged, so the changelog only holds changes the engine
 can replay.
 
-Batches (write-downs, ``put_all``, ``delete_all``) go to the sink in one call when it offers
-one: ``append_columns(keys, values)`` (as :class:`weir.stores.filesink.FileChangelog` does), else
-``append_all(pairs)``, else one ``append`` per change.
+Batches (write-downs, ``put_all``, ``delete_all``) go to the sink in one call:
+``append_columns(keys, values)``, which a :class:`~weir.stores.changelog.ChangelogSink` declares
+(by default ``append_all`` of the pairs, by default one ``append`` per change; the file
+changelogs write the whole batch at once).
 
 ``flush()`` flushes the engine, then the sink: when it returns, the changelog holds every change
 durably, which is what a commit needs before it writes a checkpoint. ``close()`` flushes the
@@ -20,7 +21,8 @@ same way, then closes the engine; the sink is not closed (the store does not own
 Example::
 
     >>> from weir.stores.engines.memory import MemoryEngine
-    >>> class ListSink:
+    >>> from weir.stores.changelog import ChangelogSink
+    >>> class ListSink(ChangelogSink):
     ...     def __init__(self): self.records = []
     ...     def append(self, key, value): self.records.append((key, value))
     ...     def flush(self): pass
@@ -42,34 +44,20 @@ from weir.stores.layers._columns import columns_writer
 __all__ = ["LoggedLayer"]
 
 
-def _batch_appender(sink: ChangelogSink) -> Callable[[list[bytes], list[bytes | None]], None]:
-    """The sink's cheapest way to take a batch given as two parallel lists."""
-    append_columns = getattr(sink, "append_columns", None)
-    if callable(append_columns):
-        return append_columns
-    append_all = getattr(sink, "append_all", None)
-    if callable(append_all):
-        return lambda keys, values: append_all(list(zip(keys, values)))
-    append = sink.append
-
-    def append_each(keys: list[bytes], values: list[bytes | None]) -> None:
-        for key, value in zip(keys, values):
-            append(key, value)
-
-    return append_each
-
-
 class LoggedLayer:
     """A bytes layer that mirrors every change into a changelog sink."""
 
     def __init__(self, inner: BytesEngine, sink: ChangelogSink):
+        if not isinstance(sink, ChangelogSink):
+            raise TypeError(f"store '{inner.name}': the changelog must be a "
+                            f"weir.stores.changelog.ChangelogSink, got {type(sink).__qualname__}")
         self.name: str = inner.name
         self._inner = inner
         self._sink = sink
         self._append = sink.append
-        self._append_columns = _batch_appender(sink)
+        self._append_columns = sink.append_columns
         self._write_inner = columns_writer(inner)
-        self._key_limits: tuple[int, int] | None = getattr(inner, "key_size_limits", None)
+        self._key_limits: tuple[int, int] | None = inner.key_size_limits
         self.get = inner.get
         self.get_all = inner.get_all
         self.range = inner.range

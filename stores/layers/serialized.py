@@ -29,23 +29,14 @@ from weir.stores._iterators import MappedIterator
 from weir.stores.api import checked_keys, checked_pairs, null_key_error, null_value_error
 from weir.stores.engines._base import BytesEngine, BytesSnapshot
 from weir.stores.errors import SerdeError, StoredDataError
-from weir.stores.serdes import BytesSerde, Serde
+from weir.stores.serdes import BytesSerde, Serde, SerdeBase
 from weir.stores.layers._columns import columns_writer, has_none
 
 __all__ = ["SerializedLayer", "SerializedSnapshot"]
 
 
-def _many(serde: Serde) -> Callable[[list[Any]], list[bytes]]:
-    """The serde's batch ``to_bytes_many``, or a C-level map over its ``to_bytes``."""
-    many = getattr(serde, "to_bytes_many", None)
-    if callable(many):
-        return many
-    to_bytes = serde.to_bytes
-    return lambda objs: list(map(to_bytes, objs))
-
-
-def _serde_name(serde: Serde) -> str:
-    return getattr(serde, "name", None) or type(serde).__name__
+def _serde_name(serde: SerdeBase) -> str:
+    return serde.name or type(serde).__name__
 
 
 class SerializedSnapshot:
@@ -73,7 +64,12 @@ class SerializedSnapshot:
 class SerializedLayer:
     """Typed keys and values over a :class:`~weir.stores.engines._base.BytesEngine`."""
 
-    def __init__(self, inner: BytesEngine, key_serde: Serde, value_serde: Serde):
+    def __init__(self, inner: BytesEngine, key_serde: SerdeBase, value_serde: SerdeBase):
+        for which, serde in (("key", key_serde), ("value", value_serde)):
+            if not isinstance(serde, SerdeBase):
+                raise TypeError(f"store '{inner.name}': the {which} serde must be a "
+                                f"weir.stores.serdes.SerdeBase (serde_from_name adapts a user "
+                                f"serde), got {type(serde).__qualname__}")
         self.name: str = inner.name
         self._inner = inner
         self.key_serde = key_serde
@@ -82,8 +78,8 @@ class SerializedLayer:
         self._kde = key_serde.from_bytes
         self._vser = value_serde.to_bytes
         self._vde = value_serde.from_bytes
-        self._kser_many = _many(key_serde)
-        self._vser_many = _many(value_serde)
+        self._kser_many = key_serde.to_bytes_many
+        self._vser_many = value_serde.to_bytes_many
         self._write_inner = columns_writer(inner)
         self.get = self._bind_get()
 
@@ -178,7 +174,7 @@ class SerializedLayer:
         return self._typed(self._inner.range(self._bound(lo), self._bound(hi)))
 
     def prefix(self, prefix: Any) -> MappedIterator:
-        if not getattr(self.key_serde, "prefix_safe", False):
+        if not self.key_serde.prefix_safe:
             raise SerdeError(
                 f"prefix() needs a key serde whose encoding preserves prefixes (bytes, string); "
                 f"{_serde_name(self.key_serde)!r} does not; use range(lo, hi) instead",

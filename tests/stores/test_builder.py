@@ -68,7 +68,7 @@ def test_a_store_without_changelog_gets_the_large_message_guard_only_when_asked(
 def test_a_failed_build_leaves_the_store_directory_unlocked(tmp_path):
     cfg = _config()
     spec = StoreSpec.from_config(cfg, "s")
-    with pytest.raises(AttributeError):
+    with pytest.raises(TypeError, match="ChangelogSink"):
         build_store(spec, tmp_path / "s", changelog=object(), config=cfg)  # not a sink
     store = build_store(spec, tmp_path / "s", changelog=None, config=cfg)  # not "locked"
     store.close()

@@ -38,6 +38,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from weir.stores._crc import crc32c
+from weir.stores.changelog import ChangelogBatch
 
 from weir.engine.errors import OpenTransactionError, SystemError_
 from weir.engine.systems.filelog._format import MAX_BODY, NULL_LEN, TAG_MIN, ParseStop
@@ -46,7 +47,7 @@ from weir.engine.systems.filelog.segment import list_segments
 from weir.engine.systems.filelog.settings import OffsetReset
 from weir.engine.systems.filelog.stream import partition_dir
 
-__all__ = ["ChangelogBatch", "ChangelogLocation", "changelog_parts", "parse_into_dict",
+__all__ = ["ChangelogLocation", "changelog_parts", "parse_into_dict",
            "read_changelog"]
 
 BATCH_RECORDS = 65_536
@@ -67,18 +68,6 @@ class ChangelogLocation:
 
     def __str__(self) -> str:
         return f"{partition_dir(self.root, self.stream, self.partition)}"
-
-
-@dataclass(frozen=True, slots=True)
-class ChangelogBatch:
-    """Consecutive records of a changelog range: ``pairs`` maps each key they wrote to its
-    last value (``None``: a tombstone), ``last`` is the offset of the last record, ``records``
-    how many records the batch read and ``nbytes`` their key and value bytes."""
-
-    pairs: dict[bytes, bytes | None]
-    last: int
-    records: int
-    nbytes: int
 
 
 def parse_into_dict(buf: bytes, pos: int, offsets: Sequence[int], ordinal: int, stop: int,

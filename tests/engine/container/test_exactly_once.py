@@ -87,6 +87,20 @@ def _crash(txn):
         producer._writers.clear()
 
 
+def _words_job(registry, words: list[str], partitions: int) -> None:
+    """The count-words job's input (bounded, word i in partition i % partitions) and output."""
+    admin = registry.admin("filelog")
+    admin.create_stream(StreamSpec("words", partitions, bounded=True))
+    admin.create_stream(StreamSpec("counts-out", partitions))
+    producer = registry.producer("filelog")
+    producer.register("t")
+    for i, word in enumerate(words):
+        producer.send("t", OutgoingMessageEnvelope(SystemStream("filelog", "words"),
+                                                   word.encode(), partition=i % partitions))
+    producer.end_stream("words")
+    producer.stop()
+
+
 # -- the key ----------------------------------------------------------------------------------
 
 def test_the_guarantee_defaults_to_at_least_once_and_accepts_kafkas_name(tmp_path):
@@ -264,17 +278,8 @@ def test_the_changelog_source_reads_committed_data_whatever_the_consumer_key_say
 def test_a_job_with_exactly_once_commits_outputs_state_and_offsets_together(tmp_path):
     config = job_config(tmp_path, "filelog", **{"task.processing.guarantee": "exactly_once"})
     registry = SystemRegistry(config)
-    admin = registry.admin("filelog")
-    admin.create_stream(StreamSpec("words", 2, bounded=True))
-    admin.create_stream(StreamSpec("counts-out", 2))
-    producer = registry.producer("filelog")
-    producer.register("t")
     words = ["a", "b", "a", "c", "a", "b"] * 50
-    for i, word in enumerate(words):
-        producer.send("t", OutgoingMessageEnvelope(SystemStream("filelog", "words"),
-                                                   word.encode(), partition=i % 2))
-    producer.end_stream("words")
-    producer.stop()
+    _words_job(registry, words, partitions=2)
     model = build_job_model(config, {SystemStream("filelog", "words"): 2})
     result = Container(config, model, "0", registry=registry,
                        progress=ProgressMode.QUIET).run()
@@ -347,3 +352,42 @@ def test_a_job_run_with_exactly_once_then_without_restores_its_committed_state(t
             last.setdefault(env.key, []).append(env.message)
     consumer.stop()
     assert last == {"a": [150, 150], "b": [100, 100], "c": [50, 50]}
+
+
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
+def test_a_restore_reads_the_changelog_in_bulk_and_records_its_identity_under_either_guarantee(
+        tmp_path, caplog, guarantee):
+    """Issue 25: the exactly-once changelog wrapper once lacked the optional capabilities, so
+    restore silently read record by record and OFFSET files carried no changelog identity.
+    Run a job, delete its local store, run again: the rebuild reads the changelog's files
+    directly (the bulk reader, said in the restore's summary line) and the OFFSET file names
+    the changelog partition's identity, with exactly-once as without."""
+    import logging
+    import shutil
+
+    from weir.recovery.offset_file import read_offset_file
+    from weir.recovery.restore import Action, ReadPath
+
+    config = job_config(tmp_path, "filelog", **{"task.processing.guarantee": guarantee})
+    registry = SystemRegistry(config)
+    admin = registry.admin("filelog")
+    _words_job(registry, ["a", "b", "a", "c", "a", "b"] * 50, partitions=1)
+    model = build_job_model(config, {SystemStream("filelog", "words"): 1})
+    Container(config, model, "0", registry=registry, progress=ProgressMode.QUIET).run()
+    state = tmp_path / "state"
+    (offset_file_dir,) = {p.parent for p in state.rglob("OFFSET")}
+    changelog = SystemStreamPartition("filelog", "counts-changelog", 0)
+    identity = admin.metadata([changelog])[changelog].identity
+    assert identity is not None  # the file log knows its partitions' identities
+    assert read_offset_file(offset_file_dir).identity == identity
+
+    shutil.rmtree(state)
+    caplog.set_level(logging.DEBUG, logger="weir.recovery.restore")
+    registry = SystemRegistry(config)
+    Container(config, model, "0", registry=registry, progress=ProgressMode.QUIET).run()
+    summaries = [r.getMessage() for r in caplog.records
+                 if r.getMessage().startswith("restored store 'counts'")]
+    assert len(summaries) == 1, summaries
+    assert f"({Action.REBUILD.value}, offsets 0.." in summaries[0]
+    assert f"({ReadPath.BULK.value})" in summaries[0], summaries[0]
+    assert read_offset_file(offset_file_dir).identity == identity

@@ -20,7 +20,7 @@ from weir.engine.systems.memory import (
     reset_memory_systems,
 )
 from weir.engine.systems.registry import SystemRegistry
-from weir.stores.changelog import NO_OFFSET, ChangelogSink, ChangelogSource
+from weir.stores.changelog import NO_BULK_READER, NO_OFFSET, ChangelogSink, ChangelogSource
 from weir.stores.config import Config
 
 from tests.engine.systems._changelog import open_sink
@@ -325,12 +325,12 @@ def test_a_file_log_changelog_offers_a_worker_reader_and_splits_at_segments(tmp_
     sink.flush()
     source = SystemChangelogSource(reg, ssp)
     reader = source.bulk_reader()
-    assert reader is not None
+    assert reader is not NO_BULK_READER
     into: dict = {}
     assert sum(b.records for b in reader(0, 99, into=into)) == 100 and len(into) == 100
     parts = source.split(0, 99, 3)
     assert len(parts) == 3 and parts[0][0] == 0 and parts[-1][1] == 99
-    assert source.identity() is not None
+    assert isinstance(source.identity(), str)
     assert source.min_compaction_lag_ms() == 14_400_000
 
 
@@ -340,7 +340,7 @@ def test_memory_changelogs_have_no_worker_reader():
     reg.name = name
     _, ssp = open_sink(reg)
     source = SystemChangelogSource(reg, ssp)
-    assert source.bulk_reader() is None and source.split(0, 9, 4) == [(0, 9)]
+    assert source.bulk_reader() is NO_BULK_READER and source.split(0, 9, 4) == [(0, 9)]
     reset_memory_systems(name)
 
 

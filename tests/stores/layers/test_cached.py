@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import pytest
 
+from weir.stores.changelog import ChangelogSink
 from weir.stores.engines.memory import MemoryEngine
 from weir.stores.errors import SerdeError, StoreClosedError
 from weir.stores.layers.cached import CachedLayer
 from weir.stores.layers.logged import LoggedLayer
 from weir.stores.layers.serialized import SerializedLayer
-from weir.stores.serdes import Int64Serde, JsonSerde, StringSerde
+from weir.stores.serdes import Int64Serde, JsonSerde, SerdeBase, StringSerde
 
 
-class RecordingSink:
+class RecordingSink(ChangelogSink):
     def __init__(self):
         self.records: list[tuple[bytes, bytes | None]] = []
         self.flushes = 0
@@ -210,7 +211,7 @@ def test_object_cache_returns_the_same_object_it_was_given():
 def test_object_cache_serializes_only_at_write_down():
     calls = []
 
-    class SpySerde:
+    class SpySerde(SerdeBase):
         name = "spy"
 
         def to_bytes(self, obj):

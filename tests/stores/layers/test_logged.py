@@ -7,6 +7,7 @@ import random
 import pytest
 
 from weir.stores.builder import build_store, open_engine
+from weir.stores.changelog import ChangelogSink
 from weir.stores.config import Config
 from weir.stores.engines.memory import MemoryEngine
 from weir.stores.errors import StoreClosedError, StoreError
@@ -19,7 +20,7 @@ from weir.stores.spec import StoreSpec
 from tests.stores.stacks import ENGINES, engine_param
 
 
-class RecordingSink:
+class RecordingSink(ChangelogSink):
     def __init__(self):
         self.records = []
         self.flushes = 0
