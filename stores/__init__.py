@@ -57,7 +57,15 @@ _LAZY = {
     "BUILTIN_SERDES": "weir.stores.serdes",
     "Serde": "weir.stores.serdes",
     "serde_from_name": "weir.stores.serdes",
-    "EngineKind": "weir.stores.spec",
+    "Capability": "weir.stores.engines.registry",
+    "Durability": "weir.stores.engines.registry",
+    "StoreEngine": "weir.stores.engines.registry",
+    "UnknownEngineError": "weir.stores.engines.registry",
+    "WorkerRestore": "weir.stores.engines.registry",
+    "register_engine": "weir.stores.engines.registry",
+    "store_engine": "weir.stores.engines.registry",
+    "store_engines": "weir.stores.engines.registry",
+    "unregister_engine": "weir.stores.engines.registry",
     "StoreSpec": "weir.stores.spec",
     "stores_in": "weir.stores.spec",
 }
@@ -70,11 +78,13 @@ __all__ = [
     "NO_OFFSET", "ChangelogSink", "ChangelogSource",
     "Config", "ConfigKey", "declare", "declared_keys",
     "BytesEngine", "BytesIterator", "BytesSnapshot",
+    "Capability", "Durability", "StoreEngine", "UnknownEngineError", "WorkerRestore",
+    "register_engine", "store_engine", "store_engines", "unregister_engine",
     "ConfigError", "NullKeyOrValueError", "ReadOnlyStoreError", "SerdeError",
     "StoreClosedError", "StoreError", "StoreLockedError", "StoredDataError", "WeirError",
     "FileChangelog",
     "BUILTIN_SERDES", "Serde", "serde_from_name",
-    "EngineKind", "StoreSpec", "stores_in",
+    "StoreSpec", "stores_in",
 ]
 
 
