@@ -6,13 +6,17 @@ changelog can be read from another process (a file-log changelog: its source's
 ``bulk_reader()``) and the replay is large, the restore thread hands the replay to one of
 these worker processes:
 
-* RocksDB (:func:`sst_job`): the worker reads a range of the changelog, builds de-duplicated
-  sorted runs and writes each as an SST file into a staging directory beside the store; the
-  restore thread ingests the files, in order, into the store it has open. A large range is
-  split at segment boundaries over several workers.
-* LMDB (:func:`lmdb_fill_job`): before the store is opened, the worker opens the (empty,
-  rebuilt) store directory itself, loads the runs and closes it; the restore thread then opens
-  the filled store.
+* sorted files (:func:`sorted_files_job`, RocksDB): the worker reads a range of the changelog,
+  builds de-duplicated sorted runs and writes each as a file (an SST file: the engine's
+  ``write_sorted_file``) into a staging directory beside the store; the restore thread
+  ingests the files, in order, into the store it has open. A large range is split at segment
+  boundaries over several workers.
+* fill before open (:func:`fill_job`, LMDB): before the store is opened, the worker opens the
+  (empty, rebuilt) store directory itself, loads the runs and closes it; the restore thread
+  then opens the filled store.
+
+Which one an engine gets is its registered
+:attr:`~weir.stores.engines.registry.StoreEngine.worker_restore` (docs/ENGINES.md).
 
 The pool (:class:`RestoreWorkers`) starts its processes with *spawn* from the thread that
 creates it and ties their lives to the container's: each worker asks the kernel to kill it
@@ -39,12 +43,16 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.recovery.bulk import RunBuilder, load_run
+from weir.stores.engines.registry import Durability
+
+if TYPE_CHECKING:  # pragma: no cover - types only (a worker imports the spec when it unpickles one)
+    from weir.stores.spec import StoreSpec
 
 __all__ = ["RestoreWorkers", "RestoreWorkerError", "WorkerChangelogError", "SstResult",
-           "FillResult", "sst_job", "lmdb_fill_job"]
+           "FillResult", "sorted_files_job", "fill_job"]
 
 _log = logging.getLogger(__name__)
 
@@ -78,7 +86,7 @@ class WorkerChangelogError(Exception):
 
 @dataclass(frozen=True)
 class SstResult:
-    """What an :func:`sst_job` built: SST files in ingest order, and what it read."""
+    """What a :func:`sorted_files_job` built: files in ingest order, and what it read."""
 
     files: tuple[str, ...]
     records: int
@@ -126,13 +134,14 @@ def _changelog_error(exc: BaseException, offset: int) -> WorkerChangelogError:
                                 position if isinstance(position, int) else None)
 
 
-def sst_job(reader: Callable[[int, int], Any], start: int, end: int, staging: str,
-            options: Any, budget_bytes: int, drop_first_tombstones: bool, name: str,
-            report: Callable[[int, int, int], None]) -> SstResult:
-    """Read ``[start, end]`` and write it as sorted, de-duplicated SST files (one per run of
-    about ``budget_bytes``) named ``<name>-<n>.sst`` in ``staging``."""
-    from weir.stores.engines.rocksdb import write_sst_file
-
+def sorted_files_job(reader: Callable[[int, int], Any], start: int, end: int, staging: str,
+                     spec: StoreSpec, budget_bytes: int, drop_first_tombstones: bool, name: str,
+                     report: Callable[[int, int, int], None]) -> SstResult:
+    """Read ``[start, end]`` and write it as sorted, de-duplicated files of ``spec``'s engine
+    (its ``write_sorted_file``; one per run of about ``budget_bytes``) named
+    ``<name>-<n>.sst`` in ``staging``."""
+    write_sorted_file = spec.engine.write_sorted_file
+    assert write_sorted_file is not None, f"engine {spec.engine.name} writes no sorted files"
     builder = RunBuilder()
     files: list[str] = []
     records = nbytes = 0
@@ -144,7 +153,7 @@ def sst_job(reader: Callable[[int, int], Any], start: int, end: int, staging: st
         drop = False
         if keys:
             path = str(Path(staging) / f"{name}-{len(files):04d}.sst")
-            write_sst_file(path, keys, values, options, deletes=deletes)
+            write_sorted_file(path, keys, values, spec.options, deletes=deletes)
             files.append(path)
 
     for batch in _Reading(reader, start, end, builder.pairs):
@@ -159,14 +168,12 @@ def sst_job(reader: Callable[[int, int], Any], start: int, end: int, staging: st
     return SstResult(tuple(files), records, nbytes)
 
 
-def lmdb_fill_job(reader: Callable[[int, int], Any], start: int, end: int, directory: str,
-                  store: str, options: Any, budget_bytes: int,
-                  report: Callable[[int, int, int], None]) -> FillResult:
-    """Open the empty LMDB store in ``directory`` (taking its lock), load ``[start, end]`` in
-    runs, flush and close it."""
-    from weir.stores.engines.lmdb import LMDBEngine
-
-    engine = LMDBEngine(store, Path(directory), options)
+def fill_job(reader: Callable[[int, int], Any], start: int, end: int, directory: str,
+             spec: StoreSpec, budget_bytes: int,
+             report: Callable[[int, int, int], None]) -> FillResult:
+    """Open the empty store of ``spec`` in ``directory`` with its engine (taking its lock),
+    load ``[start, end]`` in runs, flush and close it."""
+    engine = spec.engine.open(spec, Path(directory), Durability.CHANGELOG)
     try:
         builder = RunBuilder()
         records = nbytes = 0

@@ -256,9 +256,9 @@ def check_adjunct_store(directory: Path, *, spec: StoreSpec, adjunct: AdjunctSpe
     if isinstance(recorded, _Unreadable):
         return AdjunctCheck(Found.INVALID, recorded.value)
     input_name = ".".join(adjunct.input)
-    if recorded.engine != spec.engine.value:
+    if recorded.engine != spec.engine.name:
         return AdjunctCheck(Found.INVALID, f"its files were written by the {recorded.engine} "
-                                           f"engine, the store now uses {spec.engine.value}")
+                                           f"engine, the store now uses {spec.engine.name}")
     if recorded.input != input_name:
         return AdjunctCheck(Found.INVALID, f"it was filled from {recorded.input}, the store "
                                            f"now reads {input_name}")
@@ -611,7 +611,7 @@ class AdjunctStore:
             if version is not None:
                 version.engine.flush()
         write_adjunct_offsets(self.directory, AdjunctOffsets(
-            self.name, self.spec.engine.value, ".".join(self.adjunct.input),
+            self.name, self.spec.engine.name, ".".join(self.adjunct.input),
             {p: self.offsets.get(p, -1) for p in self.partitions}, self.serving, self.building,
             time.time_ns() // 1_000_000, tuple(sorted(self._sealed)),
             tuple(sorted(self._sealed_empty))))

@@ -57,8 +57,8 @@ from typing import Any
 
 from weir.stores.api import KeyValueStore
 from weir.stores.config import Config, declare
+from weir.stores.engines.registry import WorkerRestore
 from weir.stores.errors import ConfigError
-from weir.stores.spec import EngineKind
 
 from weir.recovery._progress import ProgressMode, RestoreProgress
 from weir.recovery._workers import RestoreWorkers
@@ -150,7 +150,10 @@ def _wants_worker(job: StoreRestore, minimum: int) -> bool:
         return False
     if plan.target - plan.start + 1 < minimum or not job.spec.persistent:
         return False
-    if job.spec.engine is EngineKind.LMDB and plan.action is not Action.REBUILD:
+    mode = job.spec.engine.worker_restore
+    if mode is WorkerRestore.NONE:
+        return False
+    if mode is WorkerRestore.FILL_BEFORE_OPEN and plan.action is not Action.REBUILD:
         return False
     return job.checked.bulk_reader() is not None
 
@@ -215,8 +218,10 @@ class ContainerStorageManager:
         eligible = [job for job in busy
                     if _wants_worker(job, settings.options.worker_min_records)]
         if settings.worker_processes and eligible:
-            # A RocksDB replay splits at segment boundaries over every worker there is.
-            splits = any(job.spec.engine is EngineKind.ROCKSDB for job in eligible)
+            # A sorted-files replay (RocksDB's SST files) splits at segment boundaries over
+            # every worker there is.
+            splits = any(job.spec.engine.worker_restore is WorkerRestore.SORTED_FILES
+                         for job in eligible)
             self.worker_processes = settings.pool_size(1 << 30 if splits else len(eligible))
             workers = RestoreWorkers(self.worker_processes)
         results: list[Any] = [None] * len(jobs)

@@ -61,7 +61,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from weir.stores.api import Durability, KeyValueStore
+from weir.stores.api import FlushScope, KeyValueStore
 from weir.stores.changelog import ChangelogSink, ChangelogSource
 from weir.stores.config import Config
 from weir.stores.spec import StoreSpec
@@ -247,7 +247,7 @@ class TaskStorageManager:
             if guard is None or source is None:
                 entry.store.flush()  # no changelog: the files are the state
                 continue
-            entry.store.flush(Durability.CHANGELOG)
+            entry.store.flush(FlushScope.CHANGELOG)
             if guard.unflushed:
                 guard.flush()
             changed, guard.changed = guard.changed, False

@@ -39,15 +39,16 @@ from weir.stores.changelog import (NO_BULK_READER, NO_OFFSET, UNKNOWN_IDENTITY, 
                                    ChangelogSource, ForwardingSink, ForwardingSource, Unavailable,
                                    batched)
 from weir.stores.config import Config
-from weir.stores.engines._base import BytesEngineBase
+from weir.stores.engines._base import BytesEngine, BytesEngineBase
+from weir.stores.engines.registry import WorkerRestore
 from weir.stores.errors import StoreError, StoreLockedError
 from weir.stores.layers.stack import layers_of
 from weir.stores.locking import LOCK_FILE_NAME
-from weir.stores.spec import EngineKind, StoreSpec
+from weir.stores.spec import StoreSpec
 
 from weir.recovery._aside import SetAside, recover_interrupted_rebuild
 from weir.recovery._workers import (RestoreWorkerError, RestoreWorkers, WorkerChangelogError,
-                                    lmdb_fill_job, sst_job)
+                                    fill_job, sorted_files_job)
 from weir.recovery.bulk import DEFAULT_BUDGET_BYTES, RunBuilder, replay_runs
 from weir.recovery.checkpoint import Checkpoint
 from weir.recovery.damage import Damage, DamageKind, changelog_error
@@ -362,7 +363,7 @@ class StoreRestore:
         clean = spec.clean_on_start or (not spec.logged and not self.options.retain_existing_state)
         plan = plan_restore(
             store=spec.name, persistent=spec.persistent, logged=spec.logged,
-            changelog=changelog_name(spec), engine=spec.engine.value,
+            changelog=changelog_name(spec), engine=spec.engine.name,
             checkpointed=self.checkpointed, oldest=self.oldest, newest=self.newest, local=local,
             staleness_ms=spec.staleness_ms, now_ms=now, repair=self.repair,
             identity=self.identity, files=_has_files(self.directory) if spec.persistent else False,
@@ -371,7 +372,7 @@ class StoreRestore:
                 and self.keep_reason is None):
             # Another task's store (moved or put back in the wrong place): rebuilt, never
             # discarded -- its files are kept aside for whoever owns them.
-            self.keep_reason = proof_problem(local, changelog_name(spec), spec.engine.value,
+            self.keep_reason = proof_problem(local, changelog_name(spec), spec.engine.name,
                                              task=self.task)
         return plan
 
@@ -478,9 +479,10 @@ class StoreRestore:
         return plan.target - plan.start + 1 if plan.replays else 0
 
     def _worker_fills(self, plan: RestorePlan, workers: RestoreWorkers | None) -> bool:
-        """An LMDB rebuild large enough for a worker: the worker fills the empty directory
-        before the store is opened here."""
-        return (workers is not None and self.spec.engine is EngineKind.LMDB
+        """A rebuild of a fill-before-open engine (LMDB) large enough for a worker: the worker
+        fills the empty directory before the store is opened here."""
+        return (workers is not None
+                and self.spec.engine.worker_restore is WorkerRestore.FILL_BEFORE_OPEN
                 and plan.action is Action.REBUILD and plan.replays
                 and self._replay_size(plan) >= self.options.worker_min_records
                 and self.checked is not None and self.checked.bulk_reader() is not NO_BULK_READER)
@@ -489,8 +491,8 @@ class StoreRestore:
                  handle: "StoreProgress") -> None:
         assert self.checked is not None
         reader = self.checked.bulk_reader()
-        future = workers.submit(lmdb_fill_job, reader, plan.start, plan.target,
-                                str(self.directory), self.spec.name, self.spec.lmdb,
+        future = workers.submit(fill_job, reader, plan.start, plan.target,
+                                str(self.directory), self.spec,
                                 self.options.budget_bytes, progress=handle.advance)
         result = self._wait(future, plan.start)
         self._prefilled = (result.records, result.nbytes)
@@ -518,7 +520,8 @@ class StoreRestore:
             records, nbytes = self._prefilled
         elif plan.replays:
             empty = plan.action in (Action.REBUILD, Action.REPLAY)
-            if (workers is not None and spec.engine is EngineKind.ROCKSDB
+            if (workers is not None
+                    and spec.engine.worker_restore is WorkerRestore.SORTED_FILES
                     and self._replay_size(plan) >= self.options.worker_min_records
                     and source.bulk_reader() is not NO_BULK_READER):
                 records, nbytes = self._replay_in_workers(engine, plan, handle, workers, empty)
@@ -543,7 +546,8 @@ class StoreRestore:
 
     def _replay_in_workers(self, engine: Any, plan: RestorePlan, handle: "StoreProgress",
                            workers: RestoreWorkers, empty: bool) -> tuple[int, int]:
-        """RocksDB: workers turn parts of the range into SST files; ingested here in order."""
+        """Sorted files (RocksDB): workers turn parts of the range into files (RocksDB's SST
+        files, the engine's ``write_sorted_file``); ingested here in order."""
         assert self.checked is not None
         reader = self.checked.bulk_reader()
         staging = _staging_dir(self.directory)
@@ -551,7 +555,7 @@ class StoreRestore:
         staging.mkdir(parents=True)
         try:
             parts = self.checked.split(plan.start, plan.target, workers.size)
-            futures = [workers.submit(sst_job, reader, lo, hi, str(staging), self.spec.rocksdb,
+            futures = [workers.submit(sorted_files_job, reader, lo, hi, str(staging), self.spec,
                                       self.options.budget_bytes, empty and i == 0, f"part{i:03d}",
                                       progress=handle.advance)
                        for i, (lo, hi) in enumerate(parts)]
@@ -607,7 +611,7 @@ class StoreRestore:
         unproven = None
         if spec.persistent and proven is None:
             unproven = (self.keep_reason or
-                        proof_problem(self.local, changelog_name(spec), spec.engine.value,
+                        proof_problem(self.local, changelog_name(spec), spec.engine.name,
                                       task=self.task))
             if unproven is None and isinstance(self.local, StoreOffset):
                 unproven = f"it is proven at offset {self.local.offset}, not {c}"
@@ -622,7 +626,7 @@ class StoreRestore:
         proven = plan.proven if plan is not None else None
         if plan is None and self.spec.persistent and isinstance(self.local, StoreOffset):
             if proof_problem(self.local, changelog_name(self.spec),
-                             self.spec.engine.value, task=self.task) is None:
+                             self.spec.engine.name, task=self.task) is None:
                 proven = self.local.offset
         kind = DamageKind.UNREADABLE if failure.reading else DamageKind.UNWRITABLE
         cause = failure.cause
@@ -674,7 +678,7 @@ def record_offset(entry: OpenStore, offset: int, now_ms: int, task: str | None =
             or current.age_ms(now_ms) >= entry.spec.staleness_ms // 4):
         entry.offset_file = write_offset_file(
             entry.directory, entry.spec.name, changelog_name(entry.spec), offset,
-            engine=entry.spec.engine.value, now_ms=now_ms,
+            engine=entry.spec.engine.name, now_ms=now_ms,
             marker=commit_marker(bottom_engine(entry.store, entry.spec.name)),
             identity=entry.identity, task=task)
     entry.guard.clean = True

@@ -19,7 +19,7 @@ text sorts by code point.
 ``snapshot(lo, hi)``        a stable view of ``[lo, hi)``: later writes and deletes are not visible
 ``flush()``                 write everything down: the cache's dirty entries, the engine, the
                             changelog (``ChangelogSink.flush``) -- a commit calls this;
-                            ``flush(Durability.CHANGELOG)`` leaves the engine's files to catch
+                            ``flush(FlushScope.CHANGELOG)`` leaves the engine's files to catch
                             up later (the changelog is the durable copy)
 ``close()``                 flush and release; a second close does nothing
 =========================== =======================================================================
@@ -54,7 +54,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from weir.stores.errors import NullKeyOrValueError, StoreClosedError
 
 __all__ = [
-    "Durability",
+    "FlushScope",
     "K",
     "V",
     "KeyValueIterator",
@@ -112,7 +112,7 @@ class ReadOnlyKeyValueStore(Protocol[K, V]):
     def closed(self) -> bool: ...
 
 
-class Durability(Enum):
+class FlushScope(Enum):
     """What a ``flush`` makes survive a crash.
 
     ``ENGINE`` (the default): everything written so far reaches the engine and its files hold
@@ -141,7 +141,7 @@ class KeyValueStore(ReadOnlyKeyValueStore[K, V], Protocol[K, V]):
     def delete(self, key: K) -> None: ...
     def delete_all(self, keys: Iterable[K]) -> None: ...
     def write_batch(self, items: Iterable[tuple[K, V | None]]) -> None: ...
-    def flush(self, durability: Durability = Durability.ENGINE) -> None: ...
+    def flush(self, scope: FlushScope = FlushScope.ENGINE) -> None: ...
 
 
 # -- shared checks (used by every layer that is the outermost one) ---------------------------

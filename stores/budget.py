@@ -31,7 +31,7 @@ Example::
     ...               "stores.s.msg.serde": "int64", "job.container.memory.mb": "576"})
     >>> budget = MemoryBudget.from_config(cfg, ["s"])
     >>> [sized] = budget.size([StoreSpec.from_config(cfg, "s")], tasks=2)
-    >>> sized.object_cache_size, sized.write_batch_size, sized.rocksdb.block_cache_size_bytes >> 20
+    >>> sized.object_cache_size, sized.write_batch_size, sized.options.block_cache_size_bytes >> 20
     (524288, 5000, 64)
 """
 
@@ -43,10 +43,9 @@ from dataclasses import dataclass, field
 
 from weir.stores.config import Config, declare
 from weir.stores.engines._rocksdb_options import (BLOCK_CACHE_SIZE, MAX_WRITE_BUFFER_NUMBER,
-                                                  WRITE_BUFFER_SIZE)
+                                                  WRITE_BUFFER_SIZE, RocksDBOptions)
 from weir.stores.errors import ConfigError
-from weir.stores.spec import (STORE_OBJECT_CACHE_SIZE, STORE_WRITE_BATCH_SIZE, EngineKind,
-                              StoreSpec)
+from weir.stores.spec import STORE_OBJECT_CACHE_SIZE, STORE_WRITE_BATCH_SIZE, StoreSpec
 
 __all__ = ["MemoryBudget", "StoreShare", "JOB_CONTAINER_MEMORY_MB", "STORE_CONTAINER_MEMORY_MB",
            "RUNTIME_RESERVE_MB", "ENTRY_BYTES"]
@@ -163,11 +162,11 @@ class MemoryBudget:
             batch = min(_BATCH_MAX, max(_BATCH_MIN, entries // 8))
             if entries:  # a cache may not be smaller than its batch
                 batch = min(batch, entries)
-        if spec.engine is EngineKind.ROCKSDB and spec.rocksdb is not None:
+        if isinstance(spec.options, RocksDBOptions):  # the engine whose memory is sized here
             if "block_cache_size_bytes" not in explicit:
                 block = share // 4
             if "write_buffer_size_bytes" not in explicit:
-                buffer = max(64 * 1024, (share // 4) // spec.rocksdb.max_write_buffer_number)
+                buffer = max(64 * 1024, (share // 4) // spec.options.max_write_buffer_number)
         return StoreShare(spec.name, share, cache, batch, block, buffer)
 
     def size(self, specs: Iterable[StoreSpec], tasks: int) -> list[StoreSpec]:
@@ -188,7 +187,7 @@ class MemoryBudget:
             if sh.write_buffer_bytes is not None:
                 rocks["write_buffer_size_bytes"] = sh.write_buffer_bytes
             if rocks:
-                changes["rocksdb"] = dataclasses.replace(spec.rocksdb, **rocks)
+                changes["options"] = dataclasses.replace(spec.options, **rocks)
             out.append(dataclasses.replace(spec, **changes) if changes else spec)
         return out
 

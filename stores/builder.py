@@ -10,7 +10,8 @@ From the outside in (what a task holds first)::
     LargeMessageLayer  refuses (or drops) a value over               if logged, or if disallow /
                        changelog.max.message.size.bytes             drop.large.messages
     LoggedLayer        every change appended to the ChangelogSink    if a changelog is given
-    engine             RocksDB / LMDB / memory, bytes only           always
+    engine             the registered engine, bytes only             always
+                       (docs/ENGINES.md)
 
 The cache sits above serialization (as in Samza's default stack), so a hot key's read costs a
 dict lookup and its write a dict store: no serde work until dirty entries are written down, and
@@ -46,16 +47,14 @@ from weir.stores.api import KeyValueStore
 from weir.stores.changelog import ChangelogSink
 from weir.stores.config import Config
 from weir.stores.engines._base import BytesEngine
-from weir.stores.engines._lmdb_options import LMDBOptions
-from weir.stores.engines.memory import MemoryEngine
-from weir.stores.engines.rocksdb import RocksDBEngine, RocksDBOptions
+from weir.stores.engines.registry import Durability
 from weir.stores.layers.cached import CachedLayer
 from weir.stores.layers.large import LargeMessageLayer, PutSizeCheck
 from weir.stores.layers.locked import LockedLayer
 from weir.stores.layers.logged import LoggedLayer
 from weir.stores.layers.serialized import SerializedLayer
 from weir.stores.serdes import serde_from_name
-from weir.stores.spec import STORE_KEY_SERDE, STORE_MSG_SERDE, EngineKind, LargeMessages, StoreSpec
+from weir.stores.spec import STORE_KEY_SERDE, STORE_MSG_SERDE, LargeMessages, StoreSpec
 
 __all__ = ["build_store", "compose_store", "open_engine", "shared_store"]
 
@@ -64,19 +63,13 @@ def open_engine(spec: StoreSpec, directory: Path, *, logged: bool) -> BytesEngin
     """Open the bare bytes engine of ``spec`` in ``directory`` (the store's own directory).
 
     Restore uses this directly: it writes changelog records straight into the engine, below
-    serdes, cache and logging. ``logged`` tells RocksDB that a changelog exists (it then turns
-    its write-ahead log off).
+    serdes, cache and logging. ``logged`` tells the engine that a changelog holds every change
+    (:attr:`Durability.CHANGELOG <weir.stores.engines.registry.Durability.CHANGELOG>`: RocksDB
+    then turns its write-ahead log off). The engine is the one registered for the spec
+    (docs/ENGINES.md).
     """
-    if spec.engine is EngineKind.MEMORY:
-        return MemoryEngine(spec.name)
-    if spec.engine is EngineKind.ROCKSDB:
-        options = spec.rocksdb if spec.rocksdb is not None else RocksDBOptions()
-        return RocksDBEngine(spec.name, Path(directory), options, logged=logged)
-    if spec.engine is EngineKind.LMDB:
-        from weir.stores.engines.lmdb import LMDBEngine  # the lmdb library, for LMDB stores only
-        return LMDBEngine(spec.name, Path(directory),
-                          spec.lmdb if spec.lmdb is not None else LMDBOptions())
-    raise AssertionError(f"unhandled engine {spec.engine}")
+    durability = Durability.CHANGELOG if logged else Durability.LOCAL
+    return spec.engine.open(spec, Path(directory), durability)
 
 
 def build_store(spec: StoreSpec, directory: Path, *, changelog: ChangelogSink | None,

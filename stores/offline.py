@@ -8,14 +8,16 @@ point 7: ``weir state list`` then reported 0 keys and left RocksDB files in an L
 A tool that only looks must neither create nor change a file there, and must say so when the
 files are not the engine the config names:
 
-* :func:`engine_of_files` tells which engine wrote a directory's files (LMDB's ``data.mdb``,
+* :func:`engine_of_files` tells which registered engine wrote a directory's files (its
+  :attr:`~weir.stores.engines.registry.StoreEngine.file_patterns`: LMDB's ``data.mdb``,
   RocksDB's ``CURRENT`` / ``MANIFEST-*``), None when it holds none;
 * :func:`open_read_only` refuses files of another engine than the spec's with
   :class:`StoreFilesMismatchError`, and otherwise opens them read only: LMDB with
   ``readonly=True, lock=False`` (the tools hold the job lock: nothing writes meanwhile),
   RocksDB in its read-only mode through a temporary directory of links to the store's files
   (the ``rocksdict`` binding rewrites its ``rocksdict-config.json`` at every open, read-only
-  ones included), so a read-only file system works too.
+  ones included), so a read-only file system works too. Each engine's reader is its
+  :attr:`~weir.stores.engines.registry.StoreEngine.open_read_only` (docs/ENGINES.md).
 
 The reader gives ``all()``, ``prefix(p)`` (context managers over ``(key, value)`` in key
 order) and the engine's :meth:`~ReadOnlyFiles.commit_marker`, the same string the engine
@@ -34,7 +36,7 @@ Example::
     >>> e = open_engine(spec, d, logged=False); e.put(b"k", b"v"); e.close()
     >>> before = sorted(p.name for p in d.iterdir())
     >>> engine_of_files(d)
-    <EngineKind.LMDB: 'lmdb'>
+    <StoreEngine lmdb>
     >>> with open_read_only(spec, d) as files, files.all() as items:
     ...     list(items)
     [(b'k', b'v')]
@@ -46,21 +48,24 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
 
+from weir.stores.engines.registry import StoreEngine, store_engines
 from weir.stores.errors import StoreError
-from weir.stores.spec import EngineKind, StoreSpec
+from weir.stores.spec import StoreSpec
 
-__all__ = ["ReadOnlyFiles", "StoreFilesMismatchError", "engine_of_files", "open_read_only"]
+__all__ = ["ReadOnlyFiles", "StoreFilesMismatchError", "engine_of_files", "open_read_only",
+           "lmdb_read_only", "rocksdb_read_only"]
 
 _ROCKSDB_COPIED = ("rocksdict-config.json",)
 """Files the rocksdict binding rewrites at every open: copied into the temporary directory,
 never linked (a link would let it write through to the store)."""
 _NOT_ROCKSDB = ("LOCK", "WEIR.LOCK", "OFFSET")
 """Files of a RocksDB store directory the read-only view leaves out (locks, Weir's own)."""
+
+Items = Callable[[bytes | None], AbstractContextManager[Iterator[tuple[bytes, bytes]]]]
 
 
 class StoreFilesMismatchError(StoreError):
@@ -75,71 +80,57 @@ class StoreFilesMismatchError(StoreError):
         self.directory, self.configured, self.found = directory, configured, found
 
 
-def engine_of_files(directory: Path) -> EngineKind | None:
-    """The engine whose files ``directory`` holds: LMDB (``data.mdb``), RocksDB (``CURRENT``
-    or a ``MANIFEST-*``), None when it holds neither. Files of both: the one written last."""
-    directory = Path(directory)
+def engine_of_files(directory: Path) -> StoreEngine | None:
+    """The registered engine whose files ``directory`` holds (its ``file_patterns``), None
+    when it holds none. Files of several engines: the one written last (a tie goes to the
+    engine registered later)."""
     try:
-        names = {p.name: p for p in directory.iterdir()}
+        entries = list(Path(directory).iterdir())
     except (FileNotFoundError, NotADirectoryError):
         return None
-    lmdb = names.get("data.mdb")
-    rocks = [p for n, p in names.items() if n == "CURRENT" or n.startswith("MANIFEST-")]
-    if lmdb is None and not rocks:
-        return None
-    if lmdb is None:
-        return EngineKind.ROCKSDB
-    if not rocks:
-        return EngineKind.LMDB
-    newest_rocks = max(p.stat().st_mtime_ns for p in rocks)
-    return EngineKind.LMDB if lmdb.stat().st_mtime_ns >= newest_rocks else EngineKind.ROCKSDB
+    found: StoreEngine | None = None
+    newest = -1
+    for engine in store_engines():
+        mine = [p for p in entries if engine.owns_file(p.name)]
+        if mine and (written := max(p.stat().st_mtime_ns for p in mine)) >= newest:
+            found, newest = engine, written
+    return found
 
 
 class ReadOnlyFiles:
-    """A store's files opened read only (see the module docstring); close it when done."""
+    """A store's files opened read only (see the module docstring); close it when done.
+    An engine's reader builds it from three functions over its library handle: ``items(prefix)``
+    (a context manager over ``(key, value)`` from ``prefix`` on, or every pair when None, in key
+    order), ``marker()`` (the engine's commit marker) and ``close()``."""
 
-    def __init__(self, name: str, kind: EngineKind, handle: Any, cleanup: Path | None = None):
-        self.name, self.kind = name, kind
-        self._handle = handle
+    def __init__(self, name: str, engine: StoreEngine, *, items: Items,
+                 marker: Callable[[], str], close: Callable[[], None],
+                 cleanup: Path | None = None):
+        self.name, self.engine = name, engine
+        self._items_from, self._marker, self._close = items, marker, close
         self._cleanup = cleanup
 
     @contextmanager
     def all(self) -> Iterator[Iterator[tuple[bytes, bytes]]]:
         """Every ``(key, value)`` in key order."""
-        with self._items(None) as items:
+        with self._items_from(None) as items:
             yield items
 
     @contextmanager
     def prefix(self, prefix: bytes) -> Iterator[Iterator[tuple[bytes, bytes]]]:
         """The ``(key, value)`` pairs whose key starts with ``prefix``, in key order."""
-        with self._items(prefix) as items:
-            yield items
-
-    @contextmanager
-    def _items(self, prefix: bytes | None) -> Iterator[Iterator[tuple[bytes, bytes]]]:
-        if self.kind is EngineKind.LMDB:
-            with self._handle.begin(buffers=False) as txn:
-                cursor = txn.cursor()
-                if prefix is not None and not cursor.set_range(prefix):
-                    yield iter(())
-                    return
-                yield _while_prefixed(iter(cursor), prefix)
-            return
-        yield _while_prefixed(iter(self._handle.items(from_key=prefix)), prefix)
+        with self._items_from(prefix) as items:
+            yield _while_prefixed(items, prefix)
 
     def commit_marker(self) -> str:
         """The engine's commit marker (what the store's ``OFFSET`` file records)."""
-        if self.kind is EngineKind.LMDB:
-            from weir.stores.engines.lmdb import lmdb_commit_marker
-            return lmdb_commit_marker(self._handle)
-        from weir.stores.engines.rocksdb import rocksdb_commit_marker
-        return rocksdb_commit_marker(self._handle)
+        return self._marker()
 
     def close(self) -> None:
-        handle, self._handle = self._handle, None
+        close, self._close = self._close, None
         try:
-            if handle is not None:
-                handle.close()
+            if close is not None:
+                close()
         finally:
             if self._cleanup is not None:
                 shutil.rmtree(self._cleanup, ignore_errors=True)
@@ -168,38 +159,57 @@ def open_read_only(spec: StoreSpec, directory: Path, *, origin: str | None = Non
     none or the engine cannot read them."""
     directory = Path(directory)
     found = engine_of_files(directory)
-    if found is None or spec.engine is EngineKind.MEMORY:
-        raise StoreError(f"store '{spec.name}': {directory} holds no {spec.engine.value} "
+    if found is None or spec.engine.open_read_only is None:
+        raise StoreError(f"store '{spec.name}': {directory} holds no {spec.engine.name} "
                          f"files to read", store=spec.name)
     if found is not spec.engine:
         key = f"stores.{spec.name}.factory"
         where = f" (set at {origin})" if origin else ""
         raise StoreFilesMismatchError(
             f"store '{spec.name}': the files in {directory} were written by the "
-            f"{found.value} engine, but the config read here says {key}={spec.engine.value}"
+            f"{found.name} engine, but the config read here says {key}={spec.engine.name}"
             f"{where}. Nothing was read or created. The job last ran with another engine than "
             f"this config names: the config a job last ran with is its coordinator stream's "
             f"(`weir coordinator show --job <job config>`); to read these files now, add `--set "
-            f"{key}={found.value}`. The job's next start with {spec.engine.value} rebuilds "
+            f"{key}={found.name}`. The job's next start with {spec.engine.name} rebuilds "
             f"the store from its changelog",
-            store=spec.name, directory=str(directory), configured=spec.engine.value,
-            found=found.value)
+            store=spec.name, directory=str(directory), configured=spec.engine.name,
+            found=found.name)
     try:
-        if found is EngineKind.LMDB:
-            import lmdb
-            env = lmdb.open(str(directory), subdir=True, readonly=True, lock=False,
-                            create=False, max_dbs=0, readahead=False)
-            return ReadOnlyFiles(spec.name, found, env)
-        return _open_rocksdb(spec, directory)
+        return spec.engine.open_read_only(spec, directory)
     except StoreError:
         raise
     except Exception as exc:  # noqa: BLE001 - the library's error, named with the store
-        raise StoreError(f"store '{spec.name}': cannot read the {found.value} files in "
+        raise StoreError(f"store '{spec.name}': cannot read the {found.name} files in "
                          f"{directory} ({type(exc).__name__}: {exc})", store=spec.name) from exc
 
 
-def _open_rocksdb(spec: StoreSpec, directory: Path) -> ReadOnlyFiles:
+def lmdb_read_only(spec: StoreSpec, directory: Path) -> ReadOnlyFiles:
+    """LMDB's reader: ``readonly=True, lock=False`` (the tools hold the job lock)."""
+    import lmdb
+
+    from weir.stores.engines.lmdb import lmdb_commit_marker
+    env = lmdb.open(str(directory), subdir=True, readonly=True, lock=False,
+                    create=False, max_dbs=0, readahead=False)
+
+    @contextmanager
+    def items(start: bytes | None) -> Iterator[Iterator[tuple[bytes, bytes]]]:
+        with env.begin(buffers=False) as txn:
+            cursor = txn.cursor()
+            if start is not None and not cursor.set_range(start):
+                yield iter(())
+                return
+            yield iter(cursor)
+
+    return ReadOnlyFiles(spec.name, spec.engine, items=items,
+                         marker=lambda: lmdb_commit_marker(env), close=env.close)
+
+
+def rocksdb_read_only(spec: StoreSpec, directory: Path) -> ReadOnlyFiles:
+    """RocksDB's reader: its read-only mode over a temporary directory of links."""
     import rocksdict
+
+    from weir.stores.engines.rocksdb import rocksdb_commit_marker
     view = Path(tempfile.mkdtemp(prefix=f"weir-read-{spec.name}-"))
     try:
         for path in directory.iterdir():
@@ -215,4 +225,11 @@ def _open_rocksdb(spec: StoreSpec, directory: Path) -> ReadOnlyFiles:
     except BaseException:
         shutil.rmtree(view, ignore_errors=True)
         raise
-    return ReadOnlyFiles(spec.name, EngineKind.ROCKSDB, db, cleanup=view)
+
+    @contextmanager
+    def items(start: bytes | None) -> Iterator[Iterator[tuple[bytes, bytes]]]:
+        yield iter(db.items(from_key=start))
+
+    return ReadOnlyFiles(spec.name, spec.engine, items=items,
+                         marker=lambda: rocksdb_commit_marker(db), close=db.close,
+                         cleanup=view)

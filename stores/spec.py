@@ -9,7 +9,7 @@ Example::
     ...     "stores.counts.changelog": "filelog.counts-changelog"})
     >>> spec = StoreSpec.from_config(cfg, "counts")
     >>> spec.engine, spec.changelog, spec.object_cache_size, spec.write_batch_size
-    (<EngineKind.MEMORY: 'memory'>, ('filelog', 'counts-changelog'), 1000, 500)
+    (<StoreEngine memory>, ('filelog', 'counts-changelog'), 1000, 500)
     >>> stores_in(cfg)
     ['counts']
 
@@ -26,13 +26,12 @@ from enum import Enum
 from typing import Any
 
 from weir.stores.config import Config, declare, declared_keys, find_declared
-from weir.stores.engines._lmdb_options import LMDBOptions
-from weir.stores.engines.rocksdb import RocksDBOptions
+from weir.stores.engines.registry import (StoreEngine, declare_engine_keys, engine_choices,
+                                          store_engine)
 from weir.stores.errors import ConfigError
 from weir.stores.serdes import serde_from_name
 
 __all__ = [
-    "EngineKind",
     "LargeMessages",
     "StoreSpec",
     "stores_in",
@@ -68,27 +67,10 @@ class LargeMessages(Enum):
     """Neither stored nor logged; counted and logged (``drop.large.messages``)."""
 
 
-class EngineKind(Enum):
-    """The bytes engine under a store."""
-
-    ROCKSDB = "rocksdb"
-    LMDB = "lmdb"
-    MEMORY = "memory"
-
-
-_FACTORY_ALIASES: dict[str, EngineKind] = {
-    "rocksdb": EngineKind.ROCKSDB,
-    "lmdb": EngineKind.LMDB,
-    "memory": EngineKind.MEMORY,
-    "inmemory": EngineKind.MEMORY,
-    "in-memory": EngineKind.MEMORY,
-    "org.apache.samza.storage.kv.rocksdbkeyvaluestorageenginefactory": EngineKind.ROCKSDB,
-    "org.apache.samza.storage.kv.inmemory.inmemorykeyvaluestorageenginefactory": EngineKind.MEMORY,
-}
-
 STORE_FACTORY = declare(
     "stores.<store>.factory", str, None,
-    "The store's engine: rocksdb, lmdb or memory. Samza's factory class names "
+    "The store's engine: rocksdb, lmdb or memory (or an engine registered with "
+    "weir.stores.engines.registry.register_engine, docs/ENGINES.md). Samza's factory class names "
     "org.apache.samza.storage.kv.RocksDbKeyValueStorageEngineFactory and "
     "org.apache.samza.storage.kv.inmemory.InMemoryKeyValueStorageEngineFactory are accepted. "
     "Required: setting it is what makes <store> a store.",
@@ -185,22 +167,24 @@ _FACTORY_RE = re.compile(r"^stores\.([^.]+)\.factory$")
 class StoreSpec:
     """One store's settings. Build it with :meth:`from_config`.
 
-    ``changelog`` is ``(system, stream)`` or None; ``rocksdb``/``lmdb`` hold the engine options
-    for that engine and are None for the others. Engine option keys of the other engines
+    ``engine`` is the registered :class:`~weir.stores.engines.registry.StoreEngine` (a name
+    or alias is resolved when the spec is built in code); ``changelog`` is ``(system, stream)``
+    or None; ``options`` holds the engine's options parsed from ``stores.<name>.<engine>.*``
+    (None: the engine has none, or its defaults). Option keys of the other engines
     (``stores.<name>.lmdb.*`` on a RocksDB store) are accepted and ignored, so a store can be
     switched between engines by changing ``factory`` alone.
     """
 
     name: str
-    engine: EngineKind
+    engine: StoreEngine
     key_serde: str
     value_serde: str
     changelog: tuple[str, str] | None = None
     write_batch_size: int = 500
     object_cache_size: int = 1000
     staleness_ms: int = 86_400_000
-    rocksdb: RocksDBOptions | None = None
-    lmdb: LMDBOptions | None = None
+    options: Any = None
+    """The engine's options (``StoreEngine.parse_options``); None: its defaults."""
     clean_on_start: bool = False
     """``stores.<s>.clean.on.container.start``: a fresh store at every start."""
     min_compaction_lag_ms: int | None = None
@@ -209,6 +193,8 @@ class StoreSpec:
     large_messages: LargeMessages = LargeMessages.FAIL_AT_WRITE
 
     def __post_init__(self) -> None:
+        if not isinstance(self.engine, StoreEngine):
+            object.__setattr__(self, "engine", store_engine(self.engine))
         # from_config reports these with the config key; this catches specs built in code.
         for field_name in ("write_batch_size", "staleness_ms"):
             if getattr(self, field_name) <= 0:
@@ -224,8 +210,8 @@ class StoreSpec:
 
     @property
     def persistent(self) -> bool:
-        """False only for the memory engine (its data dies with the process)."""
-        return self.engine is not EngineKind.MEMORY
+        """Whether the engine's files outlive the process (False for the memory engine)."""
+        return self.engine.persistent
 
     @property
     def logged(self) -> bool:
@@ -284,14 +270,10 @@ class StoreSpec:
                 f"set one of them", key=key, origin=config.origin(key))
         large = (LargeMessages.DROP if drop else
                  LargeMessages.FAIL_AT_PUT if disallow else LargeMessages.FAIL_AT_WRITE)
-        rocksdb = lmdb = None
-        if engine is EngineKind.ROCKSDB:
-            rocksdb = RocksDBOptions.from_config(config, name)
-        elif engine is EngineKind.LMDB:
-            lmdb = LMDBOptions.from_config(config, name)
         return cls(name=name, engine=engine, key_serde=key_serde, value_serde=value_serde,
                    changelog=_changelog(config, name, changelog_system), write_batch_size=batch,
-                   object_cache_size=cache, staleness_ms=staleness, rocksdb=rocksdb, lmdb=lmdb,
+                   object_cache_size=cache, staleness_ms=staleness,
+                   options=engine.options(config, name),
                    clean_on_start=STORE_CLEAN_ON_CONTAINER_START.get(config, store=name),
                    min_compaction_lag_ms=lag, max_message_bytes=max_bytes,
                    large_messages=large)
@@ -304,19 +286,13 @@ def stores_in(config: Config) -> list[str]:
 
 # -- parsing helpers --------------------------------------------------------------------------
 
-def _engine(config: Config, name: str) -> EngineKind:
+def _engine(config: Config, name: str) -> StoreEngine:
     key = STORE_FACTORY.key(store=name)
     raw = config.get_str(key)
-    accepted = "rocksdb, lmdb, memory (or Samza's RocksDbKeyValueStorageEngineFactory / " \
-               "InMemoryKeyValueStorageEngineFactory class names)"
     if not raw:
-        raise ConfigError(f"is required to define store {name!r}: set it to one of {accepted}",
-                          key=key, origin=config.origin(key))
-    engine = _FACTORY_ALIASES.get(raw.lower())
-    if engine is None:
-        raise ConfigError(f"unknown store factory {raw!r}: expected one of {accepted}",
-                          key=key, origin=config.origin(key))
-    return engine
+        raise ConfigError(f"is required to define store {name!r}: set it to one of "
+                          f"{engine_choices()}", key=key, origin=config.origin(key))
+    return store_engine(raw, key=key, origin=config.origin(key), what="store factory")
 
 
 def _serde(config: Config, name: str, decl: Any) -> str:
@@ -369,6 +345,7 @@ def check_store_keys(config: Config, name: str) -> None:
     names it, where it was set, the closest valid key and every valid key. The job's config
     check and :meth:`StoreSpec.from_config` both call it, so a typo gets one message."""
     prefix = f"stores.{name}."
+    declare_engine_keys()
     for key in sorted(config):
         if not key.startswith(prefix) or find_declared(key) is not None:
             continue

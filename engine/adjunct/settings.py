@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from weir.stores.adjunct import ADSTORE_INPUT, AdjunctSpec, adjunct_specs
 from weir.stores.config import Config, declare
+from weir.stores.engines.registry import engine_names
 from weir.stores.errors import ConfigError
 from weir.stores.spec import StoreSpec
 
@@ -79,7 +80,7 @@ class AdjunctSettings:
             store = by_name.get(name)
             if store is None:
                 raise ConfigError(f"store {name!r} has an adjunct input but no engine; set "
-                                  f"stores.{name}.factory (rocksdb, lmdb or memory)",
+                                  f"stores.{name}.factory ({engine_names()})",
                                   key=key, origin=origin)
             if store.logged:
                 raise ConfigError(f"cannot configure both an adjunct input and a changelog for "

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from weir.stores.config import Config, ConfigKey, declared_keys, find_declared
+from weir.stores.engines.registry import engine_names
 from weir.stores.errors import ConfigError
 from weir.stores.spec import check_store_keys, stores_in
 
@@ -93,7 +94,7 @@ class ConfigWarning:
         if self.kind is WarningKind.UNDEFINED_STORE:
             store = self.key.split(".")[1]
             hint = (f"did you mean '{self.suggestion}'?" if self.suggestion else
-                    f"set stores.{store}.factory (rocksdb, lmdb or memory) to define it")
+                    f"set stores.{store}.factory ({engine_names()}) to define it")
             return (f"config key '{self.key}'{where} is ignored: no store '{store}' is defined "
                     f"(stores.{store}.factory is not set); {hint}")
         if self.kind is WarningKind.UNLISTED_REPORTER:

@@ -48,9 +48,10 @@ from multiprocessing import resource_tracker
 from typing import Any
 
 from weir.stores.config import Config, declare
+from weir.stores.engines.registry import preload_modules
 
 __all__ = ["StartMethod", "JOB_CONTAINER_START_METHOD", "process_context", "start_process",
-           "unblock_stop_signal", "warm_up", "warm_up_for", "PRELOAD"]
+           "unblock_stop_signal", "warm_up", "warm_up_for", "PRELOAD", "preload"]
 
 log = logging.getLogger("weir.runner")
 
@@ -81,10 +82,16 @@ JOB_CONTAINER_START_METHOD = declare(
     component="container", choices=tuple(m.value for m in StartMethod))
 
 PRELOAD = ("weir.engine.container.process", "weir.engine.container.container",
-           "weir.engine.coordinator.client", "weir.engine.systems.filelog",
-           "weir.stores.engines.rocksdb", "weir.stores.engines.lmdb")
-"""What the fork server imports once for every container (a module that fails to import is
-skipped: the container imports it itself, or reports the error)."""
+           "weir.engine.coordinator.client", "weir.engine.systems.filelog")
+"""What the fork server imports once for every container, before the modules the registered
+store engines name (:func:`preload`). A module that fails to import is skipped: the container
+imports it itself, or reports the error."""
+
+
+def preload() -> list[str]:
+    """Every module the fork server imports: :data:`PRELOAD`, then each registered store
+    engine's ``preload`` (docs/ENGINES.md)."""
+    return [*PRELOAD, *(m for m in preload_modules() if m not in PRELOAD)]
 
 _guard = threading.Lock()
 
@@ -95,7 +102,7 @@ def process_context(config: Config) -> Any:
     ctx = multiprocessing.get_context(method.value)
     if method is StartMethod.FORKSERVER:
         with _guard:
-            ctx.set_forkserver_preload(list(PRELOAD))
+            ctx.set_forkserver_preload(preload())
     return ctx
 
 

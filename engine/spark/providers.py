@@ -10,7 +10,11 @@ providers of *its own* Spark operators, by name, in this registry; the operators
 Spark plan (``repartition`` + ``mapInArrow``) and keep their state in the query's checkpoint
 (docs/SPARK.md).
 
-A provider opens the bytes engine of one store of one local replica. Built in:
+A provider is a store engine of Weir's one engine registry
+(:mod:`weir.stores.engines.registry`, docs/ENGINES.md) opened for a local replica
+(:attr:`~weir.stores.engines.registry.Durability.PROCESS`: the replica must survive the kill of
+its Python worker, not of the machine, since the checkpoint's versions are the durable copy).
+Built in:
 
 ========  ===================================================================================
 rocksdb   RocksDB (rocksdict), write-ahead log on: a replica survives the kill of its Python
@@ -18,6 +22,9 @@ rocksdb   RocksDB (rocksdict), write-ahead log on: a replica survives the kill o
 lmdb      LMDB, commits not fsynced (the checkpoint's versions are the durable copy)
 memory    a sorted dict; the replica lives as long as its Python worker
 ========  ===================================================================================
+
+Every engine registered with ``register_engine`` is a provider too, under the same names and
+aliases, and a provider registered here is an engine a job's ``stores.<s>.factory`` can name.
 
 A store picks its provider with ``stores.<s>.factory`` (as in a job), else the session's
 ``spark.weir.state.provider``. :func:`register_state_provider` adds one::
@@ -33,7 +40,6 @@ A store picks its provider with ``stores.<s>.factory`` (as in a job), else the s
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,11 +47,9 @@ from typing import Any
 
 from weir.stores.config import Config
 from weir.stores.engines._base import BytesEngine
-from weir.stores.engines.lmdb import LMDBEngine, LMDBOptions
-from weir.stores.engines.memory import MemoryEngine
-from weir.stores.engines.rocksdb import RocksDBEngine, RocksDBOptions
-from weir.stores.errors import ConfigError
-from weir.stores.spec import STORE_FACTORY, EngineKind, StoreSpec
+from weir.stores.engines.registry import (Capability, Durability, StoreEngine, register_engine,
+                                          store_engine, store_engines, unregister_engine)
+from weir.stores.spec import STORE_FACTORY, StoreSpec
 
 __all__ = ["StateProvider", "StateStoreSpec", "register_state_provider",
            "unregister_state_provider", "state_provider", "state_providers", "store_specs"]
@@ -55,88 +59,78 @@ Opener = Callable[[str, Path, "StoreSpec | None"], BytesEngine]
 
 @dataclass(frozen=True)
 class StateProvider:
-    """A named way to open a replica's bytes engine: ``open(store, directory, spec)``.
-    ``persistent`` says whether the engine's files outlive the process (a new Python worker
-    can then adopt the replica instead of rebuilding it)."""
+    """A registered store engine as Spark sees it: ``open(store, directory, spec)`` opens a
+    replica's bytes engine. ``persistent`` says whether the engine's files outlive the process
+    (a new Python worker can then adopt the replica instead of rebuilding it)."""
 
-    name: str
+    engine: StoreEngine
+
+    @property
+    def name(self) -> str:
+        return self.engine.name
+
+    @property
+    def persistent(self) -> bool:
+        return self.engine.persistent
+
+    @property
+    def description(self) -> str:
+        return self.engine.description
+
+    def open(self, store: str, directory: Path, spec: StoreSpec | None) -> BytesEngine:
+        """The replica's engine of ``store`` in ``directory`` (``spec``: its options)."""
+        if spec is None:
+            spec = StoreSpec(store, self.engine, "bytes", "bytes")
+        return self.engine.open(spec, Path(directory), Durability.PROCESS)
+
+
+@dataclass(frozen=True)
+class _ProviderOpener:
+    """A provider's ``open(store, directory, spec)`` as an engine's opener."""
+
     open: Opener
-    persistent: bool = True
-    description: str = ""
 
-
-def _open_rocksdb(store: str, directory: Path, spec: StoreSpec | None) -> BytesEngine:
-    options = spec.rocksdb if spec is not None and spec.rocksdb is not None else RocksDBOptions()
-    return RocksDBEngine(store, directory, options, logged=False)
-
-
-def _open_lmdb(store: str, directory: Path, spec: StoreSpec | None) -> BytesEngine:
-    options = spec.lmdb if spec is not None and spec.lmdb is not None else LMDBOptions()
-    return LMDBEngine(store, directory, dataclasses.replace(options, sync=False))
-
-
-def _open_memory(store: str, directory: Path, spec: StoreSpec | None) -> BytesEngine:
-    return MemoryEngine(store)
-
-
-_BUILTIN = {
-    "rocksdb": StateProvider("rocksdb", _open_rocksdb, True,
-                             "RocksDB (rocksdict); WAL on, so a killed worker's replica is adopted"),
-    "lmdb": StateProvider("lmdb", _open_lmdb, True,
-                          "LMDB; fast point reads, commits not fsynced (versions are durable)"),
-    "memory": StateProvider("memory", _open_memory, False,
-                            "a sorted dict; rebuilt from the checkpoint in every new worker"),
-}
-_PROVIDERS: dict[str, StateProvider] = dict(_BUILTIN)
-_ALIASES = {"in-memory": "memory", "inmemory": "memory",
-            "org.apache.samza.storage.kv.rocksdbkeyvaluestorageenginefactory": "rocksdb",
-            "org.apache.samza.storage.kv.inmemory.inmemorykeyvaluestorageenginefactory": "memory"}
+    def __call__(self, spec: StoreSpec, directory: Path, durability: Durability) -> BytesEngine:
+        return self.open(spec.name, directory, spec)
 
 
 def register_state_provider(name: str, open: Opener, *, persistent: bool = True,
                             description: str = "") -> StateProvider:
-    """Register ``open(store, directory, spec) -> BytesEngine`` under ``name``. The module
-    that registers must be imported in the Python workers too (PySpark pickles the operator,
-    not the registry): register at import time of a module the operator's function uses."""
+    """Register ``open(store, directory, spec) -> BytesEngine`` under ``name``: a store engine
+    of the one registry (docs/ENGINES.md), so ``stores.<s>.factory`` can name it in a job too.
+    The module that registers must be imported in the Python workers too (PySpark pickles the
+    operator, not the registry): register at import time of a module the operator's function
+    uses."""
     key = name.strip().lower()
     if not key:
         raise ValueError("a state provider needs a name")
-    if key in _BUILTIN:
-        raise ValueError(f"state provider {key!r} is built in and cannot be replaced")
-    provider = StateProvider(key, open, persistent, description)
-    _PROVIDERS[key] = provider
-    return provider
+    engine = register_engine(StoreEngine(
+        key, _ProviderOpener(open),
+        capabilities=Capability.PERSISTENT if persistent else Capability.NONE,
+        description=description))
+    return StateProvider(engine)
 
 
 def unregister_state_provider(name: str) -> None:
-    key = name.strip().lower()
-    if key in _BUILTIN:
-        raise ValueError(f"state provider {key!r} is built in")
-    _PROVIDERS.pop(key, None)
+    unregister_engine(name)
 
 
 def state_provider(name: str, *, key: str | None = None, origin: str | None = None) -> StateProvider:
-    """The provider called ``name`` (case-insensitive; Samza's factory class names of the
-    built-in engines are accepted); ConfigError naming ``key`` when there is none."""
-    low = name.strip().lower()
-    provider = _PROVIDERS.get(_ALIASES.get(low, low))
-    if provider is None:
-        raise ConfigError(f"unknown state provider {name!r}: expected one of "
-                          f"{', '.join(sorted(_PROVIDERS))} (register others with "
-                          f"weir.spark.register_state_provider)", key=key, origin=origin)
-    return provider
+    """The provider called ``name`` (case-insensitive; every name and alias of the engine
+    registry, Samza's factory class names included); :class:`UnknownEngineError` (a
+    ConfigError) naming ``key`` and the closest name when there is none."""
+    return StateProvider(store_engine(name, key=key, origin=origin, what="state provider"))
 
 
 def state_providers() -> list[StateProvider]:
     """Every registered provider, built-ins first."""
-    return [_PROVIDERS[n] for n in _BUILTIN] + sorted(
-        (p for n, p in _PROVIDERS.items() if n not in _BUILTIN), key=lambda p: p.name)
+    return [StateProvider(engine) for engine in store_engines()]
 
 
 @dataclass(frozen=True)
 class StateStoreSpec:
     """One store of a Spark operator: its provider and its :class:`StoreSpec` (serdes, engine
-    options; for a provider that is not built in, ``spec.engine`` is a placeholder)."""
+    and its options)."""
 
     name: str
     provider: str
@@ -162,8 +156,7 @@ def store_specs(names: list[str] | tuple[str, ...], config: Config | Mapping[str
         provider = state_provider(raw, key=factory_key if factory_key in config else
                                   "spark.weir.state.provider", origin=origin)
         values = {k: v for k, v in config.items() if k.startswith(f"stores.{name}.")}
-        values[factory_key] = provider.name if provider.name in EngineKind._value2member_map_ \
-            else "memory"
+        values[factory_key] = provider.name
         values.setdefault(f"stores.{name}.key.serde", "bytes")
         values.setdefault(f"stores.{name}.msg.serde", "bytes")
         origins = {k: o for k in values if (o := config.origin(k))}

@@ -43,7 +43,7 @@ from typing import Any
 import orjson
 
 from weir.stores.engines._base import BytesEngine
-from weir.stores.engines.rocksdb import RocksDBEngine
+from weir.stores.engines.registry import Capability
 from weir.stores.errors import StoreLockedError
 from weir.stores.layers._columns import columns_writer
 from weir.stores.locking import FileLock, acquire_lock
@@ -130,10 +130,11 @@ class Replica:
 
     def _settle(self) -> None:
         """Make what the engines hold readable by a process that adopts the slot: LMDB
-        commits its buffer (no fsync); RocksDB's write-ahead log already holds it."""
-        for engine in self.engines.values():
-            if not isinstance(engine, RocksDBEngine):
-                engine.flush()
+        commits its buffer (no fsync); an engine with a write-ahead log (RocksDB's,
+        :attr:`Capability.WRITE_AHEAD_LOG`) already holds it."""
+        for spec in self.stores:
+            if Capability.WRITE_AHEAD_LOG not in spec.spec.engine.capabilities:
+                self.engines[spec.name].flush()
 
     def mark(self, version: int, rows: Mapping[str, int] | None = None,
              meta: Mapping[str, Any] | None = None) -> None:

@@ -1,4 +1,6 @@
-"""Bytes engines: RocksDB (rocksdict), LMDB and memory, all under one contract."""
+"""Bytes engines: RocksDB (rocksdict), LMDB and memory, all under one contract. The registry
+every part of Weir picks them from is :mod:`weir.stores.engines.registry` (its names are
+re-exported by :mod:`weir.stores`; docs/ENGINES.md)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ binds a write transaction to the thread that began it, and the run loop may call
 stores from different threads. Point reads go through one long-lived read transaction that is
 renewed after every commit.
 
-Durability: once ``flush()`` returns, everything written before it is committed; with
+FlushScope: once ``flush()`` returns, everything written before it is committed; with
 ``sync=true`` (the default) it is on disk and survives a power cut, with ``sync=false`` it
 survives a process crash. ``close()`` commits what is buffered.
 
@@ -43,7 +43,7 @@ from typing import Any
 
 import lmdb
 
-from weir.stores.api import Durability
+from weir.stores.api import FlushScope
 from weir.stores.errors import NullKeyOrValueError, StoreClosedError, StoreError
 from weir.stores.engines._base import BytesEngineBase, is_empty_range, null_argument
 from weir.stores.engines._lmdb_commit import CommitAndGrow
@@ -347,13 +347,13 @@ class LMDBEngine(BytesEngineBase, CommitAndGrow):
         return len(keys)
 
     # -- lifecycle -----------------------------------------------------------------------
-    def flush(self, durability: Durability = Durability.ENGINE) -> None:
+    def flush(self, scope: FlushScope = FlushScope.ENGINE) -> None:
         """Commit every buffered write in one transaction (fsynced when ``sync``).
-        ``Durability.CHANGELOG`` leaves them buffered (reads see them; the buffer still
+        ``FlushScope.CHANGELOG`` leaves them buffered (reads see them; the buffer still
         commits by itself at ``write.batch.size`` keys)."""
         if self._closed:
             raise self._closed_error()
-        if durability is Durability.CHANGELOG:
+        if scope is FlushScope.CHANGELOG:
             return
         self._commit(explicit=True)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 
-from weir.stores.api import Durability
+from weir.stores.api import FlushScope
 from weir.stores._iterators import ClosingSnapshot, IteratorRegistry, ListIterator
 from weir.stores.errors import NullKeyOrValueError, StoreClosedError
 from weir.stores.engines._base import BytesEngineBase, null_argument
@@ -169,7 +169,7 @@ class MemoryEngine(BytesEngineBase):
         return keys
 
     # -- lifecycle -----------------------------------------------------------------------
-    def flush(self, durability: Durability = Durability.ENGINE) -> None:
+    def flush(self, scope: FlushScope = FlushScope.ENGINE) -> None:
         self._check_open()
 
     def close(self) -> None:

@@ -1,6 +1,6 @@
 """The RocksDB bytes engine (rocksdict in raw bytes mode).
 
-Durability: a *logged* store (one with a changelog) writes with the WAL off, because the
+FlushScope: a *logged* store (one with a changelog) writes with the WAL off, because the
 changelog already holds every change; :meth:`RocksDBEngine.flush` then flushes the memtable to
 an SST file, which RocksDB fsyncs together with its MANIFEST before returning. An unlogged store
 keeps the WAL on and ``flush()`` fsyncs the WAL. Either way, once ``flush()`` returns a SIGKILL
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import rocksdict
 
-from weir.stores.api import Durability
+from weir.stores.api import FlushScope
 from weir.stores.errors import NullKeyOrValueError, StoreClosedError, StoreError, StoreLockedError
 from weir.stores.engines._base import BytesEngineBase, is_empty_range, null_argument
 from weir.stores.locking import DirectoryLock, read_lock_holder
@@ -321,13 +321,13 @@ class RocksDBEngine(BytesEngineBase):
             raise self._error("ingest", exc) from exc
 
     # -- lifecycle -----------------------------------------------------------------------
-    def flush(self, durability: Durability = Durability.ENGINE) -> None:
+    def flush(self, scope: FlushScope = FlushScope.ENGINE) -> None:
         """Make every write so far survive a crash: with the WAL off, flush the memtable to a
-        synced SST file; with the WAL on, fsync the WAL. ``Durability.CHANGELOG`` does
+        synced SST file; with the WAL on, fsync the WAL. ``FlushScope.CHANGELOG`` does
         neither (reads already see every write; the changelog holds them)."""
         if self._closed:
             raise self._closed_error()
-        if durability is Durability.CHANGELOG:
+        if scope is FlushScope.CHANGELOG:
             return
         try:
             if self.logged:

@@ -46,7 +46,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from weir.stores.api import Durability
+from weir.stores.api import FlushScope
 from weir.stores.api import (checked_keys, checked_pairs, closed_store_error, null_key_error,
                    null_value_error)
 from weir.stores.errors import SerdeError, StoreError
@@ -344,11 +344,11 @@ class CachedLayer:
         return self._inner.snapshot(lo, hi)
 
     # -- lifecycle -------------------------------------------------------------------------
-    def flush(self, durability: Durability = Durability.ENGINE) -> None:
+    def flush(self, scope: FlushScope = FlushScope.ENGINE) -> None:
         """Write the dirty entries down, then flush the inner store."""
         self._check_open()
         self._write_dirty()
-        self._inner.flush(durability)
+        self._inner.flush(scope)
 
     def close(self) -> None:
         """Flush, then close the inner store. A second close does nothing."""

@@ -30,7 +30,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from weir.stores.api import Durability
+from weir.stores.api import FlushScope
 from weir.stores.engines._base import BytesEngine, BytesIterator, BytesSnapshot
 from weir.stores.errors import StoreError
 from weir.stores.layers._columns import columns_writer
@@ -130,8 +130,8 @@ class LargeMessageLayer:
                 return
         self._write_inner(keys, values, deletes=deletes)
 
-    def flush(self, durability: Durability = Durability.ENGINE) -> None:
-        self._inner.flush(durability)
+    def flush(self, scope: FlushScope = FlushScope.ENGINE) -> None:
+        self._inner.flush(scope)
 
     def close(self) -> None:
         self._inner.close()

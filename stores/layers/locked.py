@@ -43,7 +43,7 @@ Example::
 
 from __future__ import annotations
 
-from weir.stores.api import Durability
+from weir.stores.api import FlushScope
 
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -196,9 +196,9 @@ class LockedLayer:
             self._inner.write_batch(items)
 
     # -- lifecycle -------------------------------------------------------------------------
-    def flush(self, durability: Durability = Durability.ENGINE) -> None:
+    def flush(self, scope: FlushScope = FlushScope.ENGINE) -> None:
         with self._lock:
-            self._inner.flush(durability)
+            self._inner.flush(scope)
 
     def close(self) -> None:
         with self._lock:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from weir.stores.api import Durability
+from weir.stores.api import FlushScope
 from weir.stores.api import closed_store_error
 from weir.stores.changelog import ChangelogSink
 from weir.stores.engines._base import BytesEngine, BytesIterator, BytesSnapshot
@@ -126,8 +126,8 @@ class LoggedLayer:
         self._write_inner(keys, values, deletes=deletes)
 
     # -- lifecycle -------------------------------------------------------------------------
-    def flush(self, durability: Durability = Durability.ENGINE) -> None:
-        self._inner.flush(durability)
+    def flush(self, scope: FlushScope = FlushScope.ENGINE) -> None:
+        self._inner.flush(scope)
         self._sink.flush()
 
     def close(self) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from weir.stores.api import Durability
+from weir.stores.api import FlushScope
 from weir.stores.api import ReadOnlyKeyValueStore, closed_store_error
 from weir.stores.errors import ReadOnlyStoreError
 
@@ -80,7 +80,7 @@ class ReadOnlyView:
         raise self._refused("write_batch")
 
     # -- lifecycle -------------------------------------------------------------------------
-    def flush(self, durability: Durability = Durability.ENGINE) -> None:
+    def flush(self, scope: FlushScope = FlushScope.ENGINE) -> None:
         self._check_open()
 
     def close(self) -> None:

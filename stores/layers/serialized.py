@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from weir.stores.api import Durability
+from weir.stores.api import FlushScope
 from weir.stores._iterators import MappedIterator
 from weir.stores.api import checked_keys, checked_pairs, null_key_error, null_value_error
 from weir.stores.engines._base import BytesEngine, BytesSnapshot
@@ -227,8 +227,8 @@ class SerializedLayer:
         self._write_inner(encoded_keys, encoded_values, deletes=deletes)
 
     # -- lifecycle -------------------------------------------------------------------------
-    def flush(self, durability: Durability = Durability.ENGINE) -> None:
-        self._inner.flush(durability)
+    def flush(self, scope: FlushScope = FlushScope.ENGINE) -> None:
+        self._inner.flush(scope)
 
     def close(self) -> None:
         self._inner.close()

@@ -1,4 +1,5 @@
-"""TaskStorageManager over real RocksDB/LMDB directories and real file changelogs."""
+"""TaskStorageManager over real RocksDB/LMDB directories and real file changelogs: every
+registered engine (an engine registered with ``pytest -p <module>`` runs these too)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,7 @@ from weir.stores.locking import DirectoryLock
 from weir.stores.errors import StoreLockedError
 
 from tests.recovery.conftest import TASK, changelog_state, store_config
-
-ENGINES = ["memory", "rocksdb", "lmdb"]
-PERSISTENT = ["rocksdb", "lmdb"]
+from tests.stores.stacks import ENGINES, PERSISTENT
 DAY = 86_400_000
 
 

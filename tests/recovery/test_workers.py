@@ -201,7 +201,7 @@ def test_a_restore_whose_worker_dies_raises_and_puts_the_old_files_back(tmp_path
     (log.store_dir / "OFFSET").unlink()
     before = sorted(p.name for p in log.store_dir.iterdir())
     import weir.recovery.store_restore as store_restore
-    monkeypatch.setattr(store_restore, "lmdb_fill_job", _die)
+    monkeypatch.setattr(store_restore, "fill_job", _die)
     with pytest.raises(RecoveryError, match="restore worker process"):
         log.restore()
     assert sorted(p.name for p in log.store_dir.iterdir()) == before

@@ -7,7 +7,10 @@ A *stack* is what ``build_store`` composes for a config:
   write-downs happen all the time;
 - ``cached+logged``: the same plus a :class:`FileChangelog`.
 
-Engines whose module is not importable yet are skipped, not failed.
+The engines are every engine of the registry (:mod:`weir.stores.engines.registry`) when this
+module is imported: an engine registered before (``pytest -p <module that registers it>``,
+docs/ENGINES.md) runs the whole contract. Engines whose preload modules do not import are
+skipped, not failed.
 """
 
 from __future__ import annotations
@@ -21,31 +24,33 @@ import pytest
 
 from weir.stores.builder import build_store
 from weir.stores.config import Config
+from weir.stores.engines.registry import store_engine, store_engines
 from weir.stores.filesink import FileChangelog
 from weir.stores.spec import StoreSpec
 
-__all__ = ["ENGINES", "STACKS", "StoreFactory", "engine_param", "engine_available"]
+__all__ = ["ENGINES", "PERSISTENT", "STACKS", "StoreFactory", "engine_param",
+           "engine_available"]
 
-ENGINES = ("memory", "rocksdb", "lmdb")
+ENGINES = tuple(e.name for e in store_engines())
+"""Every registered engine."""
+PERSISTENT = tuple(e.name for e in store_engines() if e.persistent)
+"""The registered engines whose files outlive the process."""
 STACKS = ("raw", "cached", "cached+logged")
-PERSISTENT = ("rocksdb", "lmdb")
-
-_MODULES = {"memory": "weir.stores.engines.memory", "rocksdb": "weir.stores.engines.rocksdb",
-            "lmdb": "weir.stores.engines.lmdb"}
 
 
 def engine_available(engine: str) -> bool:
     try:
-        importlib.import_module(_MODULES[engine])
+        for module in store_engine(engine).preload:
+            importlib.import_module(module)
     except ModuleNotFoundError:
         return False
     return True
 
 
 def engine_param(engine: str) -> Any:
-    """A pytest param for ``engine`` that is skipped while its module does not exist."""
+    """A pytest param for ``engine`` that is skipped while its modules do not import."""
     marks = () if engine_available(engine) else (
-        pytest.mark.skip(reason=f"{_MODULES[engine]} is not importable yet"),)
+        pytest.mark.skip(reason=f"the modules of engine {engine} do not import"),)
     return pytest.param(engine, marks=marks, id=engine)
 
 
@@ -67,7 +72,7 @@ class StoreFactory:
 
     @property
     def persistent(self) -> bool:
-        return self.engine in PERSISTENT
+        return store_engine(self.engine).persistent
 
     @property
     def logged(self) -> bool:

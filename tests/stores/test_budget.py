@@ -31,8 +31,8 @@ def test_the_default_budget_caches_a_hot_set_far_beyond_samzas_1000_entries():
     share = (1024 - RUNTIME_RESERVE_MB) * MIB // 2 // 4
     assert sized["a"].object_cache_size == share // 2 // ENTRY_BYTES > 100_000
     assert sized["a"].write_batch_size == 5000
-    assert sized["a"].rocksdb.block_cache_size_bytes == share // 4
-    assert sized["a"].rocksdb.write_buffer_size_bytes == share // 4 // 3
+    assert sized["a"].options.block_cache_size_bytes == share // 4
+    assert sized["a"].options.write_buffer_size_bytes == share // 4 // 3
     assert sized["b"].object_cache_size == sized["a"].object_cache_size
 
 
@@ -46,8 +46,8 @@ def test_explicit_store_sizes_win_over_the_budget():
                      "stores__a__rocksdb.block.cache.size.bytes": str(8 * MIB)})
     a = _sized(cfg, tasks=4)["a"]
     assert (a.object_cache_size, a.write_batch_size) == (2000, 100)
-    assert a.rocksdb.block_cache_size_bytes == 8 * MIB
-    assert a.rocksdb.write_buffer_size_bytes != 32 * MIB  # still from the budget
+    assert a.options.block_cache_size_bytes == 8 * MIB
+    assert a.options.write_buffer_size_bytes != 32 * MIB  # still from the budget
 
 
 def test_an_explicit_cache_smaller_than_the_derived_batch_caps_the_batch():

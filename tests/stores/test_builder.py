@@ -13,7 +13,7 @@ from weir.stores.layers.cached import CachedLayer
 from weir.stores.layers.large import LargeMessageLayer, PutSizeCheck
 from weir.stores.layers.logged import LoggedLayer
 from weir.stores.layers.serialized import SerializedLayer
-from weir.stores.spec import EngineKind, StoreSpec
+from weir.stores.spec import StoreSpec
 
 
 def _config(**keys: str) -> Config:
@@ -91,7 +91,7 @@ def test_the_memory_engine_needs_no_directory(tmp_path):
 ])
 def test_a_spec_built_in_code_is_checked_like_a_parsed_one(fields, problem):
     with pytest.raises(ValueError, match=problem):
-        StoreSpec(name="s", engine=EngineKind.MEMORY, key_serde="string", value_serde="string",
+        StoreSpec(name="s", engine="memory", key_serde="string", value_serde="string",
                   **fields)
 
 

@@ -1,4 +1,6 @@
-"""The store contract, run against every engine x every layer stack (see ``stacks.py``).
+"""The store contract, run against every registered engine x every layer stack (see
+``stacks.py``), and every engine's declared capabilities (``StoreEngine.capabilities``,
+``worker_restore``, ``file_patterns``, ``open_read_only``) at the end.
 
 Keys and values are bytes here (``bytes`` serdes) so byte-order edge cases can be written
 directly; typed behaviour (serdes, ordering of ints) has its own tests further down.
@@ -543,3 +545,148 @@ def test_bare_engines_reject_none_keys_and_values_with_a_typed_error(bare_engine
         BARE_NULL_OPERATIONS[op](bare_engine)
     with bare_engine.all() as it:
         assert list(it) == []
+
+
+# -- declared capabilities (weir.stores.engines.registry) ---------------------------------------
+
+def _bare(engine_name, directory):
+    from weir.stores.builder import open_engine
+    from weir.stores.config import Config
+    from weir.stores.spec import StoreSpec
+    spec = StoreSpec.from_config(Config({"stores.s.factory": engine_name,
+                                         "stores.s.key.serde": "bytes",
+                                         "stores.s.msg.serde": "bytes"}), "s")
+    return spec, open_engine(spec, directory, logged=True)
+
+
+def _registered(engine_name):
+    from weir.stores.engines.registry import store_engine
+    return store_engine(engine_name)
+
+
+def test_an_engine_keeps_its_bytes_across_reopen_exactly_when_it_says_it_is_persistent(
+        engine, tmp_path):
+    from weir.stores.offline import engine_of_files
+    registered = _registered(engine)
+    _, opened = _bare(engine, tmp_path / "s")
+    opened.put_all([(b"a", b"1"), (b"b", b"2")])
+    opened.flush()
+    opened.close()
+    if registered.file_patterns:
+        assert engine_of_files(tmp_path / "s") is registered
+    _, opened = _bare(engine, tmp_path / "s")
+    with opened.all() as it:
+        assert list(it) == ([(b"a", b"1"), (b"b", b"2")] if registered.persistent else [])
+    opened.close()
+
+
+def test_a_commit_marker_names_each_durable_commit(engine, tmp_path):
+    from weir.stores.engines.registry import Capability
+    registered = _registered(engine)
+    if Capability.COMMIT_MARKER not in registered.capabilities:
+        pytest.skip(f"engine {engine} declares no commit marker")
+    _, opened = _bare(engine, tmp_path / "s")
+    opened.flush()
+    empty = opened.commit_marker()
+    opened.put(b"a", b"1")
+    opened.flush()
+    one = opened.commit_marker()
+    assert isinstance(one, str) and one != empty
+    opened.flush()
+    assert opened.commit_marker() == one  # nothing new, nothing changes
+    opened.close()
+    if registered.persistent:
+        _, opened = _bare(engine, tmp_path / "s")
+        assert opened.commit_marker() == one
+        opened.close()
+
+
+def test_a_bulk_load_writes_a_sorted_run_over_what_the_engine_held(engine, tmp_path):
+    from weir.stores.engines.registry import Capability
+    if Capability.BULK_LOAD not in _registered(engine).capabilities:
+        pytest.skip(f"engine {engine} declares no bulk load")
+    _, opened = _bare(engine, tmp_path / "s")
+    opened.put_all([(b"a", b"old"), (b"b", b"old"), (b"z", b"kept")])
+    opened.load_sorted([b"a", b"b", b"c"], [None, b"new", b"3"], deletes=True)
+    opened.load_sorted([b"d", b"e"], [b"4", b"5"], deletes=False)
+    with opened.all() as it:
+        assert list(it) == [(b"b", b"new"), (b"c", b"3"), (b"d", b"4"), (b"e", b"5"),
+                            (b"z", b"kept")]
+    opened.close()
+
+
+def test_sorted_files_from_a_restore_worker_are_ingested_in_order(engine, tmp_path):
+    from weir.stores.engines.registry import WorkerRestore
+    registered = _registered(engine)
+    if registered.worker_restore is not WorkerRestore.SORTED_FILES:
+        pytest.skip(f"engine {engine} takes no sorted files")
+    spec, opened = _bare(engine, tmp_path / "s")
+    opened.put(b"a", b"old")
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    first, second = str(staging / "0.sst"), str(staging / "1.sst")
+    registered.write_sorted_file(first, [b"a", b"b"], [b"1", b"1"], spec.options, deletes=False)
+    registered.write_sorted_file(second, [b"a", b"c"], [None, b"2"], spec.options, deletes=True)
+    opened.ingest_files([first, second])
+    with opened.all() as it:
+        assert list(it) == [(b"b", b"1"), (b"c", b"2")]
+    opened.close()
+
+
+def test_read_only_files_show_what_the_engine_wrote_and_change_nothing(engine, tmp_path):
+    from weir.stores.engines.registry import Capability
+    from weir.stores.offline import open_read_only
+    registered = _registered(engine)
+    if registered.open_read_only is None:
+        pytest.skip(f"engine {engine} has no read-only reader")
+    spec, opened = _bare(engine, tmp_path / "s")
+    opened.put_all([(b"a1", b"1"), (b"a2", b"2"), (b"b1", b"3")])
+    opened.flush()
+    marker = (opened.commit_marker() if Capability.COMMIT_MARKER in registered.capabilities
+              else None)
+    opened.close()
+    before = sorted((p.name, p.stat().st_size) for p in (tmp_path / "s").iterdir())
+    with open_read_only(spec, tmp_path / "s") as files:
+        with files.prefix(b"a") as it:
+            assert list(it) == [(b"a1", b"1"), (b"a2", b"2")]
+        if marker is not None:
+            assert files.commit_marker() == marker
+    assert sorted((p.name, p.stat().st_size) for p in (tmp_path / "s").iterdir()) == before
+
+
+_KILLED_WRITER = """
+import importlib, os, sys, time
+from pathlib import Path
+for module in sys.argv[3:]:
+    importlib.import_module(module)
+from weir.stores.engines.registry import Durability, store_engine
+from weir.stores.spec import StoreSpec
+spec = StoreSpec("s", sys.argv[1], "bytes", "bytes")
+engine = spec.engine.open(spec, Path(sys.argv[2]), Durability.LOCAL)
+engine.put(b"k", b"written before the kill")
+print("written", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_write_ahead_log_keeps_an_unflushed_write_through_sigkill(engine, tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    from weir.stores.engines.registry import Capability
+    registered = _registered(engine)
+    if Capability.WRITE_AHEAD_LOG not in registered.capabilities:
+        pytest.skip(f"engine {engine} declares no write-ahead log")
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, engine, str(tmp_path / "s"),
+                              *registered.preload], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "written"  # the handshake: put returned
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        child.stdout.close()
+    assert child.returncode == -signal.SIGKILL
+    _, opened = _bare(engine, tmp_path / "s")
+    assert opened.get(b"k") == b"written before the kill"
+    opened.close()

@@ -11,7 +11,8 @@ from weir.stores.builder import open_engine
 from weir.stores.config import Config
 from weir.stores.errors import StoreError
 from weir.stores.offline import StoreFilesMismatchError, engine_of_files, open_read_only
-from weir.stores.spec import EngineKind, StoreSpec
+from weir.stores.engines.registry import store_engine
+from weir.stores.spec import StoreSpec
 
 
 def spec(engine: str) -> StoreSpec:
@@ -37,7 +38,7 @@ def test_reading_changes_nothing_and_gives_the_engines_entries_and_marker(tmp_pa
     directory = tmp_path / "s"
     marker = written(directory, engine)
     before = files(directory)
-    assert engine_of_files(directory) is EngineKind(engine)
+    assert engine_of_files(directory) is store_engine(engine)
     with open_read_only(spec(engine), directory) as read:
         with read.all() as items:
             assert list(items) == [(b"a1", b"1"), (b"a2", b"2"), (b"b1", b"3")]

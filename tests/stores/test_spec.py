@@ -8,7 +8,8 @@ import pytest
 
 from weir.stores.config import Config
 from weir.stores.errors import ConfigError
-from weir.stores.spec import EngineKind, StoreSpec, stores_in
+from weir.stores.engines.registry import UnknownEngineError, store_engine
+from weir.stores.spec import StoreSpec, stores_in
 
 from tests.stores.stacks import engine_available
 
@@ -22,7 +23,7 @@ def with_keys(**keys: str) -> Config:
 
 def test_minimal_spec_has_samza_defaults():
     spec = StoreSpec.from_config(with_keys(), "s")
-    assert spec.engine is EngineKind.MEMORY
+    assert spec.engine is store_engine("memory")
     assert (spec.key_serde, spec.value_serde) == ("string", "json")
     assert spec.changelog is None and not spec.logged
     assert spec.write_batch_size == 500
@@ -38,19 +39,18 @@ def test_spec_is_frozen():
 
 
 @pytest.mark.parametrize("factory, engine", [
-    ("memory", EngineKind.MEMORY),
-    ("MEMORY", EngineKind.MEMORY),
-    ("org.apache.samza.storage.kv.inmemory.InMemoryKeyValueStorageEngineFactory", EngineKind.MEMORY),
-    ("rocksdb", EngineKind.ROCKSDB),
-    ("org.apache.samza.storage.kv.RocksDbKeyValueStorageEngineFactory", EngineKind.ROCKSDB),
-    ("lmdb", EngineKind.LMDB),
+    ("memory", "memory"),
+    ("MEMORY", "memory"),
+    ("in-memory", "memory"),
+    ("org.apache.samza.storage.kv.inmemory.InMemoryKeyValueStorageEngineFactory", "memory"),
+    ("rocksdb", "rocksdb"),
+    ("org.apache.samza.storage.kv.RocksDbKeyValueStorageEngineFactory", "rocksdb"),
+    ("lmdb", "lmdb"),
 ])
 def test_factory_short_names_and_samza_class_names(factory, engine):
-    if engine is not EngineKind.MEMORY and not engine_available(engine.value):
-        pytest.skip(f"{engine.value} engine not importable yet")
     spec = StoreSpec.from_config(with_keys(**{"stores.s.factory": factory}), "s")
-    assert spec.engine is engine
-    assert spec.persistent is (engine is not EngineKind.MEMORY)
+    assert spec.engine is store_engine(engine)
+    assert spec.persistent is (engine != "memory")
 
 
 def test_rocksdb_spec_carries_rocksdb_options_only():
@@ -58,13 +58,28 @@ def test_rocksdb_spec_carries_rocksdb_options_only():
         pytest.skip("rocksdb engine not importable yet")
     spec = StoreSpec.from_config(with_keys(**{"stores.s.factory": "rocksdb",
                                               "stores.s.rocksdb.compression": "lz4"}), "s")
-    assert spec.rocksdb is not None and spec.lmdb is None
+    assert type(spec.options).__name__ == "RocksDBOptions"
+    assert spec.options.compression.value == "lz4"
 
 
 def test_unknown_factory_lists_the_accepted_ones():
     with pytest.raises(ConfigError, match="rocksdb, lmdb, memory") as info:
         StoreSpec.from_config(with_keys(**{"stores.s.factory": "leveldb"}), "s")
     assert "stores.s.factory" in str(info.value) and "job.properties:1" in str(info.value)
+
+
+@pytest.mark.parametrize("typo, meant", [
+    ("rocksbd", "rocksdb"), ("LDMB", "lmdb"), ("Memroy", "memory"),
+    ("org.apache.samza.storage.kv.RocksDbKeyValueStorageEngineFactor",
+     "org.apache.samza.storage.kv.RocksDbKeyValueStorageEngineFactory"),
+])
+def test_a_misspelt_factory_is_a_typed_error_with_the_closest_name(typo, meant):
+    with pytest.raises(UnknownEngineError) as info:
+        StoreSpec.from_config(with_keys(**{"stores.s.factory": typo}), "s")
+    assert isinstance(info.value, ConfigError)
+    assert (info.value.key, info.value.name, info.value.suggestion) == (
+        "stores.s.factory", typo, meant)
+    assert f"did you mean {meant}?" in str(info.value)
 
 
 def test_missing_factory_is_an_error_naming_the_key():

@@ -88,7 +88,7 @@ def list_stores(args: argparse.Namespace) -> int:
 
 def _describe(tools: JobTools, ref: StoreRef, checkpoint: Checkpoint | None) -> dict[str, Any]:
     spec = ref.spec
-    row: dict[str, Any] = {"task": ref.task, "store": spec.name, "engine": spec.engine.value,
+    row: dict[str, Any] = {"task": ref.task, "store": spec.name, "engine": spec.engine.name,
                            "directory": str(ref.directory) if ref.directory else None,
                            "size_bytes": None, "keys": None, "offset_file": None,
                            "offset_file_error": None, "checkpoint_changelog_offset": None,
@@ -114,7 +114,7 @@ def _describe(tools: JobTools, ref: StoreRef, checkpoint: Checkpoint | None) -> 
     if has_files(ref.directory):
         row["size_bytes"] = directory_size(ref.directory)
         found = engine_of_files(ref.directory)
-        row["files_engine"] = found.value if found is not None else None
+        row["files_engine"] = found.name if found is not None else None
         if found is spec.engine:  # files of another engine are not opened (nor created)
             engine = open_local(ref)
             marker = engine.commit_marker()

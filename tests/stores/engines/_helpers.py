@@ -8,13 +8,17 @@ from pathlib import Path
 import pytest
 
 from weir.stores.config import Config
-from weir.stores.engines.lmdb import LMDBEngine
-from weir.stores.engines.rocksdb import RocksDBEngine
+from weir.stores.engines.registry import Durability, store_engine
 from weir.stores.errors import ConfigError
+from weir.stores.spec import StoreSpec
+
+PERSISTENT = ("rocksdb", "lmdb")
+"""The built-in persistent engines, for what they share beyond the store contract (an engine
+of the registry is held to the contract and its declared capabilities in tests/stores/
+test_contract.py)."""
 
 __all__ = ["PERSISTENT", "bad_option_error", "keys_of", "open_persistent"]
 
-PERSISTENT = ["rocksdb", "lmdb"]
 
 
 def keys_of(it) -> list[bytes]:
@@ -24,10 +28,10 @@ def keys_of(it) -> list[bytes]:
 
 
 def open_persistent(kind: str, path: Path, name: str = "s"):
-    """A RocksDB (logged) or LMDB engine named ``name`` on ``path``."""
-    if kind == "rocksdb":
-        return RocksDBEngine(name, path, logged=True)
-    return LMDBEngine(name, path)
+    """A persistent registered engine (RocksDB, LMDB, ...) named ``name`` on ``path``,
+    opened as for a logged store."""
+    return store_engine(kind).open(StoreSpec(name, kind, "bytes", "bytes"), path,
+                                   Durability.CHANGELOG)
 
 
 def bad_option_error(from_config: Callable[[Config, str], object], key: str, value: str,
