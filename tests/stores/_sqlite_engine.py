@@ -20,7 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from weir.stores._iterators import IteratorRegistry, ListIterator
-from weir.stores.engines._base import DerivedScans, is_empty_range, null_argument
+from weir.stores.api import FlushScope
+from weir.stores.engines._base import BytesEngineBase, is_empty_range, null_argument
 from weir.stores.engines.memory import MemorySnapshot
 from weir.stores.engines.registry import Capability, Durability, StoreEngine, register_engine
 from weir.stores.errors import NullKeyOrValueError, StoreClosedError
@@ -35,7 +36,7 @@ _SYNCHRONOUS = {Durability.CHANGELOG: "OFF", Durability.LOCAL: "FULL",
                 Durability.PROCESS: "OFF"}
 
 
-class SQLiteEngine(DerivedScans):
+class SQLiteEngine(BytesEngineBase):
     """A bytes engine over one SQLite file (see the module docstring)."""
 
     def __init__(self, name: str, directory: Path, durability: Durability = Durability.LOCAL):
@@ -146,8 +147,10 @@ class SQLiteEngine(DerivedScans):
             return _select(self._db, lo, hi)
 
     # -- lifecycle -----------------------------------------------------------------------
-    def flush(self) -> None:
+    def flush(self, scope: FlushScope = FlushScope.ENGINE) -> None:
         self._check_open()
+        if scope is FlushScope.CHANGELOG:
+            return  # the open transaction's writes are visible to this connection
         with self._mutex:
             if self._dirty:
                 self._db.execute("UPDATE meta SET commits = commits + 1 WHERE id = 0")
