@@ -8,7 +8,11 @@ publish, snapshot every ``--interval`` versions, retention) for ``--batches`` ba
 * ``s3_boto3``: ``s3a://`` on an S3-compatible server (moto, server mode, on loopback) through
   boto3 (:class:`S3Storage`, what ``s3a://`` locations use);
 * ``s3_s3fs``: the same bucket through s3fs (:class:`FsspecStorage`, the code path gcsfs and
-  adlfs take for ``gs://`` and ``abfss://``).
+  adlfs take for ``gs://`` and ``abfss://``);
+* ``hdfs_webhdfs``: ``hdfs://`` through WebHDFS (:class:`WebHdfsStorage`) against the loopback
+  WebHDFS endpoint of the tests (``tests/engine/spark/_webhdfs.py``, a directory behind HDFS's
+  REST API: HDFS cannot run here). Its request counts are what a NameNode and DataNode would
+  serve; its times say nothing about HDFS.
 
 Before timing, ``fidelity`` asks each S3 client Python has -- boto3, s3fs and pyarrow.fs -- to
 create an object that exists, with its create-if-absent (boto3 ``IfNoneMatch="*"``, s3fs
@@ -52,11 +56,19 @@ from weir.engine.spark.settings import ProviderSettings  # noqa: E402
 from weir.engine.spark.storage import FsspecStorage, S3Storage  # noqa: E402
 
 from tests.engine.spark._s3server import start_s3_server  # noqa: E402
+from tests.engine.spark._webhdfs import start_webhdfs  # noqa: E402
 
 
 def run(variant: str, args, server, bucket: str, scratch: Path) -> dict:
+    hdfs = None
     if variant == "local":
         location, storage = str(scratch / f"ckpt-{variant}"), None
+    elif variant == "hdfs_webhdfs":
+        from weir.engine.spark.storage import StorageOptions, open_storage
+
+        hdfs = start_webhdfs(scratch / "hdfs")
+        location = f"hdfs://namenode:8020/bench/{uuid.uuid4().hex[:6]}"
+        storage = open_storage(location, StorageOptions.from_mapping(hdfs.conf()))
     elif variant == "s3_boto3":
         location = f"s3a://{bucket}/{variant}-{uuid.uuid4().hex[:6]}"
         storage = S3Storage(server.options())
@@ -80,6 +92,8 @@ def run(variant: str, args, server, bucket: str, scratch: Path) -> dict:
                           "bench", 0)
     times, sizes = [], []
     server.reset()
+    if hdfs is not None:
+        hdfs.requests.clear()
     for batch in range(args.batches):
         if args.cold:
             release_replicas()
@@ -97,7 +111,11 @@ def run(variant: str, args, server, bucket: str, scratch: Path) -> dict:
         state.close()
         times.append((time.perf_counter() - started) * 1000)
         sizes.append(state.metrics.version_bytes)
-    requests = server.requests() if variant != "local" else {}
+    if hdfs is not None:
+        requests = dict(hdfs.requests)
+        hdfs.stop()
+    else:
+        requests = server.requests() if variant != "local" else {}
     release_replicas()
     per_batch = {k: round(v / args.batches, 2) for k, v in sorted(requests.items())}
     return {"variant": variant, "batches": args.batches, "cold": args.cold,
@@ -168,7 +186,7 @@ def main() -> None:
     parser.add_argument("--interval", type=int, default=10)
     parser.add_argument("--retain", type=int, default=20)
     parser.add_argument("--cold", action="store_true")
-    parser.add_argument("--variants", default="local,s3_boto3,s3_s3fs")
+    parser.add_argument("--variants", default="local,s3_boto3,s3_s3fs,hdfs_webhdfs")
     args = parser.parse_args()
     server = start_s3_server()
     scratch = Path(tempfile.mkdtemp(prefix="weir-bench-storage-"))

@@ -62,6 +62,7 @@ KEYS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ('metrics.timer.debug.enabled', (), 'weir.engine.config.samza_keys'),
     ('metrics.timer.enabled', (), 'weir.engine.config.samza_keys'),
     ('serializers.registry.<name>.class', (), 'weir.stores.serdes'),
+    ('spark.hadoop.dfs.namenode.http-address', (), 'weir.engine.spark.settings'),
     ('spark.hadoop.fs.azure.account.key.<account>.dfs.core.windows.net', (), 'weir.engine.spark.settings'),
     ('spark.hadoop.fs.gs.project.id', (), 'weir.engine.spark.settings'),
     ('spark.hadoop.fs.s3a.access.key', (), 'weir.engine.spark.settings'),

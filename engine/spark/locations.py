@@ -34,7 +34,7 @@ class StorageKind(Enum):
     S3 = "s3"            # s3a://, s3://, s3n://
     GCS = "gcs"          # gs://, gcs://
     ADLS = "adls"        # abfss://, abfs://
-    HDFS = "hdfs"        # hdfs://, viewfs:// (refused: see docs/SPARK.md)
+    HDFS = "hdfs"        # hdfs://, webhdfs:// (through WebHDFS; viewfs:// refused)
 
 
 _SCHEMES = {"s3a": StorageKind.S3, "s3": StorageKind.S3, "s3n": StorageKind.S3,
@@ -120,7 +120,8 @@ def storage_kind(location: str | os.PathLike[str] | ObjectPath) -> StorageKind:
         raise CheckpointLocationError(
             f"checkpoint location {location!r}: unknown scheme '{scheme}://'. Weir keeps state "
             f"on a local or mounted file system (a path), on S3 (s3a://, s3://), Google Cloud "
-            f"Storage (gs://) or Azure Data Lake Storage (abfss://); see docs/SPARK.md")
+            f"Storage (gs://), Azure Data Lake Storage (abfss://) or HDFS (hdfs://); see "
+            f"docs/SPARK.md")
     return kind
 
 

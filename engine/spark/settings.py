@@ -114,6 +114,11 @@ OBJECT_STORE_KEYS = (
             _HADOOP + "S3: secret access key (with fs.s3a.access.key).", component=_C),
     declare("spark.hadoop.fs.s3a.session.token", str, None,
             _HADOOP + "S3: session token of temporary credentials.", component=_C),
+    declare("spark.hadoop.dfs.namenode.http-address", str, None,
+            _HADOOP + "HDFS (hdfs://): host:port of the NameNode's HTTP endpoint, where Weir "
+            "reaches WebHDFS (https://host:port when dfs.http.policy is HTTPS_ONLY). Unset: the "
+            "location's NameNode host, port 9870. The HDFS user is HADOOP_USER_NAME (simple "
+            "authentication; Kerberos is not supported).", component=_C),
     declare("spark.hadoop.fs.gs.project.id", str, None,
             _HADOOP + "Google Cloud Storage (gs://): the project. Unset: the application "
             "default credentials' project.", component=_C),

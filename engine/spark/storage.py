@@ -17,7 +17,8 @@ a path             temp file, fsync, ``link``       the OS (:class:`LocalStorage
                    ``ifGenerationMatch=0``          (:class:`FsspecStorage`)
 ``abfss://``       ``Put Blob`` with                adlfs, ``pipe_file(mode="create")``
                    ``If-None-Match: *``             (:class:`FsspecStorage`)
-``hdfs://``        refused (see docs/SPARK.md)
+``hdfs://``        write a temp name, then          fsspec's WebHDFS
+                   ``RENAME`` (never replaces)      (:class:`WebHdfsStorage`)
 =================  ===============================  ==========================================
 
 **A retry after a lost response.** A client that sent a conditional write and lost the answer
@@ -59,7 +60,8 @@ from weir.engine.spark.errors import (CheckpointLocationError, CheckpointStorage
 from weir.engine.spark.locations import (Location, ObjectPath, StorageKind, parse_location,
                                          storage_kind)
 
-__all__ = ["CheckpointStorage", "LocalStorage", "S3Storage", "FsspecStorage", "Entry",
+__all__ = ["CheckpointStorage", "LocalStorage", "S3Storage", "FsspecStorage", "WebHdfsStorage",
+           "Entry",
            "StorageOptions", "open_storage", "publish_bytes", "fsync_dir"]
 
 log = logging.getLogger("weir.spark.storage")
@@ -309,8 +311,9 @@ _AZURE_KEY = re.compile(r"^(?:spark\.hadoop\.)?fs\.azure\.account\.key\.([^.]+)\
 
 @dataclass(frozen=True)
 class StorageOptions:
-    """How to reach the object stores, from the Hadoop keys a Spark team already sets for its
-    checkpoints (``spark.hadoop.fs.s3a.*``, ``spark.hadoop.fs.azure.account.key.*``); unset
+    """How to reach the object stores and HDFS, from the Hadoop keys a Spark team already sets
+    for its checkpoints (``spark.hadoop.fs.s3a.*``, ``spark.hadoop.fs.azure.account.key.*``,
+    ``spark.hadoop.fs.gs.project.id``, ``spark.hadoop.dfs.namenode.http-address``); unset
     keys fall back to each client's own defaults (environment, profiles, instance roles).
     Parsed once on the driver; travels to the executors with the operator (secrets stay out
     of ``repr``)."""
@@ -323,6 +326,7 @@ class StorageOptions:
     s3_session_token: str | None = field(default=None, repr=False)
     azure_account_keys: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     gcs_project: str | None = None
+    hdfs_http_address: str | None = None
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> "StorageOptions":
@@ -342,7 +346,8 @@ class StorageOptions:
                    s3_secret_key=_conf(values, "fs.s3a.secret.key"),
                    s3_session_token=_conf(values, "fs.s3a.session.token"),
                    azure_account_keys=azure,
-                   gcs_project=_conf(values, "fs.gs.project.id"))
+                   gcs_project=_conf(values, "fs.gs.project.id"),
+                   hdfs_http_address=_conf(values, "dfs.namenode.http-address"))
 
     @property
     def s3_endpoint_url(self) -> str | None:
@@ -666,8 +671,12 @@ class FsspecStorage(CheckpointStorage):
         for e in self._ls(directory):
             if e.get("type") != "file":
                 continue
-            modified = e.get("LastModified") or e.get("updated") or e.get("last_modified")
-            ms = int(modified.timestamp() * 1000) if hasattr(modified, "timestamp") else 0
+            modified = e.get("LastModified") or e.get("updated") or e.get("last_modified") \
+                or e.get("modificationTime")
+            if isinstance(modified, int):
+                ms = modified                                  # WebHDFS: epoch ms
+            else:
+                ms = int(modified.timestamp() * 1000) if hasattr(modified, "timestamp") else 0
             out.append(Entry(e["name"].rsplit("/", 1)[-1], int(e.get("size") or 0), ms))
         return out
 
@@ -744,6 +753,160 @@ def _adls(options: StorageOptions, account: str | None) -> FsspecStorage:
                          StorageKind.ADLS)
 
 
+# -- HDFS (WebHDFS) ---------------------------------------------------------------------------
+
+_WEBHDFS_PORT = 9870   # dfs.namenode.http-address's default port (Hadoop 3)
+
+
+class WebHdfsStorage(FsspecStorage):
+    """HDFS through its REST API, WebHDFS (fsspec's ``WebHDFileSystem``): publication writes
+    the file under a temp name, then renames it (``RENAME``) to its final name. HDFS's rename never
+    replaces an existing file (the NameNode answers ``{"boolean": false}``, deciding under its
+    namespace lock), so it is create-if-absent, and a reader never sees a partial file. fsspec's
+    own ``mv`` ignores that answer, so the rename is sent here and its answer read."""
+
+    def __init__(self, fs: Any, *, orphan_scan_interval_s: float = 600.0):
+        super().__init__(fs, StorageKind.HDFS)
+        self.orphan_scan_interval_s = orphan_scan_interval_s
+        self._scanned: dict[str, float] = {}
+
+    @staticmethod
+    def _p(path: Location) -> str:
+        return "/" + _object(path).key
+
+    def __repr__(self) -> str:
+        return f"WebHdfsStorage({self.fs.url})"
+
+    def _fail(self, exc: Exception, path: Location, operation: str) -> CheckpointStorageError:
+        return CheckpointStorageError(
+            f"{type(exc).__name__}: {exc}; check that the NameNode's WebHDFS answers at "
+            f"{self.fs.url} (spark.hadoop.dfs.namenode.http-address) and that the HDFS user "
+            f"(HADOOP_USER_NAME) may write there; the task can be retried",
+            location=path, operation=operation)
+
+    def create(self, path: Location, data: bytes) -> bool:
+        final = _object(path)
+        tmp = final.with_name(f".{final.name}.{_host()}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
+        try:
+            # The two-step CREATE of WebHDFS (NameNode, then the DataNode it redirects to) of
+            # the temp name, which no other attempt uses: overwrite=false makes a clash an error.
+            answer = self.fs._call("CREATE", "put", self._p(tmp), redirect=False,
+                                   overwrite="false")
+            written = self.fs.session.put(self.fs._apply_proxy(answer.headers["Location"]),
+                                          data=data,
+                                          headers={"content-type": "application/octet-stream"})
+            written.raise_for_status()
+        except Exception as exc:  # noqa: BLE001
+            self._drop(tmp)
+            raise self._fail(exc, path, "publish") from exc
+        try:
+            renamed = self.fs._call("RENAME", "put", self._p(tmp),
+                                    destination=self._p(final)).json()["boolean"]
+        except Exception as exc:  # noqa: BLE001 - the answer may be lost after the rename
+            if self._holds(path, data):
+                return True                      # the rename happened: the file is ours
+            self._drop(tmp)
+            raise self._fail(exc, path, "publish") from exc
+        if renamed:
+            return True
+        self._drop(tmp)
+        try:
+            return self.read(path) == data
+        except FileNotFoundError:
+            raise CheckpointStorageError(
+                "HDFS refused to rename the written file to this name, and there is no file "
+                "by this name: its directory is missing or not writable",
+                location=path, operation="publish") from None
+
+    def _holds(self, path: Location, data: bytes) -> bool:
+        try:
+            return self.read(path) == data
+        except (FileNotFoundError, CheckpointStorageError):
+            return False
+
+    def _drop(self, tmp: ObjectPath) -> None:
+        try:
+            self.fs._call("DELETE", "delete", self._p(tmp), recursive="false")
+        except Exception:  # noqa: BLE001 - clean_orphans removes it later
+            log.warning("could not delete the temp file %s", tmp)
+
+    def set_aside(self, path: Location, aside: Location) -> bool:
+        try:
+            return bool(self.fs._call("RENAME", "put", self._p(path),
+                                      destination=self._p(aside)).json()["boolean"])
+        except Exception as exc:  # noqa: BLE001
+            raise self._fail(exc, path, "set aside") from exc
+
+    def read(self, path: Location) -> bytes:
+        """One ``OPEN`` (redirected to a DataNode), not fsspec's status + ranged reads."""
+        try:
+            return self.fs._call("OPEN", path=self._p(path)).content
+        except FileNotFoundError:
+            raise FileNotFoundError(errno.ENOENT, "no such file", str(path)) from None
+        except Exception as exc:  # noqa: BLE001
+            raise self._fail(exc, path, "read") from exc
+
+    # make_directory: nothing; HDFS's create makes the missing parent directories, and a
+    # version's temp file is renamed within its own directory.
+
+    def delete(self, paths: Iterable[Location]) -> None:
+        for path in paths:
+            try:
+                self.fs._call("DELETE", "delete", self._p(path), recursive="false")
+            except FileNotFoundError:
+                pass
+            except Exception as exc:  # noqa: BLE001
+                raise self._fail(exc, path, "delete") from exc
+
+    def clean_orphans(self, directory: Location, max_age_ms: int) -> list[Location]:
+        """Temp files of publish attempts: those of a dead process on this host, and any
+        older than ``max_age_ms`` (as on a local file system). At most once per
+        ``orphan_scan_interval_s`` per directory and process: a listing is a NameNode call."""
+        d = _object(directory)
+        last = self._scanned.get(str(d))
+        if last is not None and time.monotonic() - last < self.orphan_scan_interval_s:
+            return []
+        self._scanned[str(d)] = time.monotonic()
+        host, now_ms = _host(), time.time() * 1000
+        stale = []
+        for entry in self._ls(directory):
+            name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
+            m = _TMP.match(name)
+            if m is None or entry.get("type") != "file":
+                continue
+            dead = m.group("host") == host and not _alive(int(m.group("pid")))
+            if dead or now_ms - int(entry.get("modificationTime") or 0) > max_age_ms:
+                stale.append(d / name)
+        self.delete(stale)
+        return stale
+
+
+def _webhdfs(options: StorageOptions, location: ObjectPath) -> WebHdfsStorage:
+    try:
+        import requests  # noqa: F401 - fsspec's WebHDFS client runs on it
+        from fsspec.implementations.webhdfs import WebHDFS
+    except ImportError:
+        raise CheckpointLocationError(
+            "an hdfs:// checkpoint location needs fsspec and requests: pip install "
+            "'weir[hdfs]'") from None
+
+    if location.scheme == "webhdfs":      # Hadoop's webhdfs://<namenode>:<http port>/path
+        address = location.authority
+    else:                                 # hdfs://<namenode>:<rpc port>/path
+        address = options.hdfs_http_address or \
+            f"{location.authority.rsplit(':', 1)[0]}:{_WEBHDFS_PORT}"
+    https = address.startswith("https://")
+    address = address.split("://", 1)[-1]
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise CheckpointLocationError(
+            f"checkpoint location {location}: the NameNode's WebHDFS address {address!r} is not "
+            f"host:port; set spark.hadoop.dfs.namenode.http-address")
+    user = os.environ.get("HADOOP_USER_NAME") or None
+    return WebHdfsStorage(WebHDFS(host, port=int(port), user=user, use_https=https,
+                                  skip_instance_cache=True, use_listings_cache=False))
+
+
 # -- choosing one -----------------------------------------------------------------------------
 
 _LOCAL = LocalStorage()
@@ -759,17 +922,16 @@ def open_storage(location: str | os.PathLike[str] | Location,
     kind = storage_kind(location)
     if kind is StorageKind.LOCAL:
         return _LOCAL
-    if kind is StorageKind.HDFS:
-        raise CheckpointLocationError(
-            f"checkpoint location {location}: HDFS is not supported for Weir's state. None of "
-            f"the Python HDFS clients here publishes create-if-absent (libhdfs cannot create "
-            f"without overwrite, pyarrow's move replaces an existing file, fsspec's WebHDFS "
-            f"rename ignores a refused rename). Keep Weir's state on a mounted file system with "
-            f"hard links, or on an object store (s3a://, gs://, abfss://); docs/SPARK.md")
-    options = options or StorageOptions()
     path = parse_location(location)
+    if kind is StorageKind.HDFS and isinstance(path, ObjectPath) and path.scheme == "viewfs":
+        raise CheckpointLocationError(
+            f"checkpoint location {location}: viewfs:// is resolved by Hadoop's mount table, "
+            f"which Weir does not read; name the HDFS namespace the path is mounted from "
+            f"(hdfs://<namenode>/<path>); docs/SPARK.md")
+    options = options or StorageOptions()
     account = path.account if isinstance(path, ObjectPath) else None
-    key = (kind, options, account)
+    authority = path.authority if kind is StorageKind.HDFS else None
+    key = (kind, options, account, authority)
     storage = _OPEN.get(key)
     if storage is None:
         with _OPEN_LOCK:
@@ -779,6 +941,8 @@ def open_storage(location: str | os.PathLike[str] | Location,
                     storage = S3Storage(options)
                 elif kind is StorageKind.GCS:
                     storage = _gcs(options)
+                elif kind is StorageKind.HDFS:
+                    storage = _webhdfs(options, path)
                 else:
                     storage = _adls(options, account)
                 _OPEN[key] = storage

@@ -1,7 +1,8 @@
 """State files on an object store: a real S3-compatible HTTP server (moto in server mode) on
 loopback, reached through the two clients Weir can use for it -- boto3 (``S3Storage``, what
 ``s3a://`` locations get) and s3fs (``FsspecStorage``, the code path of ``gs://`` and
-``abfss://`` through gcsfs and adlfs)."""
+``abfss://`` through gcsfs and adlfs); and ``hdfs://`` through WebHDFS against a loopback
+WebHDFS endpoint (``_webhdfs.py``)."""
 
 from __future__ import annotations
 
@@ -20,9 +21,11 @@ from weir.engine.spark.partition import load_version
 from weir.engine.spark.replica import release_replicas
 from weir.engine.spark.settings import ProviderSettings
 from weir.engine.spark.statefile import VersionKind
-from weir.engine.spark.storage import FsspecStorage, S3Storage, StorageOptions, open_storage
+from weir.engine.spark.storage import (FsspecStorage, S3Storage, StorageOptions, WebHdfsStorage,
+                                       open_storage)
 
 from tests.engine.spark._state import Operator
+from tests.engine.spark._webhdfs import start_webhdfs
 
 BATCHES = [["a", "b", "a"], ["b", "c"], ["a"], ["c", "c", "d"], ["e"], ["a", "e"], ["f"]]
 _names = itertools.count()
@@ -296,10 +299,9 @@ def test_a_missing_bucket_is_a_typed_error_naming_the_location(s3_server):
         storage.create(path, b"{}")
 
 
-@pytest.mark.parametrize("location", ["hdfs://namenode:8020/ckpt", "viewfs://cluster/ckpt"])
-def test_hdfs_locations_are_refused_with_the_reason(location):
-    with pytest.raises(CheckpointLocationError, match="create-if-absent"):
-        open_storage(location)
+def test_viewfs_locations_are_refused_with_the_reason():
+    with pytest.raises(CheckpointLocationError, match="mount table"):
+        open_storage("viewfs://cluster/ckpt")
 
 
 def test_an_unknown_scheme_is_refused():
@@ -326,3 +328,135 @@ def test_a_local_path_keeps_the_link_based_storage(tmp_path):
     assert open_storage(str(tmp_path)).kind is StorageKind.LOCAL
     assert open_storage(f"file://{tmp_path}").kind is StorageKind.LOCAL
     assert OperatorCheckpoint(tmp_path, "counts").root == tmp_path / "weir" / "counts"
+
+
+# -- HDFS through WebHDFS ----------------------------------------------------------------------
+# HDFS cannot run here; tests/engine/spark/_webhdfs.py serves WebHDFS over a directory with
+# HDFS's create and rename semantics (see its docstring).
+
+@pytest.fixture(scope="module")
+def webhdfs(tmp_path_factory):
+    server = start_webhdfs(tmp_path_factory.mktemp("hdfs"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def hdfs_location():
+    return f"hdfs://namenode.example:8020/user/spark/ckpt-{next(_names)}"
+
+
+def _hdfs(server) -> WebHdfsStorage:
+    storage = open_storage("hdfs://namenode.example:8020/",
+                           StorageOptions.from_mapping(server.conf()))
+    assert isinstance(storage, WebHdfsStorage)
+    return storage
+
+
+def test_hdfs_create_publishes_once_by_rename_and_leaves_no_temp_files(webhdfs, hdfs_location):
+    storage = _hdfs(webhdfs)
+    directory = parse_location(hdfs_location)
+    storage.make_directory(directory)
+    path = directory / "00000000000000000003.changelog.zst"
+    assert storage.create(path, b"first") is True
+    assert storage.create(path, b"second") is False
+    assert storage.read(path) == b"first"
+    assert storage.names(directory) == [path.name]            # the loser's temp file is gone
+    assert [e.size for e in storage.entries(directory)] == [5]
+
+
+def test_hdfs_two_attempts_racing_to_publish_the_same_version_exactly_one_wins(webhdfs,
+                                                                              hdfs_location):
+    directory = parse_location(hdfs_location)
+    _hdfs(webhdfs).make_directory(directory)
+    path = directory / "00000000000000000001.changelog.zst"
+    attempts = 4
+    start = threading.Barrier(attempts)
+    results: dict[int, bool] = {}
+
+    def attempt(i: int) -> None:
+        storage = WebHdfsStorage(_hdfs(webhdfs).fs)
+        data = f"attempt {i}".encode()
+        start.wait()
+        results[i] = storage.create(path, data)
+
+    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(attempts)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [i for i, won in results.items() if won]
+    assert len(results) == attempts and len(winners) == 1
+    assert _hdfs(webhdfs).read(path) == f"attempt {winners[0]}".encode()
+    assert _hdfs(webhdfs).names(directory) == [path.name]
+
+
+def test_hdfs_a_rename_whose_answer_is_lost_is_recognised_as_this_attempts_own(webhdfs,
+                                                                              hdfs_location):
+    storage = _hdfs(webhdfs)
+    directory = parse_location(hdfs_location)
+    storage.make_directory(directory)
+    path = directory / "00000000000000000002.changelog.zst"
+    webhdfs.lose_rename_response()
+    assert storage.create(path, b"mine") is True              # renamed, answer lost: ours
+    assert storage.read(path) == b"mine"
+    assert storage.create(path, b"someone else") is False
+
+
+def test_running_count_on_hdfs_keeps_retention_and_restores_after_replicas_are_lost(
+        webhdfs, hdfs_location, tmp_path):
+    op = Operator(hdfs_location, tmp_path / "local", interval=2, retain=3,
+                  storage=StorageOptions.from_mapping(webhdfs.conf()))
+    try:
+        for batch, words in enumerate(BATCHES):
+            assert op.run(0, batch, words)[0] == "published"
+        listing = op.checkpoint.partition(0).listing()
+        assert listing.latest == len(BATCHES) - 1
+        assert listing.snapshots == (1, 3, 5)                    # retention ran at 5
+        assert listing.changelogs == (2, 3, 4, 5, 6)
+        files = sorted(p.name for p in (webhdfs.root / op.checkpoint.partition(0).directory.key)
+                       .iterdir())
+        assert files == sorted([f"{v:020d}.changelog.zst" for v in range(2, 7)] +
+                               [f"{v:020d}.snapshot.zst" for v in (1, 3, 5)])
+        release_replicas()
+        shutil.rmtree(tmp_path / "local")                        # a new executor
+        outcome, emitted = op.run(0, len(BATCHES), ["a"])
+        assert outcome == "published" and emitted == {"a": expected(len(BATCHES))["a"] + 1}
+        assert list_operators(op.checkpoint.checkpoint, op.settings.storage) == ["counts"]
+    finally:
+        release_replicas()
+
+
+def test_a_flipped_byte_in_a_changelog_on_hdfs_names_the_file(webhdfs, hdfs_location, tmp_path):
+    op = Operator(hdfs_location, tmp_path / "local", interval=100,
+                  storage=StorageOptions.from_mapping(webhdfs.conf()))
+    try:
+        for batch in range(4):
+            op.run(0, batch, BATCHES[batch])
+        path = op.checkpoint.partition(0).path(2, VersionKind.CHANGELOG)
+        local = webhdfs.root / path.key
+        data = bytearray(local.read_bytes())
+        data[-10] ^= 0x01
+        local.write_bytes(bytes(data))
+        release_replicas()
+        shutil.rmtree(tmp_path / "local")
+        with pytest.raises(StateFileDamagedError) as info:
+            op.run(0, 4, BATCHES[4])
+        assert info.value.path == path and str(path) in str(info.value)
+    finally:
+        release_replicas()
+
+
+def test_hdfs_temp_files_of_dead_attempts_are_removed_once_per_interval(webhdfs, hdfs_location):
+    storage = WebHdfsStorage(_hdfs(webhdfs).fs, orphan_scan_interval_s=3600)
+    directory = parse_location(hdfs_location)
+    storage.create(directory / "00000000000000000001.changelog.zst", b"published")
+    folder = webhdfs.root / directory.key
+    dead = folder / ".00000000000000000002.changelog.zst.otherhost.4242.0123456789ab.tmp"
+    dead.write_bytes(b"half a version")                   # a killed attempt's temp file
+    assert storage.clean_orphans(directory, max_age_ms=0) == [directory / dead.name]
+    assert sorted(p.name for p in folder.iterdir()) == ["00000000000000000001.changelog.zst"]
+    dead.write_bytes(b"another")
+    webhdfs.requests.clear()
+    assert storage.clean_orphans(directory, max_age_ms=0) == []   # not again this interval
+    assert webhdfs.requests == {}
