@@ -142,10 +142,10 @@ def repartition(checkpoint: str | os.PathLike[str], operator: str, partitions: i
     op = OperatorCheckpoint(checkpoint, operator)
     if not isinstance(op.root, Path):
         raise CheckpointLocationError(
-            f"weir spark repartition rewrites a checkpoint on a file system (it builds the new "
-            f"state beside the old and swaps the directories); {checkpoint} is an object store "
-            f"location, which has no directory rename. Copy <checkpoint>/weir/{operator} to a "
-            f"local directory, repartition it there and copy it back while the query is stopped")
+            f"weir spark repartition rewrites a checkpoint on a local or mounted file system (it "
+            f"builds the new state beside the old and swaps the directories); {checkpoint} is "
+            f"an object store or HDFS location. Copy <checkpoint>/weir/{operator} to a local "
+            f"directory, repartition it there and copy it back while the query is stopped")
     meta = op.read_meta()
     if meta is None:
         raise SparkError(f"no operator '{operator}' in {checkpoint} ({op.meta_path} is missing)")

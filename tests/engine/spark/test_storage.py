@@ -460,3 +460,11 @@ def test_hdfs_temp_files_of_dead_attempts_are_removed_once_per_interval(webhdfs,
     webhdfs.requests.clear()
     assert storage.clean_orphans(directory, max_age_ms=0) == []   # not again this interval
     assert webhdfs.requests == {}
+
+
+@pytest.mark.parametrize("location", ["s3a://lake/ckpt", "hdfs://namenode:8020/ckpt"])
+def test_repartition_refuses_a_location_off_the_file_system_and_says_how(location):
+    from weir.engine.spark.repartition import repartition
+
+    with pytest.raises(CheckpointLocationError, match="Copy <checkpoint>/weir/counts to a local"):
+        repartition(location, "counts", 4)
