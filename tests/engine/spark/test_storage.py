@@ -93,12 +93,18 @@ def test_create_publishes_once_and_leaves_the_first_object(storage_factory, loca
 def test_two_attempts_racing_to_publish_the_same_version_exactly_one_wins(storage_factory,
                                                                          location):
     path = parse_location(location) / "00000000000000000001.changelog.zst"
-    attempts = 4
+    winner = _race(path, storage_factory)
+    assert storage_factory().read(path) == f"attempt {winner}".encode()
+
+
+def _race(path, new_storage, attempts: int = 4) -> int:
+    """``attempts`` threads, each with its own client, create ``path`` at once (after a
+    barrier); asserts that exactly one won and returns its number."""
     start = threading.Barrier(attempts)
     results: dict[int, bool] = {}
 
     def attempt(i: int) -> None:
-        storage = storage_factory()                       # its own client and connections
+        storage = new_storage()                           # its own client and connections
         data = f"attempt {i}".encode()
         start.wait()
         results[i] = storage.create(path, data)
@@ -110,7 +116,7 @@ def test_two_attempts_racing_to_publish_the_same_version_exactly_one_wins(storag
         t.join()
     winners = [i for i, won in results.items() if won]
     assert len(results) == attempts and len(winners) == 1
-    assert storage_factory().read(path) == f"attempt {winners[0]}".encode()
+    return winners[0]
 
 
 def test_a_retry_after_a_lost_response_sees_its_own_object_and_counts_as_created(
@@ -370,24 +376,11 @@ def test_hdfs_two_attempts_racing_to_publish_the_same_version_exactly_one_wins(w
     directory = parse_location(hdfs_location)
     _hdfs(webhdfs).make_directory(directory)
     path = directory / "00000000000000000001.changelog.zst"
-    attempts = 4
-    start = threading.Barrier(attempts)
-    results: dict[int, bool] = {}
+    from fsspec.implementations.webhdfs import WebHDFS
 
-    def attempt(i: int) -> None:
-        storage = WebHdfsStorage(_hdfs(webhdfs).fs)
-        data = f"attempt {i}".encode()
-        start.wait()
-        results[i] = storage.create(path, data)
-
-    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(attempts)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    winners = [i for i, won in results.items() if won]
-    assert len(results) == attempts and len(winners) == 1
-    assert _hdfs(webhdfs).read(path) == f"attempt {winners[0]}".encode()
+    winner = _race(path, lambda: WebHdfsStorage(WebHDFS("127.0.0.1", port=webhdfs.port,
+                                                        skip_instance_cache=True)))
+    assert _hdfs(webhdfs).read(path) == f"attempt {winner}".encode()
     assert _hdfs(webhdfs).names(directory) == [path.name]
 
 
