@@ -59,8 +59,8 @@ def _show(args: argparse.Namespace) -> int:
         for p in range(meta.partitions):
             files = op.partition(p)
             listing = files.listing()
-            size = sum(f.stat().st_size for f in files.directory.glob("*.zst")) \
-                if files.directory.is_dir() else 0
+            size = sum(e.size for e in files.storage.entries(files.directory)
+                       if e.name.endswith(".zst"))
             state_rows = None
             if listing.changelogs:
                 header = files.read(listing.latest, VersionKind.CHANGELOG, sections=[])

@@ -11,12 +11,13 @@ Version ``v`` is the state after micro-batch ``v`` (Spark's own providers number
 after batch ``v`` as ``v + 1``). Every task of a batch publishes its partition's changelog,
 empty or not, so a missing file is damage, never "no change".
 
-**Publishing is create-if-absent**: the file is written to a temp name, fsynced, hard-linked to
-its final name (``link`` fails when the name exists) and the directory fsynced. Whoever links
-first publishes the version; a retried, speculative or replayed attempt finds the name taken,
-discards its own file and adopts the published one, so history never forks. This needs a
-checkpoint location with POSIX hard links (a local disk, NFS, most cluster file systems);
-object stores are refused with an error that says so.
+**Publishing is create-if-absent** through the checkpoint's storage
+(:mod:`weir.engine.spark.storage`): on a file system the file is written to a temp name,
+fsynced, hard-linked to its final name (``link`` fails when the name exists) and the directory
+fsynced; on an object store it is one conditional write (S3 and ADLS ``If-None-Match: *``, GCS
+``ifGenerationMatch=0``). Whoever creates the name first publishes the version; a retried,
+speculative or replayed attempt finds the name taken, discards its own file and adopts the
+published one, so history never forks.
 
 ``_meta.json`` is published the same way by the first task of the operator and checked by every
 later one (and by the driver when it builds the plan): the partition count and the stores'
@@ -30,15 +31,13 @@ rebuilt from an older one.
 
 from __future__ import annotations
 
-import errno
 import os
 import re
-import socket
 import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from functools import cached_property
 from typing import Any
 
 from weir.stores import _crc as crc32c
@@ -46,90 +45,38 @@ import orjson
 
 from weir.engine.spark.errors import (PartitionCountChangedError, SparkError,
                                       StateFileDamagedError, StateOwnershipError)
+from weir.engine.spark.locations import Location, parse_location
 from weir.engine.spark.statefile import VersionFile, VersionKind, decode_version
+from weir.engine.spark.storage import CheckpointStorage, StorageOptions, open_storage
 
-__all__ = ["OperatorMeta", "OperatorCheckpoint", "PartitionFiles", "Listing", "publish_bytes",
+__all__ = ["OperatorMeta", "OperatorCheckpoint", "PartitionFiles", "Listing",
            "operator_root", "list_operators", "META_FILE"]
 
 META_FILE = "_meta.json"
 _BATCHES = "_batches"
 _NAME = re.compile(r"^(\d{20})\.(changelog|snapshot)\.zst$")
-_TMP = re.compile(r"^\.(?P<name>.+)\.(?P<host>[^.]+)\.(?P<pid>\d+)\.[0-9a-f]{12}\.tmp$")
 _META_FORMAT = 1
 
 
-def operator_root(checkpoint: str | os.PathLike[str], operator: str) -> Path:
+def operator_root(checkpoint: str | os.PathLike[str] | Location, operator: str) -> Location:
     """``<checkpoint>/weir/<operator>``."""
     _check_operator_name(operator)
-    return Path(checkpoint) / "weir" / operator
+    return parse_location(checkpoint) / "weir" / operator
 
 
-def list_operators(checkpoint: str | os.PathLike[str]) -> list[str]:
+def list_operators(checkpoint: str | os.PathLike[str] | Location,
+                   options: StorageOptions | None = None) -> list[str]:
     """Names of the operators with state under ``<checkpoint>/weir``."""
-    root = Path(checkpoint) / "weir"
-    if not root.is_dir():
-        return []
-    return sorted(p.name for p in root.iterdir()
-                  if not p.name.startswith((".", "_")) and (p / META_FILE).is_file())
+    root = parse_location(checkpoint) / "weir"
+    storage = open_storage(root, options)
+    return sorted(name for name in storage.directories(root)
+                  if not name.startswith((".", "_")) and storage.exists(root / name / META_FILE))
 
 
 def _check_operator_name(name: str) -> None:
     if not name or name.startswith((".", "_")) or "/" in name or "\\" in name or name != name.strip():
         raise ValueError(f"operator name {name!r}: use a non-empty name without '/', not "
                          f"starting with '.' or '_'")
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        if exc.errno not in (errno.EINVAL, errno.EBADF):
-            raise
-    finally:
-        os.close(fd)
-
-
-def _temp_name(final: Path) -> Path:
-    host = socket.gethostname().replace(".", "_") or "host"
-    return final.with_name(f".{final.name}.{host}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
-
-
-def publish_bytes(final: Path, data: bytes) -> bool:
-    """Create ``final`` holding ``data`` unless it exists; True when this call created it.
-
-    Temp file, fsync, ``link`` (fails when the name exists), fsync of the directory: readers
-    never see a partial file and two writers can never both win."""
-    tmp = _temp_name(final)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.link(tmp, final)
-        won = True
-    except FileExistsError:
-        won = False
-    except OSError as exc:
-        if exc.errno in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
-            raise SparkError(
-                f"cannot publish {final}: the checkpoint location does not support hard links "
-                f"({exc.strerror}). The Weir state provider publishes every version with "
-                f"create-if-absent (link); use a local disk, NFS or a cluster file system that "
-                f"supports hard links for the checkpoint location") from exc
-        raise
-    finally:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-    if won:
-        _fsync_dir(final.parent)
-    return won
 
 
 @dataclass(frozen=True)
@@ -160,7 +107,7 @@ class OperatorMeta:
                             option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2)
 
     @classmethod
-    def from_json(cls, data: bytes, path: Path) -> "OperatorMeta":
+    def from_json(cls, data: bytes, path: Location) -> "OperatorMeta":
         try:
             obj = orjson.loads(data)
             crc = obj.pop("crc32c")
@@ -182,20 +129,35 @@ class OperatorMeta:
 
 
 class OperatorCheckpoint:
-    """The state of one operator in one checkpoint location."""
+    """The state of one operator in one checkpoint location (a path, or an object store URI
+    reached with ``options``; ``storage`` replaces the client :func:`open_storage` would
+    choose, as benchmarks and tests do)."""
 
-    def __init__(self, checkpoint: str | os.PathLike[str], operator: str):
-        self.checkpoint = Path(checkpoint)
+    def __init__(self, checkpoint: str | os.PathLike[str] | Location, operator: str,
+                 options: StorageOptions | None = None, *,
+                 storage: CheckpointStorage | None = None):
+        self.checkpoint = parse_location(checkpoint)
         self.operator = operator
-        self.root = operator_root(checkpoint, operator)
-        self.meta_path = self.root / META_FILE
+        self.options = options
+        self.root = operator_root(self.checkpoint, operator)
+        if storage is not None:
+            self.__dict__["storage"] = storage
+
+    @property
+    def meta_path(self) -> Location:
+        return self.root / META_FILE
+
+    @cached_property
+    def storage(self) -> CheckpointStorage:
+        """The store the checkpoint lives in (opened on first use)."""
+        return open_storage(self.checkpoint, self.options)
 
     def __repr__(self) -> str:
         return f"OperatorCheckpoint({str(self.checkpoint)!r}, {self.operator!r})"
 
     def read_meta(self) -> OperatorMeta | None:
         try:
-            data = self.meta_path.read_bytes()
+            data = self.storage.read(self.meta_path)
         except FileNotFoundError:
             return None
         return OperatorMeta.from_json(data, self.meta_path)
@@ -205,8 +167,8 @@ class OperatorCheckpoint:
         recorded metadata allows it (partitions, stores and owner); returns the recorded."""
         meta = self.read_meta()
         if meta is None:
-            self.root.mkdir(parents=True, exist_ok=True)
-            publish_bytes(self.meta_path, wanted.to_json())
+            self.storage.make_directory(self.root)
+            self.storage.create(self.meta_path, wanted.to_json())
             meta = self.read_meta()
         assert meta is not None
         self.check(meta, wanted, check_query=check_query)
@@ -248,21 +210,21 @@ class OperatorCheckpoint:
                 f"whole checkpoint location to start over")
 
     def partition(self, partition: int) -> "PartitionFiles":
-        return PartitionFiles(self.root / str(partition), self.operator, partition)
+        return PartitionFiles(self.root / str(partition), self.operator, partition,
+                              self.storage)
 
     def partitions(self) -> list[int]:
-        if not self.root.is_dir():
-            return []
-        return sorted(int(p.name) for p in self.root.iterdir() if p.name.isdigit())
+        return sorted(int(name) for name in self.storage.directories(self.root)
+                      if name.isdigit())
 
     # -- batch clocks (transform_with_state's time modes) -------------------------------------
-    def batch_clock_path(self, batch: int) -> Path:
+    def batch_clock_path(self, batch: int) -> Location:
         return self.root / _BATCHES / f"{batch:020d}.json"
 
     def read_batch_clock(self, batch: int) -> dict[str, Any] | None:
         path = self.batch_clock_path(batch)
         try:
-            obj = orjson.loads(path.read_bytes())
+            obj = orjson.loads(self.storage.read(path))
         except FileNotFoundError:
             return None
         except orjson.JSONDecodeError as exc:
@@ -281,23 +243,22 @@ class OperatorCheckpoint:
         existing = self.read_batch_clock(batch)
         if existing is not None:
             return existing
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self.storage.make_directory(path.parent)
         body = dict(clock)
         raw = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
-        publish_bytes(path, orjson.dumps({**body, "crc32c": f"{crc32c.crc32c(raw):08x}"},
-                                         option=orjson.OPT_SORT_KEYS))
+        self.storage.create(path, orjson.dumps({**body, "crc32c": f"{crc32c.crc32c(raw):08x}"},
+                                               option=orjson.OPT_SORT_KEYS))
         got = self.read_batch_clock(batch)
         assert got is not None
         return got
 
     def retain_batch_clocks(self, oldest: int) -> None:
         folder = self.root / _BATCHES
-        if not folder.is_dir():
-            return
-        for entry in folder.iterdir():
-            stem = entry.name.split(".")[0]
-            if stem.isdigit() and int(stem) < oldest and entry.name.endswith(".json"):
-                entry.unlink(missing_ok=True)
+        old = [folder / name for name in self.storage.names(folder)
+               if name.endswith(".json") and name.split(".")[0].isdigit()
+               and int(name.split(".")[0]) < oldest]
+        if old:
+            self.storage.delete(old)
 
 
 @dataclass(frozen=True)
@@ -316,24 +277,22 @@ class Listing:
 class PartitionFiles:
     """The version files of one partition of one operator."""
 
-    def __init__(self, directory: Path, operator: str, partition: int):
+    def __init__(self, directory: Location, operator: str, partition: int,
+                 storage: CheckpointStorage | None = None):
         self.directory = directory
         self.operator = operator
         self.partition = partition
+        self.storage = storage or open_storage(directory)
 
     def __repr__(self) -> str:
         return f"PartitionFiles({str(self.directory)!r})"
 
-    def path(self, version: int, kind: VersionKind) -> Path:
+    def path(self, version: int, kind: VersionKind) -> Location:
         return self.directory / f"{version:020d}{kind.suffix}"
 
     def listing(self) -> Listing:
         changelogs, snapshots = [], []
-        try:
-            names = os.listdir(self.directory)
-        except FileNotFoundError:
-            return Listing((), ())
-        for name in names:
+        for name in self.storage.names(self.directory):
             m = _NAME.match(name)
             if m is None:
                 continue
@@ -341,35 +300,30 @@ class PartitionFiles:
         return Listing(tuple(sorted(changelogs)), tuple(sorted(snapshots)))
 
     def exists(self, version: int, kind: VersionKind) -> bool:
-        return self.path(version, kind).exists()
+        return self.storage.exists(self.path(version, kind))
 
     def read(self, version: int, kind: VersionKind, *,
              sections: list[str] | None = None) -> VersionFile:
         """The decoded file of ``version``; StateFileDamagedError when it fails a check,
         FileNotFoundError when it is not there."""
         path = self.path(version, kind)
-        data = path.read_bytes()
+        data = self.storage.read(path)
         return decode_version(data, path=path, sections=sections,
                               expect=(kind, self.operator, self.partition, version))
 
     def publish(self, version: int, kind: VersionKind, data: bytes) -> bool:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        return publish_bytes(self.path(version, kind), data)
+        self.storage.make_directory(self.directory)
+        return self.storage.create(self.path(version, kind), data)
 
-    def set_aside_damaged(self, version: int, kind: VersionKind) -> Path | None:
-        """Rename a damaged file to ``<name>.damaged-<UTC time>`` (kept for inspection), so
+    def set_aside_damaged(self, version: int, kind: VersionKind) -> Location | None:
+        """Move a damaged file to ``<name>.damaged-<UTC time>`` (kept for inspection), so
         the version can be published again; None when another task already did."""
         path = self.path(version, kind)
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         aside = path.with_name(f"{path.name}.damaged-{stamp}-{uuid.uuid4().hex[:6]}")
-        try:
-            os.rename(path, aside)
-        except FileNotFoundError:
-            return None
-        _fsync_dir(self.directory)
-        return aside
+        return aside if self.storage.set_aside(path, aside) else None
 
-    def retain(self, latest: int, min_versions: int) -> list[Path]:
+    def retain(self, latest: int, min_versions: int) -> list[Location]:
         """Delete what no loadable version needs; returns the removed files.
 
         Versions ``>= latest - min_versions + 1`` stay loadable: the newest snapshot at or
@@ -388,47 +342,11 @@ class PartitionFiles:
         for version in listing.snapshots:
             if version < fallback:
                 removed.append(self.path(version, VersionKind.SNAPSHOT))
-        for path in removed:
-            path.unlink(missing_ok=True)
         if removed:
-            _fsync_dir(self.directory)
+            self.storage.delete(removed)
         return removed
 
-    def clean_orphans(self, max_age_ms: int) -> list[Path]:
-        """Remove temp files of publish attempts that can no longer finish: those of a dead
-        process on this host, and any older than ``max_age_ms``."""
-        host = socket.gethostname().replace(".", "_") or "host"
-        now = time.time()
-        removed = []
-        try:
-            entries = list(os.scandir(self.directory))
-        except FileNotFoundError:
-            return []
-        for entry in entries:
-            m = _TMP.match(entry.name)
-            if m is None:
-                continue
-            dead = m.group("host") == host and not _alive(int(m.group("pid")))
-            try:
-                old = (now - entry.stat().st_mtime) * 1000 > max_age_ms
-            except FileNotFoundError:
-                continue
-            if dead or old:
-                try:
-                    os.unlink(entry.path)
-                    removed.append(Path(entry.path))
-                except FileNotFoundError:
-                    pass
-        return removed
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    def clean_orphans(self, max_age_ms: int) -> list[Location]:
+        """Remove what publish attempts that can no longer finish left behind (temp files on a
+        file system, unfinished multipart uploads on S3)."""
+        return self.storage.clean_orphans(self.directory, max_age_ms)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from weir.engine.errors import EngineError
+from weir.engine.spark.locations import ObjectPath, as_location
 
 __all__ = [
     "SparkError",
@@ -24,6 +25,8 @@ __all__ = [
     "InputPositionError",
     "SparkJobError",
     "StateVariableError",
+    "CheckpointLocationError",
+    "CheckpointStorageError",
 ]
 
 
@@ -44,9 +47,9 @@ class StateFileDamagedError(SparkError):
     back.
     """
 
-    def __init__(self, reason: str, *, path: Path | str, operator: str, partition: int,
+    def __init__(self, reason: str, *, path: Path | ObjectPath | str, operator: str, partition: int,
                  version: int, kind: str, advice: str | None = None):
-        self.path, self.operator, self.partition = Path(path), operator, partition
+        self.path, self.operator, self.partition = as_location(path), operator, partition
         self.version, self.kind, self.reason = version, kind, reason
         advice = advice or (
             f"put the file back from a backup or a copy of the checkpoint and run again; "
@@ -64,9 +67,9 @@ class StateHistoryError(SparkError):
     asked for that is newer than anything published."""
 
     def __init__(self, message: str, *, operator: str, partition: int, version: int,
-                 directory: Path | str):
+                 directory: Path | ObjectPath | str):
         self.operator, self.partition, self.version = operator, partition, version
-        self.directory = Path(directory)
+        self.directory = as_location(directory)
         super().__init__(f"StateHistoryError: operator '{operator}' partition {partition}, "
                          f"version {version} ({directory}): {message}")
 
@@ -74,16 +77,16 @@ class StateHistoryError(SparkError):
 class PartitionCountChangedError(SparkError):
     """The operator's state was written with another partition count."""
 
-    def __init__(self, *, operator: str, recorded: int, requested: int, meta: Path | str):
+    def __init__(self, *, operator: str, recorded: int, requested: int, meta: Path | ObjectPath | str):
         self.operator, self.recorded, self.requested = operator, recorded, requested
-        self.meta = Path(meta)
+        self.meta = as_location(meta)
         super().__init__(
             f"PartitionCountChangedError: operator '{operator}' keeps its state in {recorded} "
             f"partitions ({meta}) but the query asks for {requested}. A key's partition is "
             f"pmod(hash(key), partitions): with another count every key would find another "
             f"partition's state. Run the query with {recorded} partitions, or stop it and "
             f"rewrite the state for {requested} partitions with `weir spark repartition "
-            f"{Path(meta).parent.parent.parent} --operator {operator} --partitions {requested}`")
+            f"{self.meta.parent.parent.parent} --operator {operator} --partitions {requested}`")
 
 
 class StateOwnershipError(SparkError):
@@ -110,3 +113,19 @@ class SparkJobError(SparkError):
 class StateVariableError(SparkError, RuntimeError):
     """A processor used a state variable it may not use: one it removed with ``deleteIfExists``
     (Spark fails the same call with a ``PySparkRuntimeError``, also a ``RuntimeError``)."""
+
+
+class CheckpointLocationError(SparkError):
+    """A checkpoint location Weir cannot keep state in: an unknown scheme, a store whose
+    client library is not installed, or one without an atomic create-if-absent write."""
+
+
+class CheckpointStorageError(SparkError):
+    """A request to the checkpoint's store failed (credentials, network, a throttled or
+    refused request). ``location`` is the file or directory, ``operation`` what was asked.
+    Nothing was half-done: a version is either published whole or not at all, so the task can
+    be retried (Spark does)."""
+
+    def __init__(self, message: str, *, location: Path | ObjectPath | str, operation: str):
+        self.location, self.operation = as_location(location), operation
+        super().__init__(f"CheckpointStorageError: {operation} {self.location}: {message}")

@@ -55,9 +55,9 @@ from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 from weir.stores.config import Config
 
-from weir.engine.spark.durable import publish_bytes
 from weir.engine.spark.errors import SparkError, SparkJobError
 from weir.engine.spark.jobplan import SSP, JobPlan, admit, parse_ssp_key, ssp_key
+from weir.engine.spark.storage import publish_bytes
 
 __all__ = ["WeirLogDataSource", "SOURCE_SCHEMA", "SINK_SCHEMA", "LogSink", "sink_directory",
            "read_heads"]

@@ -261,6 +261,8 @@ class StateOperator:
     # -- planning (driver) ------------------------------------------------------------------
     def _resolve(self, spark: Any) -> tuple[int, ProviderSettings, list[StateStoreSpec]]:
         settings = self.settings or ProviderSettings.from_spark(spark)
+        self.checkpoint = OperatorCheckpoint(self.checkpoint.checkpoint, self.name,
+                                             settings.storage)
         partitions = self.partitions or default_partitions(spark)
         specs = store_specs(self._store_names, self._store_config, settings.provider)
         recorded = self.checkpoint.read_meta()
@@ -375,7 +377,7 @@ class _TaskRunner:
         where = task_batch(self.batch_override)
         arrow_schema = _arrow_schema(self.schema, self.timezone)
         user_schema = user_arrow_schema(arrow_schema)
-        checkpoint = OperatorCheckpoint(self.checkpoint, self.operator)
+        checkpoint = OperatorCheckpoint(self.checkpoint, self.operator, self.settings.storage)
         meta = checkpoint.ensure_meta(OperatorMeta(
             self.operator, self.kind, self.partitions, {s.name: s.describe() for s in self.specs},
             where.query_id, where.batch, self.extra))

@@ -39,12 +39,12 @@ from pathlib import Path
 from weir.stores.config import Config
 from weir.stores.serdes import serde_from_name
 
-from weir.engine.spark.durable import (META_FILE, OperatorCheckpoint, OperatorMeta,
-                                       publish_bytes)
-from weir.engine.spark.errors import SparkError
+from weir.engine.spark.durable import META_FILE, OperatorCheckpoint, OperatorMeta
+from weir.engine.spark.errors import CheckpointLocationError, SparkError
 from weir.engine.spark.partition import load_version
 from weir.engine.spark.sparkhash import SUPPORTED_TYPES, partition_of
 from weir.engine.spark.statefile import VersionKind, encode_version
+from weir.engine.spark.storage import publish_bytes
 
 __all__ = ["RepartitionResult", "repartition", "spark_committed_batch"]
 
@@ -140,6 +140,12 @@ def repartition(checkpoint: str | os.PathLike[str], operator: str, partitions: i
     if partitions < 1:
         raise SparkError(f"--partitions must be at least 1, got {partitions}")
     op = OperatorCheckpoint(checkpoint, operator)
+    if not isinstance(op.root, Path):
+        raise CheckpointLocationError(
+            f"weir spark repartition rewrites a checkpoint on a local or mounted file system (it "
+            f"builds the new state beside the old and swaps the directories); {checkpoint} is "
+            f"an object store or HDFS location. Copy <checkpoint>/weir/{operator} to a local "
+            f"directory, repartition it there and copy it back while the query is stopped")
     meta = op.read_meta()
     if meta is None:
         raise SparkError(f"no operator '{operator}' in {checkpoint} ({op.meta_path} is missing)")

@@ -48,6 +48,7 @@ from weir.stores.errors import StoreLockedError
 from weir.stores.layers._columns import columns_writer
 from weir.stores.locking import FileLock, acquire_lock
 
+from weir.engine.spark.locations import Location
 from weir.engine.spark.providers import StateStoreSpec, state_provider
 
 __all__ = ["Replica", "acquire_replica", "release_replicas", "discard_replicas", "open_replicas",
@@ -62,10 +63,11 @@ _OPEN: dict[tuple[str, int], "Replica"] = {}
 """This process's replicas: (operator root, partition) -> Replica. Kept across tasks."""
 
 
-def replica_key(operator_root: Path) -> str:
-    """The local directory name of an operator: its name and a hash of its checkpoint path."""
-    path = str(Path(operator_root).resolve())
-    return f"{Path(path).name}-{hashlib.sha1(path.encode()).hexdigest()[:12]}"
+def replica_key(operator_root: Location) -> str:
+    """The local directory name of an operator: its name and a hash of its checkpoint path
+    (or object store URI)."""
+    path = str(operator_root.resolve()) if isinstance(operator_root, Path) else str(operator_root)
+    return f"{operator_root.name}-{hashlib.sha1(path.encode()).hexdigest()[:12]}"
 
 
 class _SlotBusy(Exception):
@@ -83,7 +85,8 @@ class Replica:
     operator's first.
     """
 
-    def __init__(self, operator_root: Path, partition: int, stores: Sequence[StateStoreSpec],
+    def __init__(self, operator_root: Location, partition: int,
+                 stores: Sequence[StateStoreSpec],
                  directory: Path | None, lock: FileLock | None, incarnation: str = ""):
         self.operator_root = operator_root
         self.partition = partition
@@ -259,7 +262,7 @@ def _same_stores(a: Sequence[StateStoreSpec], b: Sequence[StateStoreSpec]) -> bo
     return [(s.name, s.provider) for s in a] == [(s.name, s.provider) for s in b]
 
 
-def acquire_replica(operator_root: Path, partition: int, stores: Sequence[StateStoreSpec],
+def acquire_replica(operator_root: Location, partition: int, stores: Sequence[StateStoreSpec],
                     local_root: str | os.PathLike[str], incarnation: str = "") -> Replica:
     """This process's replica of ``partition``: the one already open, else an adopted slot of
     a dead worker, else a new empty slot. Removes the other dead slots it finds. A replica of
@@ -322,7 +325,7 @@ def acquire_replica(operator_root: Path, partition: int, stores: Sequence[StateS
     return adopted
 
 
-def _write_owner(directory: Path, operator_root: Path) -> None:
+def _write_owner(directory: Path, operator_root: Location) -> None:
     owner = directory / "OWNER.json"
     if not owner.exists():
         tmp = owner.with_name(f"OWNER.json.{os.getpid()}.tmp")
@@ -335,7 +338,7 @@ def open_replicas() -> list[Replica]:
     return [r for r in _OPEN.values() if not r.closed]
 
 
-def release_replicas(operator_root: Path | None = None) -> None:
+def release_replicas(operator_root: Location | None = None) -> None:
     """Close this process's replicas (of one operator, or all); their slots stay for the next
     worker to adopt."""
     for key, replica in list(_OPEN.items()):
@@ -344,7 +347,7 @@ def release_replicas(operator_root: Path | None = None) -> None:
             del _OPEN[key]
 
 
-def discard_replicas(operator_root: Path) -> None:
+def discard_replicas(operator_root: Location) -> None:
     """Close this process's replicas of one operator and delete their slots (an operator whose
     state lives for one task: a batch query's ``transform_with_state``)."""
     import shutil

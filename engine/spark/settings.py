@@ -25,6 +25,8 @@ from typing import Any
 from weir.stores.config import Config, declare
 from weir.stores.errors import ConfigError
 
+from weir.engine.spark.storage import StorageOptions
+
 __all__ = [
     "SPARK_WEIR_STATE_PROVIDER",
     "SPARK_WEIR_STATE_SNAPSHOT_INTERVAL",
@@ -35,6 +37,8 @@ __all__ = [
     "SPARK_WEIR_MAX_RECORDS_PER_BATCH",
     "SPARK_WEIR_TRIGGER_INTERVAL_MS",
     "SPARK_MASTER",
+    "OBJECT_STORE_KEYS",
+    "AZURE_ACCOUNT_KEY",
     "ProviderSettings",
     "conf_value",
 ]
@@ -92,6 +96,39 @@ SPARK_MASTER = declare(
     "session as it is.",
     component=_C)
 
+_HADOOP = ("Hadoop's own key, as Spark passes it (spark.hadoop.<key>); Weir reads it too, for "
+           "checkpoint locations on ")
+OBJECT_STORE_KEYS = (
+    declare("spark.hadoop.fs.s3a.endpoint", str, None,
+            _HADOOP + "S3 (s3a://): the endpoint of an S3-compatible store (a host or URL). "
+            "Unset: AWS (or AWS_ENDPOINT_URL).", component=_C),
+    declare("spark.hadoop.fs.s3a.endpoint.region", str, None,
+            _HADOOP + "S3: the signing region. Unset: the AWS environment's.", component=_C),
+    declare("spark.hadoop.fs.s3a.path.style.access", str, None,
+            _HADOOP + "S3: true for path-style requests (most S3-compatible stores), false for "
+            "virtual-host style. Unset: boto3's choice.", component=_C),
+    declare("spark.hadoop.fs.s3a.access.key", str, None,
+            _HADOOP + "S3: access key id. Unset: the AWS credential chain (environment, "
+            "profile, instance role).", component=_C),
+    declare("spark.hadoop.fs.s3a.secret.key", str, None,
+            _HADOOP + "S3: secret access key (with fs.s3a.access.key).", component=_C),
+    declare("spark.hadoop.fs.s3a.session.token", str, None,
+            _HADOOP + "S3: session token of temporary credentials.", component=_C),
+    declare("spark.hadoop.dfs.namenode.http-address", str, None,
+            _HADOOP + "HDFS (hdfs://): host:port of the NameNode's HTTP endpoint, where Weir "
+            "reaches WebHDFS (https://host:port when dfs.http.policy is HTTPS_ONLY). Unset: the "
+            "location's NameNode host, port 9870. The HDFS user is HADOOP_USER_NAME (simple "
+            "authentication; Kerberos is not supported).", component=_C),
+    declare("spark.hadoop.fs.gs.project.id", str, None,
+            _HADOOP + "Google Cloud Storage (gs://): the project. Unset: the application "
+            "default credentials' project.", component=_C),
+)
+AZURE_ACCOUNT_KEY = declare(
+    "spark.hadoop.fs.azure.account.key.<account>.dfs.core.windows.net", str, None,
+    _HADOOP + "Azure Data Lake Storage (abfss://): the shared key of storage account "
+    "<account>. Unset: adlfs's defaults (AZURE_STORAGE_* environment, DefaultAzureCredential).",
+    component=_C)
+
 _SPARK_SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
 
@@ -117,6 +154,8 @@ class ProviderSettings:
     local_dir: str | None = None
     orphan_age_ms: int = 3_600_000
     compression_level: int = 3
+    storage: StorageOptions = StorageOptions()
+    """How to reach an object store checkpoint (the ``spark.hadoop.fs.*`` keys)."""
 
     def __post_init__(self) -> None:
         if self.snapshot_interval < 1:
@@ -145,7 +184,8 @@ class ProviderSettings:
             min_versions_to_retain=SPARK_WEIR_STATE_MIN_VERSIONS_TO_RETAIN.get(config),
             local_dir=SPARK_WEIR_STATE_LOCAL_DIR.get(config),
             orphan_age_ms=SPARK_WEIR_STATE_ORPHAN_AGE_MS.get(config),
-            compression_level=SPARK_WEIR_STATE_COMPRESSION_LEVEL.get(config))
+            compression_level=SPARK_WEIR_STATE_COMPRESSION_LEVEL.get(config),
+            storage=StorageOptions.from_mapping(config))
 
     @classmethod
     def from_spark(cls, spark: Any) -> "ProviderSettings":
@@ -154,11 +194,22 @@ class ProviderSettings:
                 SPARK_WEIR_STATE_MIN_VERSIONS_TO_RETAIN, SPARK_WEIR_STATE_LOCAL_DIR,
                 SPARK_WEIR_STATE_ORPHAN_AGE_MS, SPARK_WEIR_STATE_COMPRESSION_LEVEL]
         values = {}
-        for key in keys:
+        for key in [*keys, *OBJECT_STORE_KEYS]:
             value = conf_value(spark.conf, key.name)
             if value is not None:
                 values[key.name] = value
+        values.update(_azure_keys(spark))
         return cls.from_mapping(values)
+
+
+def _azure_keys(spark: Any) -> dict[str, str]:
+    """The session's ``spark.hadoop.fs.azure.account.key.*`` keys (names carry the account)."""
+    try:
+        everything = spark.conf.getAll
+        items = everything.items() if isinstance(everything, Mapping) else everything().items()
+    except Exception:  # noqa: BLE001 - an older RuntimeConfig without getAll
+        return {}
+    return {k: v for k, v in items if k.startswith("spark.hadoop.fs.azure.account.key.")}
 
 
 def default_partitions(spark: Any) -> int:

@@ -41,9 +41,7 @@ touches a running query's replicas.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -55,8 +53,10 @@ from weir.stores.serdes import serde_from_name
 
 from weir.engine.spark.durable import OperatorCheckpoint, list_operators
 from weir.engine.spark.errors import SparkError, StateHistoryError
+from weir.engine.spark.locations import Location, parse_location
 from weir.engine.spark.partition import load_version
 from weir.engine.spark.statefile import VersionKind
+from weir.engine.spark.storage import StorageOptions
 
 __all__ = ["WeirStateDataSource", "WeirStateMetadataDataSource", "state_versions"]
 
@@ -65,28 +65,35 @@ _TYPED = {"string": "string", "str": "string", "utf8": "string", "int64": "long"
           "byte": "binary", "bytebuffer": "binary"}
 
 
-def _checkpoint(options: Mapping[str, str]) -> Path:
+def _checkpoint(options: Mapping[str, str]) -> Location:
     path = options.get("path") or options.get("checkpointLocation") \
         or options.get("checkpointlocation")
     if not path:
         raise SparkError("weirstate: give the query's checkpoint location: "
                          "spark.read.format('weirstate').load(<checkpoint>)")
-    return Path(path)
+    return parse_location(path)
 
 
-def _operator(options: Mapping[str, str], checkpoint: Path) -> OperatorCheckpoint:
+def _storage_options(options: Mapping[str, str]) -> StorageOptions:
+    """How to reach an object store checkpoint: the reader's options named as Hadoop's keys
+    (``fs.s3a.endpoint`` ..., with or without ``spark.hadoop.``), else the clients' defaults."""
+    return StorageOptions.from_mapping(options)
+
+
+def _operator(options: Mapping[str, str], checkpoint: Location) -> OperatorCheckpoint:
     name = options.get("operator")
+    storage = _storage_options(options)
     if not name:
-        names = list_operators(checkpoint)
+        names = list_operators(checkpoint, storage)
         if len(names) != 1:
             raise SparkError(f"weirstate: {checkpoint} holds the state of "
                              f"{len(names)} operators ({', '.join(names) or 'none'}); choose one "
                              f"with option('operator', name)")
         name = names[0]
-    op = OperatorCheckpoint(checkpoint, name)
+    op = OperatorCheckpoint(checkpoint, name, storage)
     if op.read_meta() is None:
         raise SparkError(f"weirstate: no operator '{name}' in {checkpoint} (operators there: "
-                         f"{', '.join(list_operators(checkpoint)) or 'none'})")
+                         f"{', '.join(list_operators(checkpoint, storage)) or 'none'})")
     return op
 
 
@@ -221,9 +228,9 @@ class _Plan:
 
 
 def _read_state(checkpoint: str, operator: str, partition: int, version: int,
-                stores: list[str], serdes: dict[str, tuple[str, str]], typed: bool
-                ) -> Iterator[tuple]:
-    op = OperatorCheckpoint(checkpoint, operator)
+                stores: list[str], serdes: dict[str, tuple[str, str]], typed: bool,
+                options: StorageOptions | None = None) -> Iterator[tuple]:
+    op = OperatorCheckpoint(checkpoint, operator, options)
     state = load_version(op, partition, version, stores)
     for store in stores:
         kdec = _Decoder(serdes[store][0], typed)
@@ -233,9 +240,9 @@ def _read_state(checkpoint: str, operator: str, partition: int, version: int,
 
 
 def _read_changes(checkpoint: str, operator: str, partition: int, start: int, end: int,
-                  stores: list[str], serdes: dict[str, tuple[str, str]], typed: bool
-                  ) -> Iterator[tuple]:
-    op = OperatorCheckpoint(checkpoint, operator)
+                  stores: list[str], serdes: dict[str, tuple[str, str]], typed: bool,
+                  options: StorageOptions | None = None) -> Iterator[tuple]:
+    op = OperatorCheckpoint(checkpoint, operator, options)
     files = op.partition(partition)
     listing = files.listing()
     meta = op.read_meta()
@@ -300,14 +307,15 @@ def _variable_schema(info: dict[str, Any]) -> Any:
 
 
 def _read_variable(checkpoint: str, operator: str, partition: int, version: int,
-                   info: dict[str, Any]) -> Iterator[tuple]:
+                   info: dict[str, Any], options: StorageOptions | None = None
+                   ) -> Iterator[tuple]:
     """One state variable's rows of one partition at ``version``, decoded as the processor
     handle stores them (``weir/engine/spark/processor.py``)."""
     import pickle
 
     from weir.engine.spark.processor import TWS_STORE, decode_key
 
-    op = OperatorCheckpoint(checkpoint, operator)
+    op = OperatorCheckpoint(checkpoint, operator, options)
     entries = load_version(op, partition, version, [TWS_STORE])[TWS_STORE]
     tag = {"value": b"v", "list": b"l", "map": b"m"}[info["kind"]]
     prefix = tag + b"\0" + info["name"].encode() + b"\0"
@@ -343,6 +351,7 @@ class StateReader(DataSourceReader):
         self.version, self.start, self.end = plan.version, plan.start, plan.end
         self.parts = plan.partitions()
         self.variable_info = plan.variable_info
+        self.options = plan.op.options
 
     def partitions(self):
         return [StatePartition(p) for p in self.parts]
@@ -350,12 +359,13 @@ class StateReader(DataSourceReader):
     def read(self, partition):
         if self.variable_info is not None:
             return _read_variable(self.checkpoint, self.operator, partition.partition,
-                                  self.version, self.variable_info)
+                                  self.version, self.variable_info, self.options)
         if self.change_feed:
             return _read_changes(self.checkpoint, self.operator, partition.partition,
-                                 self.start, self.end, self.stores, self.serdes, self.typed)
+                                 self.start, self.end, self.stores, self.serdes, self.typed,
+                                 self.options)
         return _read_state(self.checkpoint, self.operator, partition.partition,
-                           self.version, self.stores, self.serdes, self.typed)
+                           self.version, self.stores, self.serdes, self.typed, self.options)
 
 
 class WeirStateDataSource(DataSource):
@@ -373,15 +383,16 @@ class WeirStateDataSource(DataSource):
 
 
 class MetadataReader(DataSourceReader):
-    def __init__(self, checkpoint: Path, operator: str | None):
+    def __init__(self, checkpoint: Location, operator: str | None, options: StorageOptions):
         self.checkpoint = str(checkpoint)
-        self.operators = [operator] if operator else list_operators(checkpoint)
+        self.options = options
+        self.operators = [operator] if operator else list_operators(checkpoint, options)
 
     def partitions(self):
         return [InputPartition(0)]
 
     def read(self, partition):
-        return _metadata_rows(self.checkpoint, self.operators)
+        return _metadata_rows(self.checkpoint, self.operators, self.options)
 
 
 class WeirStateMetadataDataSource(DataSource):
@@ -397,12 +408,14 @@ class WeirStateMetadataDataSource(DataSource):
                 "latest_snapshot bigint, bytes bigint")
 
     def reader(self, schema):
-        return MetadataReader(_checkpoint(self.options), self.options.get("operator"))
+        return MetadataReader(_checkpoint(self.options), self.options.get("operator"),
+                              _storage_options(self.options))
 
 
-def _metadata_rows(checkpoint: str, operators: list[str]) -> Iterator[tuple]:
+def _metadata_rows(checkpoint: str, operators: list[str],
+                   options: StorageOptions | None = None) -> Iterator[tuple]:
     for name in operators:
-        op = OperatorCheckpoint(checkpoint, name)
+        op = OperatorCheckpoint(checkpoint, name, options)
         meta = op.read_meta()
         if meta is None:
             continue
@@ -410,11 +423,8 @@ def _metadata_rows(checkpoint: str, operators: list[str]) -> Iterator[tuple]:
         for p in range(meta.partitions):
             files = op.partition(p)
             listing = files.listing()
-            size = 0
-            if files.directory.is_dir():
-                for entry in os.scandir(files.directory):
-                    if entry.name.endswith(".zst"):
-                        size += entry.stat().st_size
+            size = sum(e.size for e in files.storage.entries(files.directory)
+                       if e.name.endswith(".zst"))
             yield (name, meta.kind, meta.partitions, stores, p,
                    listing.changelogs[0] if listing.changelogs else None,
                    listing.changelogs[-1] if listing.changelogs else None,

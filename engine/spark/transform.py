@@ -40,9 +40,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from enum import Enum
 from typing import Any
 
-from weir.engine.spark.durable import OperatorCheckpoint, OperatorMeta, publish_bytes
+from weir.engine.spark.durable import OperatorCheckpoint, OperatorMeta
 from weir.engine.spark.errors import SparkError
 from weir.engine.spark.handover import HandOver, pandas_groups, row_groups
+from weir.engine.spark.locations import parse_location
 from weir.engine.spark.operator import (PARTITION_COLUMN, BatchContext, Placement,
                                         StateOperator, _arrow_schema, _metrics_row,
                                         _received_table, _TaskRunner, _with_metrics_column,
@@ -54,6 +55,7 @@ from weir.engine.spark.partition import PartitionState
 from weir.engine.spark.providers import StateStoreSpec
 from weir.engine.spark.settings import ProviderSettings
 from weir.engine.spark.statefile import VersionKind
+from weir.engine.spark.storage import StorageOptions, open_storage
 
 __all__ = ["transform_with_state", "TransformWithState", "StateLifetime", "batch_time",
            "parse_delay_ms", "grouping_columns", "default_name"]
@@ -80,7 +82,8 @@ class StateLifetime(Enum):
     TASK = "task"
 
 
-def default_name(processor: Any, key: Sequence[str], checkpoint_location: str | None) -> str:
+def default_name(processor: Any, key: Sequence[str], checkpoint_location: str | None,
+                 options: StorageOptions | None = None) -> str:
     """The operator name when none is given: stable across restarts and different for
     different processors or grouping keys (two operators of one query need distinct names, as
     their state and metrics are kept by name). A checkpoint written with the old fixed default
@@ -88,7 +91,7 @@ def default_name(processor: Any, key: Sequence[str], checkpoint_location: str | 
     import hashlib
 
     if checkpoint_location is not None and OperatorCheckpoint(
-            checkpoint_location, _LEGACY_DEFAULT_NAME).read_meta() is not None:
+            checkpoint_location, _LEGACY_DEFAULT_NAME, options).read_meta() is not None:
         return _LEGACY_DEFAULT_NAME
     cls = type(processor)
     signature = f"{cls.__module__}.{cls.__qualname__}|{'|'.join(key)}"
@@ -389,7 +392,8 @@ def transform_with_state(grouped: Any, processor: Any, output_schema: Any, *,
                              "initial_state (its state lives for one task); run the query as a "
                              "stream (for example trigger(availableNow=True)) to seed it")
         checkpoint_location = tempfile.gettempdir()   # nothing is written there
-    name = name or default_name(processor, key, checkpoint_location)
+    name = name or default_name(processor, key, checkpoint_location,
+                                (settings or ProviderSettings.from_spark(spark)).storage)
     watermark = None
     found = _watermark(df) if (mode is TimeMode.EVENT_TIME or event_time_column_name) else None
     if event_time_column_name is not None and found is None:
@@ -474,32 +478,33 @@ def _write_initial_state(op: TransformWithState, initial_state: Any, partitions:
     from pyspark.sql import functions as F
 
     meta = op.checkpoint.read_meta()
+    storage = op.checkpoint.storage
     folder = op.checkpoint.root / _INITIAL
     if meta is not None:
-        return (folder / _INITIAL_COMPLETE).exists()
-    if (folder / _INITIAL_COMPLETE).exists():
+        return storage.exists(folder / _INITIAL_COMPLETE)
+    if storage.exists(folder / _INITIAL_COMPLETE):
         return True
-    folder.mkdir(parents=True, exist_ok=True)
+    storage.make_directory(folder)
     df = initial_state._df
     keys = grouping_columns(initial_state)
     cols = ", ".join(f"`{k}`" for k in keys)
     shuffled = (df.repartition(partitions, *keys)
                 .withColumn(PARTITION_COLUMN, F.expr(f"pmod(hash({cols}), {partitions})")))
-    write = _InitialWriter(str(folder), op.name, partitions, shuffled.schema, op.timezone)
+    write = _InitialWriter(str(folder), op.name, partitions, shuffled.schema, op.timezone,
+                           op.checkpoint.options)
     shuffled.mapInArrow(write, "written long").collect()
-    publish_bytes(folder / _INITIAL_COMPLETE, b'{"partitions": %d}' % partitions)
+    storage.create(folder / _INITIAL_COMPLETE, b'{"partitions": %d}' % partitions)
     return True
 
 
 class _InitialWriter:
     def __init__(self, folder: str, operator: str, partitions: int, schema: Any,
-                 timezone: str | None):
+                 timezone: str | None, options: StorageOptions | None):
         self.folder, self.operator, self.partitions, self.schema = folder, operator, partitions, schema
         self.timezone = timezone
+        self.options = options
 
     def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
-        from pathlib import Path
-
         import pyarrow as pa
 
         where = task_batch(batch_override=0)
@@ -508,7 +513,9 @@ class _InitialWriter:
         sink = io.BytesIO()
         with pa.ipc.new_stream(sink, table.schema) as writer:
             writer.write_table(table)
-        publish_bytes(Path(self.folder) / f"{where.partition}.arrow", sink.getvalue())
+        folder = parse_location(self.folder)
+        open_storage(folder, self.options).create(folder / f"{where.partition}.arrow",
+                                                  sink.getvalue())
         yield pa.RecordBatch.from_pydict({"written": [table.num_rows]})
 
 
@@ -556,7 +563,7 @@ class _TwsRunner(_TaskRunner):
         where = task_batch(self.batch_override)
         arrow_schema = _arrow_schema(self.schema, self.timezone)
         user_schema = user_arrow_schema(arrow_schema)
-        checkpoint = OperatorCheckpoint(location, self.operator)
+        checkpoint = OperatorCheckpoint(location, self.operator, self.settings.storage)
         meta = checkpoint.ensure_meta(OperatorMeta(
             self.operator, self.kind, self.partitions, {s.name: s.describe() for s in self.specs},
             where.query_id, where.batch,
@@ -629,7 +636,7 @@ class _TwsRunner(_TaskRunner):
 
         path = checkpoint.root / _INITIAL / f"{where.partition}.arrow"
         try:
-            data = path.read_bytes()
+            data = checkpoint.storage.read(path)
         except FileNotFoundError:
             raise SparkError(f"operator '{self.operator}': the initial state of partition "
                              f"{where.partition} is missing ({path})") from None

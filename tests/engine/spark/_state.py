@@ -10,19 +10,22 @@ from weir.engine.spark.durable import OperatorCheckpoint, OperatorMeta
 from weir.engine.spark.partition import PartitionState
 from weir.engine.spark.providers import store_specs
 from weir.engine.spark.settings import ProviderSettings
+from weir.engine.spark.storage import StorageOptions
 
 
 class Operator:
     """A running-count operator over one store, ``counts`` (string keys, int64 values)."""
 
-    def __init__(self, checkpoint: Path, local: Path, *, provider: str = "rocksdb",
+    def __init__(self, checkpoint: Path | str, local: Path, *, provider: str = "rocksdb",
                  partitions: int = 2, interval: int = 3, retain: int = 100,
-                 name: str = "counts", query: str | None = "q-1"):
-        self.checkpoint = OperatorCheckpoint(checkpoint, name)
+                 name: str = "counts", query: str | None = "q-1",
+                 storage: StorageOptions | None = None):
+        self.checkpoint = OperatorCheckpoint(checkpoint, name, storage)
         self.stores = store_specs(["counts"], {"stores.counts.key.serde": "string",
                                                "stores.counts.msg.serde": "int64"}, provider)
         self.settings = ProviderSettings(provider=provider, snapshot_interval=interval,
-                                         min_versions_to_retain=retain, local_dir=str(local))
+                                         min_versions_to_retain=retain, local_dir=str(local),
+                                         storage=storage or StorageOptions())
         self.partitions = partitions
         self.query = query
 

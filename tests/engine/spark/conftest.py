@@ -31,6 +31,19 @@ if _CONNECT_MISSING and not _REQUIRED:
     collect_ignore.append("test_connect_spark.py")
 
 
+@pytest.fixture(scope="session")
+def s3_server():
+    """One S3-compatible server (moto, server mode) on loopback for the whole test session."""
+    pytest.importorskip("moto", reason="the object-store tests need moto[server] (in the test "
+                                       "extra): pip install -e '.[test,spark]'")
+    pytest.importorskip("boto3", reason="the object-store tests need boto3 (test extra)")
+    from tests.engine.spark._s3server import start_s3_server
+
+    server = start_s3_server()
+    yield server
+    server.stop()
+
+
 def pytest_collection_modifyitems(config, items):
     marked = [item for item in items if item.get_closest_marker("spark")]
     if not marked:
