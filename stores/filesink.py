@@ -47,6 +47,7 @@ import msgpack
 
 from weir.stores.changelog import NO_OFFSET, ChangelogRecord
 from weir.stores.errors import StoreClosedError, StoreError
+from weir.stores.filesafety import fsync_dir
 from weir.stores.framing import FRAME_HEADER as _HEADER
 from weir.stores.framing import encode_frame, parse_frame_header
 
@@ -54,14 +55,6 @@ __all__ = ["FileChangelog"]
 
 _MAGIC = b"WCLG\x00\x00\x00\x01"
 _PENDING_LIMIT = 1_024
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class FileChangelog:
@@ -84,7 +77,7 @@ class FileChangelog:
             self._file.write(_MAGIC)
             end = len(_MAGIC)
             # flush() fsyncs the file; its name must survive a power cut as well.
-            _fsync_dir(self.path.parent)
+            fsync_dir(self.path.parent)
         self._file.truncate(end)
         self._file.seek(end)
         self._end = end

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from weir.stores import _crc as crc32c
+from weir.stores.filesafety import fsync_dir, pid_alive, publish_once, seal_json, unseal_json
 import orjson
 
 from weir.engine.spark.errors import (PartitionCountChangedError, SparkError,
@@ -79,17 +79,6 @@ def _check_operator_name(name: str) -> None:
                          f"starting with '.' or '_'")
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        if exc.errno not in (errno.EINVAL, errno.EBADF):
-            raise
-    finally:
-        os.close(fd)
-
-
 def _temp_name(final: Path) -> Path:
     host = socket.gethostname().replace(".", "_") or "host"
     return final.with_name(f".{final.name}.{host}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
@@ -100,20 +89,8 @@ def publish_bytes(final: Path, data: bytes) -> bool:
 
     Temp file, fsync, ``link`` (fails when the name exists), fsync of the directory: readers
     never see a partial file and two writers can never both win."""
-    tmp = _temp_name(final)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.link(tmp, final)
-        won = True
-    except FileExistsError:
-        won = False
+        return publish_once(final, data, temp=_temp_name(final))
     except OSError as exc:
         if exc.errno in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
             raise SparkError(
@@ -122,14 +99,6 @@ def publish_bytes(final: Path, data: bytes) -> bool:
                 f"create-if-absent (link); use a local disk, NFS or a cluster file system that "
                 f"supports hard links for the checkpoint location") from exc
         raise
-    finally:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-    if won:
-        _fsync_dir(final.parent)
-    return won
 
 
 @dataclass(frozen=True)
@@ -155,18 +124,12 @@ class OperatorMeta:
                 "query_id": self.query_id, "created_at_version": self.created_at_version,
                 "created_ms": time.time_ns() // 1_000_000, "extra": dict(self.extra),
                 "incarnation": self.incarnation or uuid.uuid4().hex}
-        raw = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
-        return orjson.dumps({**body, "crc32c": f"{crc32c.crc32c(raw):08x}"},
-                            option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2)
+        return orjson.dumps(seal_json(body), option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2)
 
     @classmethod
     def from_json(cls, data: bytes, path: Path) -> "OperatorMeta":
         try:
-            obj = orjson.loads(data)
-            crc = obj.pop("crc32c")
-            raw = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
-            if f"{crc32c.crc32c(raw):08x}" != crc:
-                raise ValueError("checksum mismatch")
+            obj = unseal_json(orjson.loads(data))
             if obj.get("format") != _META_FORMAT:
                 raise ValueError(f"format {obj.get('format')} (this Weir reads {_META_FORMAT})")
             return cls(obj["operator"], obj["kind"], int(obj["partitions"]),
@@ -268,11 +231,11 @@ class OperatorCheckpoint:
         except orjson.JSONDecodeError as exc:
             raise StateFileDamagedError(f"not JSON: {exc}", path=path, operator=self.operator,
                                         partition=-1, version=batch, kind="batch clock") from exc
-        crc = obj.pop("crc32c", None)
-        if crc != f"{crc32c.crc32c(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)):08x}":
-            raise StateFileDamagedError("checksum mismatch", path=path, operator=self.operator,
-                                        partition=-1, version=batch, kind="batch clock")
-        return obj
+        try:
+            return unseal_json(obj)
+        except ValueError as exc:
+            raise StateFileDamagedError(str(exc), path=path, operator=self.operator,
+                                        partition=-1, version=batch, kind="batch clock") from None
 
     def publish_batch_clock(self, batch: int, clock: Mapping[str, Any]) -> dict[str, Any]:
         """Publish the clock of ``batch`` unless one is published; return the published one
@@ -282,10 +245,7 @@ class OperatorCheckpoint:
         if existing is not None:
             return existing
         path.parent.mkdir(parents=True, exist_ok=True)
-        body = dict(clock)
-        raw = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
-        publish_bytes(path, orjson.dumps({**body, "crc32c": f"{crc32c.crc32c(raw):08x}"},
-                                         option=orjson.OPT_SORT_KEYS))
+        publish_bytes(path, orjson.dumps(seal_json(clock), option=orjson.OPT_SORT_KEYS))
         got = self.read_batch_clock(batch)
         assert got is not None
         return got
@@ -366,7 +326,7 @@ class PartitionFiles:
             os.rename(path, aside)
         except FileNotFoundError:
             return None
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
         return aside
 
     def retain(self, latest: int, min_versions: int) -> list[Path]:
@@ -391,7 +351,7 @@ class PartitionFiles:
         for path in removed:
             path.unlink(missing_ok=True)
         if removed:
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
         return removed
 
     def clean_orphans(self, max_age_ms: int) -> list[Path]:
@@ -408,7 +368,7 @@ class PartitionFiles:
             m = _TMP.match(entry.name)
             if m is None:
                 continue
-            dead = m.group("host") == host and not _alive(int(m.group("pid")))
+            dead = m.group("host") == host and not pid_alive(int(m.group("pid")))
             try:
                 old = (now - entry.stat().st_mtime) * 1000 > max_age_ms
             except FileNotFoundError:
@@ -422,13 +382,3 @@ class PartitionFiles:
         return removed
 
 
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
