@@ -9,7 +9,7 @@ The rule behind every row: when the changelog cannot give back the state the che
 and no local copy proves that state, restore **stops** (:attr:`Action.STOP`; the storage manager
 raises :class:`~weir.recovery.errors.ChangelogMismatchError` with the safe next steps). It never
 restores "as much as there is" on its own, and it never deletes a local copy before a rebuild
-succeeded. An operator may then ask for a :class:`Repair` (``weir store repair``).
+succeeded. An operator may then ask for a :class:`Repair` (``weir state repair``).
 
 Target offset (the last changelog record the restored state includes; ``C`` = checkpointed):
 
@@ -109,7 +109,7 @@ class Action(Enum):
 
 
 class Repair(Enum):
-    """A repair an operator asked for (``weir store repair``); only acts when the changelog
+    """A repair an operator asked for (``weir state repair``); only acts when the changelog
     does not reach the checkpoint (the rows marked STOP in the module docstring)."""
 
     NONE = "none"

@@ -11,7 +11,7 @@ A test writes words and a ``STOP``, runs the job (it commits and exits), damages
 segment, an ``OFFSET`` file or the store's files, and runs it again (words after the ``STOP``
 and the end of the stream let it finish); it then compares :meth:`StoreJob.totals` with a
 direct count over the input. :func:`cut_changelog` is the procedure docs/RECOVERY.md gives for
-"cut the changelog at the damaged record", and :meth:`StoreJob.follow` runs the ``weir store
+"cut the changelog at the damaged record", and :meth:`StoreJob.follow` runs the ``weir state
 repair`` command a restore error names, literally.
 """
 
@@ -180,8 +180,8 @@ class StoreJob:
         assert proc.returncode == -signal.SIGKILL
 
     def follow(self, error_text: str, choice: str) -> subprocess.CompletedProcess:
-        """Run the ``weir store repair ... --<choice>`` command the error advises, literally."""
-        commands = re.findall(r"`(weir store repair [^`]*)`", error_text)
+        """Run the ``weir state repair ... --<choice>`` command the error advises, literally."""
+        commands = re.findall(r"`(weir state repair [^`]*)`", error_text)
         chosen = [c for c in commands if c.endswith(f"--{choice}")]
         assert chosen, f"the error offers no --{choice} repair:\n{error_text}"
         args = shlex.split(chosen[0].replace("<job config>", "job.properties"))
