@@ -53,7 +53,6 @@ _LAZY = {
     "StoreLockedError": "weir.stores.errors",
     "StoredDataError": "weir.stores.errors",
     "WeirError": "weir.stores.errors",
-    "FileChangelog": "weir.stores.filesink",
     "BUILTIN_SERDES": "weir.stores.serdes",
     "Serde": "weir.stores.serdes",
     "serde_from_name": "weir.stores.serdes",
@@ -72,7 +71,6 @@ __all__ = [
     "BytesEngine", "BytesIterator", "BytesSnapshot",
     "ConfigError", "NullKeyOrValueError", "ReadOnlyStoreError", "SerdeError",
     "StoreClosedError", "StoreError", "StoreLockedError", "StoredDataError", "WeirError",
-    "FileChangelog",
     "BUILTIN_SERDES", "Serde", "serde_from_name",
     "EngineKind", "StoreSpec", "stores_in",
 ]

@@ -8,7 +8,7 @@ Recovery reads a changelog through a :class:`ChangelogSource`. Offsets are non-n
 integers (record numbers); ``newest_offset()`` returns :data:`NO_OFFSET` for an empty log.
 
 The streams layer (``engine``) adapts any system's producer and consumer to these protocols;
-:mod:`weir.stores.filesink` has a small file-backed pair for tests and tools.
+:class:`weir.testing.FileChangelog` is a small file-backed pair for tests and tools.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ of such a key (never present) is not logged, so the changelog only holds changes
 can replay.
 
 Batches (write-downs, ``put_all``, ``delete_all``) go to the sink in one call when it offers
-one: ``append_columns(keys, values)`` (as :class:`weir.stores.filesink.FileChangelog` does), else
+one: ``append_columns(keys, values)`` (as :class:`weir.testing.FileChangelog` does), else
 ``append_all(pairs)``, else one ``append`` per change.
 
 ``flush()`` flushes the engine, then the sink: when it returns, the changelog holds every change

@@ -21,7 +21,7 @@ import pytest
 
 from weir.stores.builder import build_store
 from weir.stores.config import Config
-from weir.stores.filesink import FileChangelog
+from weir.testing import FileChangelog
 from weir.stores.spec import StoreSpec
 
 __all__ = ["ENGINES", "STACKS", "StoreFactory", "engine_param", "engine_available"]

@@ -10,7 +10,7 @@ from weir.stores.builder import build_store, open_engine
 from weir.stores.config import Config
 from weir.stores.engines.memory import MemoryEngine
 from weir.stores.errors import StoreClosedError, StoreError
-from weir.stores.filesink import FileChangelog
+from weir.testing import FileChangelog
 from weir.stores.layers.logged import LoggedLayer
 from weir.stores.layers.serialized import SerializedLayer
 from weir.stores.serdes import Int64Serde, JsonSerde

@@ -1,6 +1,7 @@
 """A small file-backed changelog: a ChangelogSink and ChangelogSource in one object.
 
-For tests, tools and benchmarks; the real changelog is a stream written through a system
+For tests, examples and benchmarks (``from weir.testing import FileChangelog``); the real
+changelog is a stream written through a system
 producer. Records get offsets 0, 1, 2, ... in append order. Records reach the file in
 *batches*: ``append_columns(keys, values)`` (what the logged layer calls for every write-down)
 and ``append_all(pairs)`` frame their records as one batch at once; single ``append`` calls are
