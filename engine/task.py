@@ -21,7 +21,7 @@ them.
 Subclassing the base classes is optional (shapes are detected by method names), but it
 documents intent. ``task.class=module:Class`` names the task (a zero-argument callable that
 returns a task object); ``task.wrapper.class`` lists :class:`TaskWrapper` classes that wrap
-it, first listed outermost (the seed design's "a StreamTask that wraps another").
+it, first listed outermost (docs/TASKS.md, "Wrapping tasks").
 
 Example::
 

@@ -21,7 +21,7 @@ switch. An in-memory store has no directory.
   stream is shorter than the store, e.g. deleted and created again);
 * *valid* otherwise.
 
-**The recovery table** (:func:`decide_adjunct`, seed design 002), each cell tested by name in
+**The recovery table** (:func:`decide_adjunct`, docs/ADJUNCT.md, "Recovery"), each cell tested by name in
 ``tests/recovery/test_adjunct_table.py``:
 
 ==============  ===========  ==================================  ==================================

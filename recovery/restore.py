@@ -1,7 +1,7 @@
 """Changelog restore of one store: decide what to do, replay, trim, and realign.
 
 The state to restore is the store's changelog **up to the checkpointed changelog offset**
-(transactional restore, SAMZA-REFERENCE 4.7). :func:`plan_restore` is the decision table, a
+(Samza's transactional restore; docs/RECOVERY.md, "Restore"). :func:`plan_restore` is the decision table, a
 pure function; :func:`replay`, :func:`trim` and :func:`realign` carry it out on the store's
 bytes engine (below serdes, cache and changelog logging, so restoring never re-logs).
 

@@ -2,7 +2,7 @@
 
 Every operator receives elements with their event time (``on_message(value, ts)``) and hands
 its results to the operators downstream. Event time and the end of input move through the
-graph as in Samza's OperatorImpl (SAMZA-REFERENCE 2.7):
+graph as in Samza's OperatorImpl (docs/CONTROL.md, "Reconciliation in the receiving task"):
 
 * an operator's **input watermark** is the minimum of the output watermarks of its upstream
   operators that this task uses (an upstream operator none of whose input streams the task

@@ -1,7 +1,7 @@
 """The container: everything one process needs to run a set of tasks (Samza's SamzaContainer).
 
 A :class:`Container` runs the tasks the job model gives to one container id. ``run()`` goes
-through Samza's start order (SAMZA-REFERENCE 4.4), runs the loop, and stops in order:
+through Samza's start order (docs/ARCHITECTURE.md, "The life of a store"), runs the loop, and stops in order:
 
 1. load the task class (a bad ``task.class`` fails before anything is opened) and build
    every settings object from config and check the directories to write

@@ -1,4 +1,4 @@
-"""Drain requests: stop a pipeline cleanly for a redeploy (SAMZA-REFERENCE 2.9).
+"""Drain requests: stop a pipeline cleanly for a redeploy (docs/CONTROL.md, "Drain").
 
 ``weir drain <job>`` writes a :class:`DrainRequest` to the job's drain file
 (``job.drain.path``, default ``<task.checkpoint.path>/drain-request.json``; every stage of an

@@ -1,4 +1,4 @@
-"""Control messages: watermark, end-of-stream and drain (SAMZA-REFERENCE 2.1).
+"""Control messages: watermark, end-of-stream and drain (docs/CONTROL.md).
 
 A control message travels in-band on an intermediate stream, between the user messages of
 one partition, so it is seen after every message written before it. ``task_name`` is the
