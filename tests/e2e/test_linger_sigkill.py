@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -25,6 +24,7 @@ from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStrea
 from weir.engine.systems.api import StreamSpec
 from weir.engine.systems.registry import SystemRegistry
 
+from tests._processes import start_weir
 from tests.e2e.test_job_sigkill import committed
 
 pytestmark = pytest.mark.slow
@@ -46,11 +46,7 @@ systems.filelog.default.stream.samza.offset.default=oldest
 
 
 def _start(tmp_path: Path) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, "-m", "weir", "run", "job.properties",
-                             "--status", "off"], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    return start_weir(tmp_path, start_new_session=True)
 
 
 def _echoes(registry: SystemRegistry, want: int) -> Counter:
