@@ -65,7 +65,7 @@ class CountEcho(StreamTask, InitableTask):
         n = (counts.get(key) or 0) + 1
         counts.put(key, n)
         collector.send(OutgoingMessageEnvelope(self.out, envelope.message + n.to_bytes(8, "little"),
-                                               key, partition=envelope.ssp.partition))
+                                               key=key, partition=envelope.ssp.partition))
 
 
 class StopAtFirst(StreamTask):

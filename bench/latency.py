@@ -188,7 +188,7 @@ def _encoder(kind: str, stream: str, keys: int):
         def send(producer, seq: int, at: int, rng: random.Random) -> None:
             k = rng.randrange(keys) if seq >= 0 else -seq
             producer.send("bench", OutgoingMessageEnvelope(
-                ss, RECORD.pack(at, seq) + PAD, b"key%05d" % k, partition=k % PARTITIONS))
+                ss, RECORD.pack(at, seq) + PAD, key=b"key%05d" % k, partition=k % PARTITIONS))
         return send
     import msgpack
 
@@ -197,7 +197,7 @@ def _encoder(kind: str, stream: str, keys: int):
         user = "u%03d" % (k % 60)
         producer.send("bench", OutgoingMessageEnvelope(
             ss, msgpack.packb({"user": user, "ts": at // 1_000_000, "at": at, "seq": seq}),
-            user.encode(), partition=k % PARTITIONS))
+            key=user.encode(), partition=k % PARTITIONS))
     return send_view
 
 

@@ -17,6 +17,6 @@ class EchoCommitAt(StreamTask):
     def process(self, envelope, collector, coordinator):
         ssp = envelope.ssp
         collector.send(OutgoingMessageEnvelope(OUT, f"{ssp.partition}:{envelope.offset}".encode(),
-                                               None, partition=ssp.partition))
+                                               key=None, partition=ssp.partition))
         if envelope.message == b"commit":
             coordinator.commit(RequestScope.CURRENT_TASK)

@@ -81,7 +81,7 @@ def test_a_job_killed_after_its_linger_wrote_out_resends_only_what_followed_its_
     for p in range(PARTITIONS):
         for i in range(PER_PARTITION):
             producer.send("test", OutgoingMessageEnvelope(
-                SystemStream("filelog", "words"), b"commit" if i == COMMIT_AT else b"m", None,
+                SystemStream("filelog", "words"), b"commit" if i == COMMIT_AT else b"m", key=None,
                 partition=p))
     producer.flush("test")
 

@@ -29,7 +29,7 @@ class PassThrough(StreamTask):
 def _copy(envelope, collector) -> None:
     ssp = envelope.ssp
     collector.send(OutgoingMessageEnvelope(SystemStream(ssp.system, f"{ssp.stream}-out"),
-                                           envelope.message, envelope.key,
+                                           envelope.message, key=envelope.key,
                                            partition=ssp.partition))
 
 

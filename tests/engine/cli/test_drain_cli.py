@@ -57,7 +57,7 @@ def make_job(tmp_path: Path, *, bounded: bool) -> Path:
         producer.start()
         for i in range(RECORDS):
             producer.send("test", OutgoingMessageEnvelope(SystemStream("filelog", "src"),
-                                                          f"m{i}".encode(), None, partition=i % 2))
+                                                          f"m{i}".encode(), key=None, partition=i % 2))
         if bounded:
             producer.end_stream("src")
         producer.stop()

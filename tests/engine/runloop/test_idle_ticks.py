@@ -44,7 +44,7 @@ def test_an_idle_loop_announces_the_watermark_its_source_messages_moved(tmp_path
         producer.register("test")
         for ts in (1_000, 2_000, 3_000):
             producer.send("test", OutgoingMessageEnvelope(SystemStream("filelog", "views"),
-                                                          b"v", None, partition=0,
+                                                          b"v", key=None, partition=0,
                                                           timestamp=ts))
         producer.stop()
         assert _watermark_reaching(registry, errors, 2_999) == 2_999

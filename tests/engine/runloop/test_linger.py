@@ -74,7 +74,7 @@ class Running:
         producer.register("test")
         for i in range(n):
             producer.send("test", OutgoingMessageEnvelope(SystemStream("fl", "words"),
-                                                          b"m%03d" % i, b"k",
+                                                          b"m%03d" % i, key=b"k",
                                                           partition=i % PARTITIONS))
         producer.stop()   # flushed: the job reads them at once
 

@@ -30,7 +30,7 @@ def _producer(log) -> FileLogProducer:
 
 def _send(producer, *values, partition=0):
     for value in values:
-        producer.send("t", OutgoingMessageEnvelope(OUT, value, b"k", partition=partition))
+        producer.send("t", OutgoingMessageEnvelope(OUT, value, key=b"k", partition=partition))
 
 
 def _values(log, partition=0):
