@@ -6,7 +6,7 @@ command stay fast.
 
 Example::
 
-    >>> from weir.engine import StreamTask, SystemStream
+    >>> from weir.engine import OutgoingMessageEnvelope, StreamTask, SystemStream
     >>> class Upper(StreamTask):
     ...     def process(self, envelope, collector, coordinator):
     ...         collector.send(OutgoingMessageEnvelope(SystemStream("filelog", "out"),

@@ -25,6 +25,7 @@ it, first listed outermost (docs/TASKS.md, "Wrapping tasks").
 
 Example::
 
+    >>> from weir.engine import OutgoingMessageEnvelope, StreamTask, SystemStream
     >>> class Upper(StreamTask):
     ...     def process(self, envelope, collector, coordinator):
     ...         collector.send(OutgoingMessageEnvelope(SystemStream("memory", "out"),
@@ -46,8 +47,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from weir.stores.config import Config, ConfigError, declare
 
-from weir.engine.model import (IncomingMessageEnvelope, OutgoingMessageEnvelope, SystemStream,
-                    SystemStreamPartition, TaskName)
+from weir.engine.model import (IncomingMessageEnvelope, OutgoingMessageEnvelope, SystemStreamPartition, TaskName)
 
 __all__ = [
     "TASK_CLASS",

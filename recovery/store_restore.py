@@ -23,12 +23,11 @@ mismatch anywhere changes nothing.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 

@@ -30,7 +30,7 @@ from weir.engine.app.graph import OpSpec
 from weir.engine.app.windows import WindowPane
 from weir.engine.control.messages import WATERMARK_MAX, WATERMARK_NOT_EXIST
 from weir.engine.control.task_control import wallclock_ms
-from weir.engine.model import OutgoingMessageEnvelope, make_outgoing
+from weir.engine.model import make_outgoing
 
 __all__ = ["OperatorContext", "Operator", "InputOperator", "MapOperator", "FlatMapOperator",
            "FilterOperator", "MergeOperator", "PartitionByOperator", "SendToOperator",

@@ -51,11 +51,10 @@ from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from weir.recovery.checkpoint import Checkpoint
+from weir.recovery.checkpoint import Checkpoint, CheckpointManager
 from weir.recovery.container_storage import ContainerStorageManager
 from weir.recovery.storage import ProgressMode
 from weir.stores.config import Config
-from weir.stores.errors import ConfigError
 from weir.stores.spec import StoreSpec, stores_in
 
 from weir.engine.container.progress import (ContainerProgress, ContainerResult, CountingProducer,
@@ -470,7 +469,7 @@ class Container:
         self._closers.callback(sc.stop)
 
     # -- exactly-once (docs/EXACTLY-ONCE.md) -------------------------------------------------
-    def _make_transactions(self, checkpoints: FileCheckpointManager) -> None:
+    def _make_transactions(self, checkpoints: CheckpointManager) -> None:
         """One transaction per task over the job's file-log systems; released after the
         tasks and their stores are closed (an ongoing transaction is aborted then)."""
         systems = transactional_systems(self.registry, self._producers)
