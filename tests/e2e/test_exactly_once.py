@@ -275,9 +275,16 @@ def test_a_pipeline_of_two_exactly_once_jobs_killed_at_random_points_is_exactly_
     rng = random.Random("pipeline")
     killed = 0
     for _ in range(KILLS):
+        before = _committed(tmp_path, ["words"])
         first = _start_file(tmp_path, "job.properties", "word_count")
         second = _start_file(tmp_path, "check.properties", "word_count")
-        time.sleep(rng.uniform(0.8, 2.5))
+        # The handshake: the first job has committed more input in this run (so both run side
+        # by side, however long they took to start), then a random moment.
+        deadline = time.monotonic() + 120
+        while (_committed(tmp_path, ["words"]) <= before and first.poll() is None
+               and time.monotonic() < deadline):
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0.0, 1.0))
         for proc in rng.sample([first, second], 2):
             proc.send_signal(signal.SIGKILL)
             time.sleep(rng.uniform(0.0, 0.3))
