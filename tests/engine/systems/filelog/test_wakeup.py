@@ -43,7 +43,7 @@ def _write_from_another_process(log, stream: str, partition: int, value: bytes) 
         producer = FileLogSystemFactory().get_producer("{SYSTEM}", config)
         producer.register("other")
         producer.send("other", OutgoingMessageEnvelope(SystemStream("{SYSTEM}", {stream!r}),
-                                                       {value!r}, b"k", partition={partition}))
+                                                       {value!r}, key=b"k", partition={partition}))
         producer.stop()
     """)
     subprocess.run([sys.executable, "-c", code], check=True)
