@@ -59,7 +59,6 @@ Run::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shlex

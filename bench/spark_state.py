@@ -323,8 +323,8 @@ def _median(runs: list[dict], field: str) -> float:
 
 
 def _report(results, key_counts, variants, args) -> None:
-    print(f"\n| keys (distinct) | variant | wall s (median) | events/s | median batch s | "
-          f"load | correct |")
+    print("\n| keys (distinct) | variant | wall s (median) | events/s | median batch s | "
+          "load | correct |")
     print("|---|---|---|---|---|---|---|")
     for keys in key_counts:
         for variant in variants:

@@ -17,7 +17,7 @@ import os
 import time
 
 from weir.recovery.store_restore import CheckedSource as _CheckedSource
-from weir.stores.filesink import FileChangelog
+from weir.testing import FileChangelog
 
 RECORDS = int(os.environ.get("WEIR_BENCH_RESTORE_RECORDS", "1000000"))
 ROUNDS = int(os.environ.get("WEIR_BENCH_ROUNDS", "5"))

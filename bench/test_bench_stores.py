@@ -39,7 +39,7 @@ import rocksdict
 from weir.stores.builder import build_store, open_engine, shared_store
 from weir.stores.config import Config
 from weir.stores.engines.rocksdb import RocksDBOptions
-from weir.stores.filesink import FileChangelog
+from weir.testing import FileChangelog
 from weir.stores.layers.cached import CachedLayer
 from weir.stores.layers.logged import LoggedLayer
 from weir.stores.layers.serialized import SerializedLayer

@@ -6,7 +6,7 @@ command stay fast.
 
 Example::
 
-    >>> from weir.engine import StreamTask, SystemStream
+    >>> from weir.engine import OutgoingMessageEnvelope, StreamTask, SystemStream
     >>> class Upper(StreamTask):
     ...     def process(self, envelope, collector, coordinator):
     ...         collector.send(OutgoingMessageEnvelope(SystemStream("filelog", "out"),
@@ -50,7 +50,9 @@ from weir.engine.task import (
     TaskContext,
     TaskCoordinator,
     TaskWrapper,
+    WatermarkListenerTask,
     WindowableTask,
+    DrainListenerTask,
 )
 
 __version__ = "0.1.0"
@@ -79,6 +81,7 @@ __all__ = [
     "AsyncStreamTask", "ClosableTask", "EndOfStreamListenerTask", "InitableTask",
     "MessageCollector", "RequestScope", "ShutdownScope", "StreamTask", "TaskCallback",
     "TaskContext", "TaskCoordinator", "TaskWrapper", "WindowableTask",
+    "WatermarkListenerTask", "DrainListenerTask",
     *_LAZY,
 ]
 

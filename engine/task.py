@@ -21,10 +21,11 @@ them.
 Subclassing the base classes is optional (shapes are detected by method names), but it
 documents intent. ``task.class=module:Class`` names the task (a zero-argument callable that
 returns a task object); ``task.wrapper.class`` lists :class:`TaskWrapper` classes that wrap
-it, first listed outermost (the seed design's "a StreamTask that wraps another").
+it, first listed outermost (docs/TASKS.md, "Wrapping tasks").
 
 Example::
 
+    >>> from weir.engine import OutgoingMessageEnvelope, StreamTask, SystemStream
     >>> class Upper(StreamTask):
     ...     def process(self, envelope, collector, coordinator):
     ...         collector.send(OutgoingMessageEnvelope(SystemStream("memory", "out"),
@@ -46,8 +47,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from weir.stores.config import Config, ConfigError, declare
 
-from weir.engine.model import (IncomingMessageEnvelope, OutgoingMessageEnvelope, SystemStream,
-                    SystemStreamPartition, TaskName)
+from weir.engine.model import (IncomingMessageEnvelope, OutgoingMessageEnvelope, SystemStreamPartition, TaskName)
 
 __all__ = [
     "TASK_CLASS",

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from weir.stores.locking import LOCK_FILE_NAME, DirectoryLock
 
-from weir.recovery._atomic import fsync_dir
+from weir.stores.filesafety import fsync_dir
 from weir.recovery.offset_file import OffsetFileCorruptError, read_offset_file
 
 __all__ = ["ASIDE_SUFFIX", "KEPT_INFIX", "SetAside", "aside_path", "recover_interrupted_rebuild"]

@@ -21,7 +21,7 @@ switch. An in-memory store has no directory.
   stream is shorter than the store, e.g. deleted and created again);
 * *valid* otherwise.
 
-**The recovery table** (:func:`decide_adjunct`, seed design 002), each cell tested by name in
+**The recovery table** (:func:`decide_adjunct`, docs/ADJUNCT.md, "Recovery"), each cell tested by name in
 ``tests/recovery/test_adjunct_table.py``:
 
 ==============  ===========  ==================================  ==================================
@@ -91,7 +91,7 @@ from weir.stores.layers.serialized import SerializedLayer
 from weir.stores.serdes import serde_from_name
 from weir.stores.spec import STORE_KEY_SERDE, STORE_MSG_SERDE, StoreSpec
 
-from weir.recovery._atomic import atomic_write, fsync_dir
+from weir.stores.filesafety import atomic_write, fsync_dir
 from weir.recovery.bulk import RunBuilder, load_run
 from weir.recovery.errors import RecoveryError
 from weir.recovery.validity import Found

@@ -71,12 +71,11 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import quote
 
-from weir.stores import _crc as crc32c
 import orjson
 
 from weir.stores.changelog import NO_OFFSET
 
-from weir.recovery._atomic import atomic_write, fsync_dir
+from weir.stores.filesafety import atomic_write, fsync_dir, json_checksum
 from weir.recovery.errors import CheckpointCorruptError, CheckpointRegressionError, RecoveryError
 
 if TYPE_CHECKING:
@@ -249,8 +248,7 @@ def _check_offset(offset: object, what: str, *, minimum: int) -> None:
 
 def _checksum(body: Mapping[str, Any], version: int) -> str:
     """Format 1 covers the body only; format 2 and later cover the format number too."""
-    covered: Any = body if version == 1 else {"checkpoint": body, "format": version}
-    return f"{crc32c.crc32c(orjson.dumps(covered, option=orjson.OPT_SORT_KEYS)):08x}"
+    return json_checksum(body if version == 1 else {"checkpoint": body, "format": version})
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ Example::
 
     >>> import tempfile, pathlib
     >>> from weir.stores.config import Config
-    >>> from weir.stores.filesink import FileChangelog
+    >>> from weir.testing import FileChangelog
     >>> from weir.stores.spec import StoreSpec
     >>> cfg = Config({"stores.counts.factory": "memory", "stores.counts.key.serde": "string",
     ...               "stores.counts.msg.serde": "int64",

@@ -11,7 +11,7 @@ followed literally, safest first:
 * when only records after the checkpoint are damaged, cut the changelog there (those records
   hold writes the job makes again from its input: nothing is lost);
 * when the local copy's ``OFFSET`` file proves the checkpoint's state, keep it:
-  ``weir store repair <job config> --task T --store S --keep-local`` rewrites the missing
+  ``weir state repair <job config> --task T --store S --keep-local`` rewrites the missing
   changelog records from it (nothing is lost);
 * otherwise ``--accept-loss``, which says exactly which changelog records' effect is lost.
 
@@ -74,8 +74,8 @@ class Damage:
 
 
 def repair_command(task: str, store: str, choice: str) -> str:
-    """The ``weir store repair`` command line for ``choice`` (``keep-local``/``accept-loss``)."""
-    return (f"weir store repair <job config> --task {shlex.quote(task)} "
+    """The ``weir state repair`` command line for ``choice`` (``keep-local``/``accept-loss``)."""
+    return (f"weir state repair <job config> --task {shlex.quote(task)} "
             f"--store {shlex.quote(store)} --{choice}")
 
 

@@ -117,5 +117,5 @@ class ChangelogDamagedError(ChangelogStateError):
 
 
 class StoreRepairError(RecoveryError):
-    """A repair asked for with ``weir store repair`` (``Repair.KEEP_LOCAL`` or
+    """A repair asked for with ``weir state repair`` (``Repair.KEEP_LOCAL`` or
     ``Repair.ACCEPT_LOSS``) cannot be done safely; names the store and why. Nothing was changed."""

@@ -48,10 +48,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from weir.stores import _crc as crc32c
 import orjson
 
-from weir.recovery._atomic import atomic_write, remove_durably, remove_stray_temps
+from weir.stores.filesafety import (atomic_write, remove_durably, remove_stray_temps, seal_json,
+                                    unseal_json)
 from weir.recovery.errors import RecoveryError
 
 __all__ = [
@@ -95,10 +95,6 @@ class StoreOffset:
         return now_ms - self.written_at_ms
 
 
-def _body_checksum(body: dict) -> str:
-    return f"{crc32c.crc32c(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)):08x}"
-
-
 def write_offset_file(directory: Path, store: str, changelog: str, offset: int, *,
                       engine: str, now_ms: int | None = None,
                       marker: str | None = None, identity: str | None = None,
@@ -119,8 +115,7 @@ def write_offset_file(directory: Path, store: str, changelog: str, offset: int, 
         body["identity"] = str(identity)
     if task is not None:
         body["task"] = str(task)
-    doc = dict(body, crc32c=_body_checksum(body))
-    atomic_write(Path(directory) / OFFSET_FILE_NAME, orjson.dumps(doc) + b"\n")
+    atomic_write(Path(directory) / OFFSET_FILE_NAME, orjson.dumps(seal_json(body)) + b"\n")
     return StoreOffset(store, changelog, int(offset), int(now_ms), engine, body.get("marker"),
                        body.get("identity"), body.get("task"))
 
@@ -136,11 +131,7 @@ def read_offset_file(directory: Path) -> StoreOffset | None:
     except FileNotFoundError:
         return None
     try:
-        doc = orjson.loads(data)
-        stored = doc.pop("crc32c")
-        if stored != _body_checksum(doc):
-            raise ValueError(f"checksum mismatch (stored {stored}, computed "
-                             f"{_body_checksum(doc)})")
+        doc = unseal_json(orjson.loads(data))
         if doc["format"] > _FORMAT:
             raise ValueError(f"format {doc['format']} is newer than {_FORMAT}")
         marker, identity, task = doc.get("marker"), doc.get("identity"), doc.get("task")

@@ -1,7 +1,7 @@
 """Changelog restore of one store: decide what to do, replay, trim, and realign.
 
 The state to restore is the store's changelog **up to the checkpointed changelog offset**
-(transactional restore, SAMZA-REFERENCE 4.7). :func:`plan_restore` is the decision table, a
+(Samza's transactional restore; docs/RECOVERY.md, "Restore"). :func:`plan_restore` is the decision table, a
 pure function; :func:`replay`, :func:`trim` and :func:`realign` carry it out on the store's
 bytes engine (below serdes, cache and changelog logging, so restoring never re-logs).
 
@@ -9,7 +9,7 @@ The rule behind every row: when the changelog cannot give back the state the che
 and no local copy proves that state, restore **stops** (:attr:`Action.STOP`; the storage manager
 raises :class:`~weir.recovery.errors.ChangelogMismatchError` with the safe next steps). It never
 restores "as much as there is" on its own, and it never deletes a local copy before a rebuild
-succeeded. An operator may then ask for a :class:`Repair` (``weir store repair``).
+succeeded. An operator may then ask for a :class:`Repair` (``weir state repair``).
 
 Target offset (the last changelog record the restored state includes; ``C`` = checkpointed):
 
@@ -110,7 +110,7 @@ class Action(Enum):
 
 
 class Repair(Enum):
-    """A repair an operator asked for (``weir store repair``); only acts when the changelog
+    """A repair an operator asked for (``weir state repair``); only acts when the changelog
     does not reach the checkpoint (the rows marked STOP in the module docstring)."""
 
     NONE = "none"

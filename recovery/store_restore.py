@@ -23,12 +23,11 @@ mismatch anywhere changes nothing.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -39,7 +38,7 @@ from weir.stores.changelog import (NO_BULK_READER, NO_OFFSET, UNKNOWN_IDENTITY, 
                                    ChangelogSource, ForwardingSink, ForwardingSource, Unavailable,
                                    batched)
 from weir.stores.config import Config
-from weir.stores.engines._base import BytesEngine, BytesEngineBase
+from weir.stores.engines._base import BytesEngineBase
 from weir.stores.engines.registry import WorkerRestore
 from weir.stores.errors import StoreError, StoreLockedError
 from weir.stores.layers.stack import layers_of

@@ -23,7 +23,7 @@ Two pure functions, one per step, both tested cell by cell
    The engine's commit marker (the files are the ones the ``OFFSET`` file was written for) is
    checked once the files are open; a mismatch makes the store invalid then.
 
-2. :func:`decide` is the decision table of seed design 002 (SAMZA-REFERENCE 3.4-3.5 and 4.7):
+2. :func:`decide` is the decision table (docs/RECOVERY.md, "Decision table"; Samza's, for side inputs too):
    what was found, crossed with whether the store is *bootstrapped* (brought to its target
    before any message is processed) and whether it is persistent:
 

@@ -61,7 +61,6 @@ _LAZY = {
     "StoreLockedError": "weir.stores.errors",
     "StoredDataError": "weir.stores.errors",
     "WeirError": "weir.stores.errors",
-    "FileChangelog": "weir.stores.filesink",
     "BUILTIN_SERDES": "weir.stores.serdes",
     "Serde": "weir.stores.serdes",
     "serde_from_name": "weir.stores.serdes",
@@ -92,7 +91,6 @@ __all__ = [
     "register_engine", "store_engine", "store_engines", "unregister_engine",
     "ConfigError", "NullKeyOrValueError", "ReadOnlyStoreError", "SerdeError",
     "StoreClosedError", "StoreError", "StoreLockedError", "StoredDataError", "WeirError",
-    "FileChangelog",
     "BUILTIN_SERDES", "Serde", "serde_from_name",
     "StoreSpec", "stores_in",
 ]

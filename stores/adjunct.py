@@ -1,6 +1,6 @@
 """Adjunct data store settings: ``stores.<s>.adstore.*``, parsed once into :class:`AdjunctSpec`.
 
-An *adjunct* (AD) store is a read-only store filled from one input stream (seed design 002;
+An *adjunct* (AD) store is a read-only store filled from one input stream (docs/ADJUNCT.md;
 Samza's side inputs are the shipped form of the idea). The storage core only declares and
 parses its keys; the engine binds the store to the stream's partitions
 (:mod:`weir.engine.adjunct`) and the recovery package decides what a start does with its local

@@ -27,7 +27,7 @@ Example::
 
     >>> import tempfile, pathlib
     >>> from weir.stores.config import Config
-    >>> from weir.stores.filesink import FileChangelog
+    >>> from weir.testing import FileChangelog
     >>> from weir.stores.spec import StoreSpec
     >>> cfg = Config({"stores.s.factory": "memory", "stores.s.key.serde": "string",
     ...               "stores.s.msg.serde": "json", "stores.s.changelog": "filelog.s-log"})

@@ -12,44 +12,7 @@ abstract, the optional ones have a documented default that says "this changelog 
 better" (as Kafka Streams' ``StateStore`` and Quix Streams' ``StorePartition`` declare theirs).
 Callers call a capability; they never probe for it with ``getattr``:
 
-=========================  ==================================================================
-``append_all(pairs)``      default: one ``append`` per change
-``append_columns(k, v)``   default: ``append_all`` of the zipped lists
-``read_batches(s, e)``     default: :meth:`ChangelogSource.read`'s records grouped into
-                           :class:`ChangelogBatch` es (no faster path)
-``bulk_reader()``          default: :data:`NO_BULK_READER` (no reader a worker process can use)
-``split(s, e, parts)``     default: ``[(s, e)]`` (the range cannot be cut for several readers)
-``identity()``             default: :data:`UNKNOWN_IDENTITY` (the system cannot tell a stream
-                           deleted and created again)
-``min_compaction_lag_ms``  default: None (the system does not say)
-``partition``              default: None (the source does not know its partition number)
-``probe(offset)``          default: nothing (the source cannot tell damage at its end)
-=========================  ==================================================================
-
-A wrapper that changes one behaviour of a changelog derives from :class:`ForwardingSink`,
-:class:`ForwardingSource` or :class:`ForwardingChangelog`, which forward every declared
-capability to the wrapped object, and overrides only what it changes: a capability added here
-is forwarded by every wrapper without touching them (checked when this module is imported).
-
-The streams layer (``engine``) adapts any system's producer and consumer to these classes;
-:mod:`weir.stores.filesink` has a small file-backed pair for tests and tools.
-
-Example::
-
-    >>> class ListChangelog(Changelog):
-    ...     def __init__(self): self.records = []
-    ...     def append(self, key, value): self.records.append((key, value))
-    ...     def flush(self): pass
-    ...     def oldest_offset(self): return 0
-    ...     def newest_offset(self): return len(self.records) - 1
-    ...     def read(self, start, end):
-    ...         return ((o, k, v) for o, (k, v) in enumerate(self.records) if start <= o <= end)
-    >>> log = ListChangelog(); log.append_all([(b"a", b"1"), (b"a", None)])
-    >>> [(b.last, b.pairs) for b in log.read_batches(0, 1)]
-    [(1, [(b'a', b'1'), (b'a', None)])]
-    >>> log.bulk_reader() is NO_BULK_READER, log.identity() is UNKNOWN_IDENTITY, log.split(0, 9, 4)
-    (True, True, [(0, 9)])
-"""
+=========================  ==========================================================="""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ tombstone)::
     frame   = u32 payload_len | u32 crc32c(payload) | u32 record_count | payload
     payload = msgpack [keys: array of bin, values: array of (bin | nil)]
 
-(all integers big-endian). :class:`weir.stores.filesink.FileChangelog` appends frames to one
+(all integers big-endian). :class:`weir.testing.FileChangelog` appends frames to one
 file; the Spark state provider (``weir.engine.spark``) writes the changelog and the snapshot of
 each state version as a zstd stream of the same frames, so a store's changes have one encoding
 and one checksum rule wherever they are kept. A frame never has zero records, so zero-filled

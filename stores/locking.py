@@ -58,6 +58,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from weir.stores.filesafety import fsync_dir, pid_alive
 from weir.stores.errors import StoreError, StoreLockedError
 
 __all__ = ["LOCK_FILE_NAME", "LockHolder", "FileLock", "DirectoryLock", "LockErrorFactory",
@@ -96,13 +97,7 @@ class LockHolder:
         """True/False when the holder runs on this host; None when it cannot be known."""
         if self.host != socket.gethostname():
             return None
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:  # alive, owned by another user
-            return True
-        return True
+        return pid_alive(self.pid)
 
 
 LockErrorFactory = Callable[[Path, "LockHolder | None"], Exception]
@@ -293,19 +288,11 @@ def _install_record(path: Path, holder: LockHolder) -> int:
         os.fsync(fd)
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         os.rename(tmp, path)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
     except BaseException:
         os.close(fd)
         raise
     return fd
-
-
-def _fsync_dir(directory: Path) -> None:
-    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
 
 
 def _record_may_be_stale(holder: LockHolder | None) -> bool:

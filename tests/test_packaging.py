@@ -143,3 +143,20 @@ def test_the_weir_package_re_exports_what_a_task_author_needs():
                  "run_job", "load_config"):
         assert getattr(weir, name) is not None, name
     assert set(weir.__all__) >= {"StreamTask", "run_job"}
+
+
+def test_the_weir_facade_re_exports_the_public_api_of_every_package():
+    import weir
+    import weir.engine
+    import weir.recovery
+    import weir.stores
+
+    packages = (weir.engine, weir.recovery, weir.stores)
+    assert set(weir.__all__) == {"__version__"}.union(*(p.__all__ for p in packages))
+    for package in packages:
+        for name in package.__all__:
+            assert getattr(weir, name) is getattr(package, name), f"{package.__name__}.{name}"
+
+
+def test_the_engine_exports_every_task_interface_the_facade_does():
+    from weir.engine import DrainListenerTask, WatermarkListenerTask  # noqa: F401

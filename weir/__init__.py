@@ -2,7 +2,9 @@
 
 This package is the install namespace (``weir.stores``, ``weir.recovery``, ``weir.engine``;
 their sources are the repository's ``stores/``, ``recovery/`` and ``engine/`` folders) and
-re-exports what a task author needs, so a task module imports from one place.
+re-exports the public API of all three (each package's ``__all__``: one list, kept by the
+package that defines the names), so a task module imports from one place. The task API is
+imported eagerly; everything else loads on first use.
 
 Example::
 
@@ -61,31 +63,23 @@ from weir.stores.errors import (
 )
 from weir.stores.serdes import Serde
 
-__version__ = "0.1.0"
+import weir.engine as _engine
+import weir.recovery as _recovery
+import weir.stores as _stores
 
-# Heavier entry points load on first use, so ``import weir`` in a task module stays cheap.
-_LAZY = {
-    "load_config": "weir.engine.config.job",
-    "run_job": "weir.engine.container.runner",
-    "JobResult": "weir.engine.container.runner",
-    "ExitCode": "weir.engine.container.runner",
-}
+__version__ = _engine.__version__
 
-__all__ = [
-    "__version__",
-    "AsyncStreamTask", "ClosableTask", "EndOfStreamListenerTask", "InitableTask",
-    "MessageCollector", "RequestScope", "ShutdownScope", "StreamTask", "TaskCallback",
-    "TaskContext", "TaskCoordinator", "TaskWrapper", "WindowableTask",
-    "WatermarkListenerTask", "DrainListenerTask",
-    "NO_TIMESTAMP", "IncomingMessageEnvelope", "OutgoingMessageEnvelope", "SystemStream",
-    "SystemStreamPartition", "TaskName",
-    "KeyValueIterator", "KeyValueStore", "ReadOnlyKeyValueStore", "Serde",
-    "CallbackTimeoutError", "CorruptRecordError", "DeserializationError", "EngineError",
-    "StreamNotFoundError", "TaskError",
-    "ConfigError", "NullKeyOrValueError", "ReadOnlyStoreError", "StoreClosedError",
-    "StoreError", "WeirError",
-    *_LAZY,
-]
+# Every public name of the three packages, from the package that defines it (a name two
+# packages export is the same object in both; tests/test_packaging.py checks).
+_LAZY: dict[str, str] = {}
+for _package in (_engine, _recovery, _stores):
+    for _name in _package.__all__:
+        if _name != "__version__" and _name not in globals():
+            _LAZY.setdefault(_name, _package.__name__)
+del _package, _name
+
+__all__ = ["__version__", *sorted({*_engine.__all__, *_recovery.__all__, *_stores.__all__}
+                                  - {"__version__"})]
 
 
 __getattr__ = lazy_exports(__name__, _LAZY, globals())

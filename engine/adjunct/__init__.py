@@ -1,4 +1,4 @@
-"""Adjunct data stores (seed design 002): read-only stores filled from an input stream.
+"""Adjunct data stores (docs/ADJUNCT.md): read-only stores filled from an input stream.
 
 * :mod:`~weir.engine.adjunct.settings`: the bindings (``stores.<s>.adstore.input``, broadcast
   or partitioned, bootstrap or not) and ``job.adstore.manager.factory``;

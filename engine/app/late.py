@@ -84,7 +84,7 @@ class LateDrops:
 
     def _log(self, now: float) -> None:
         since = ("" if self.total == self.unlogged or self.interval_s <= 0 else
-                 f" since the last warning")
+                 " since the last warning")
         if self.latest_watermark >= WATERMARK_MAX:
             where = (f"at event time {self.latest_ts:,}, after the end of the operator's input "
                      f"(every upstream had ended)")

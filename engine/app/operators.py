@@ -2,7 +2,7 @@
 
 Every operator receives elements with their event time (``on_message(value, ts)``) and hands
 its results to the operators downstream. Event time and the end of input move through the
-graph as in Samza's OperatorImpl (SAMZA-REFERENCE 2.7):
+graph as in Samza's OperatorImpl (docs/CONTROL.md, "Reconciliation in the receiving task"):
 
 * an operator's **input watermark** is the minimum of the output watermarks of its upstream
   operators that this task uses (an upstream operator none of whose input streams the task
@@ -30,7 +30,7 @@ from weir.engine.app.graph import OpSpec
 from weir.engine.app.windows import WindowPane
 from weir.engine.control.messages import WATERMARK_MAX, WATERMARK_NOT_EXIST, WatermarkStatus
 from weir.engine.control.task_control import wallclock_ms
-from weir.engine.model import OutgoingMessageEnvelope, make_outgoing
+from weir.engine.model import make_outgoing
 
 __all__ = ["OperatorContext", "Operator", "InputOperator", "MapOperator", "FlatMapOperator",
            "FilterOperator", "MergeOperator", "PartitionByOperator", "SendToOperator",

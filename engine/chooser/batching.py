@@ -6,7 +6,7 @@ is kept aside and returned directly, without asking the wrapped chooser. After
 ``batch_size`` envelopes in a row (or when the wrapped chooser picks another SSP) the wrapped
 chooser decides again.
 
-As in Samza (SAMZA-REFERENCE 1.4 and section 7, quirk 3, copied on purpose) the batch is not
+As in Samza (docs/CHOOSER.md, "Samza quirks: copied or fixed": copied on purpose) the batch is not
 reset when the wrapped chooser has nothing: an SSP whose buffer ran dry and is refilled by the
 next poll continues its batch. The batch limit still bounds how long it keeps the lead.
 

@@ -3,7 +3,7 @@
 A bootstrap stream (``samza.bootstrap=true``, e.g. a table of currency codes) must be read up
 to the end *as it was when the container started* before any other message is processed.
 
-:class:`BootstrapLag` keeps that bookkeeping (SAMZA-REFERENCE 1.5) and is shared by the
+:class:`BootstrapLag` keeps that bookkeeping (docs/CHOOSER.md) and is shared by the
 :class:`BootstrappingChooser` and by :class:`~weir.engine.consumers.consumers.SystemConsumers`, which gates
 its own ``choose`` calls with it:
 

@@ -13,7 +13,7 @@ From the inside out:
    order them among themselves;
 4. when bootstrap heads are given, a :class:`BootstrappingChooser` outermost.
 
-This keeps SAMZA-REFERENCE 1.6's outer layers (bootstrapping outside everything) but moves
+This keeps Samza's DefaultChooser outer layers (docs/CHOOSER.md) (bootstrapping outside everything) but moves
 batching from outside the tiers to inside each tier, so a batch can never serve a lower
 priority while a higher one waits; and a bootstrap stream's explicit priority can no longer
 drop it below non-bootstrap streams (in Samza it can, which breaks the bootstrap guarantee).

@@ -5,7 +5,7 @@ highest priority to the lowest and returns the first envelope any of them gives,
 back to the ``default`` chooser (streams that have no priority). Within a tier the tier's own
 chooser decides (round robin, time-aligned, batching, or a user chooser).
 
-Differences from Samza's TieredPriorityChooser (SAMZA-REFERENCE 1.3), both fail-earlier fixes:
+Differences from Samza's TieredPriorityChooser (docs/CHOOSER.md), both fail-earlier fixes:
 ``register`` goes only to the tier that owns the SSP (Samza forwards it to every tier), and an
 SSP that no tier accepts is refused at ``register`` as well as at ``update``.
 

@@ -5,7 +5,7 @@ fair rotation: an SSP whose envelope was just chosen gets its next one queued be
 SSP already waiting.
 
 Samza's RoundRobinChooser documents, but does not check, the one-envelope-per-SSP rule
-(SAMZA-REFERENCE section 7, quirk 2). Weir checks it and raises :class:`ChooserError`.
+(docs/CHOOSER.md, "Samza quirks: copied or fixed"). Weir checks it and raises :class:`ChooserError`.
 
 Example::
 

@@ -13,7 +13,7 @@ Keys (every one declared here; ``docs/CHOOSER.md`` explains them):
 * the stream property ``samza.bootstrap=true``: a bootstrap stream.
 
 Only input streams count (``task.inputs`` and ``task.broadcast.inputs``): a stream that is
-configured as bootstrap or prioritised but is not an input is ignored (SAMZA-REFERENCE 0.2).
+configured as bootstrap or prioritised but is not an input is ignored, as in Samza (docs/CHOOSER.md, "Configuration").
 
 Example::
 

@@ -26,7 +26,7 @@ _COMMAND_MODULES = (
     "weir.engine.cli.run",      # weir run job.properties
     "weir.engine.cli.checkpoint",  # weir checkpoint show|set|use-previous|reset job.properties
     "weir.engine.cli.state",    # weir state list|show|dump|verify|rebuild|export|import|repair
-    "weir.engine.cli.store",    # weir store repair (the old name of weir state repair)
+    "weir.engine.cli.store",    # weir store repair (deprecated alias of weir state repair)
     "weir.engine.cli.coordinator",  # weir coordinator set-config|show
     "weir.engine.cli.plan",     # weir plan app.properties
     "weir.engine.cli.drain",    # weir drain job.properties

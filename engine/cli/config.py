@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import os
 import sys
-import tempfile
 import tomllib
 from pathlib import Path
 
 from rich.table import Table
 
+from weir.stores.filesafety import atomic_write
 from weir.stores.config import declared_keys
 
 from weir.engine.errors import EngineError
@@ -143,21 +142,7 @@ def write_atomically(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so that readers see the old or the new file, never half of
     one: temp file in the same directory, fsync, rename, fsync the directory."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    atomic_write(path, text.encode("utf-8"))
 
 
 def is_weir_checkout(directory: Path) -> bool:

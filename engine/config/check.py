@@ -9,8 +9,8 @@ not defined (no factory) are ignored, with a warning that says so.
 Internal to :mod:`weir.engine.config.job`. Which keys are Weir's (and so may be "unknown"):
 
 * everything under ``task.``, ``job.``, ``stores.``, ``serializers.`` and ``spark.weir.``;
-* stream properties in the ``samza.`` namespace, in all three spellings of SAMZA-REFERENCE
-  0.1: ``streams.<id>.samza.*``, ``systems.<s>.streams.<stream>.samza.*`` and
+* stream properties in the ``samza.`` namespace, in all three of Samza's spellings
+  (docs/CONFIGURATION.md, "Checks"): ``streams.<id>.samza.*``, ``systems.<s>.streams.<stream>.samza.*`` and
   ``systems.<s>.default.stream.samza.*`` (other stream properties belong to the system);
 * ``systems.<s>.samza.*`` and, for a system whose factory is not a user class
   (``module:Class``), every other ``systems.<s>.*`` key.

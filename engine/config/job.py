@@ -273,7 +273,7 @@ def config_docs_markdown() -> str:
 # -- job-level settings -------------------------------------------------------------------------
 
 class StoreBase(Enum):
-    """Which base directory a store lives under (SAMZA-REFERENCE 4.1): ``LOGGED`` for stores
+    """Which base directory a store lives under (docs/RECOVERY.md, "Store directories"): ``LOGGED`` for stores
     with a changelog, ``NON_LOGGED`` for the rest."""
 
     LOGGED = "logged"

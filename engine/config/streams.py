@@ -1,7 +1,7 @@
 """Stream-level configuration: job inputs, broadcast inputs and ``samza.*`` stream properties.
 
 A stream property (``samza.bootstrap``, ``samza.priority``, ``samza.key.serde`` ...) is looked
-up in Samza's order, first hit wins (SAMZA-REFERENCE section 0.1):
+up in Samza's order, first hit wins (docs/SYSTEMS.md):
 
 1. ``streams.<id>.<prop>`` for the stream id mapped to (system, physical name)
    (``streams.<id>.samza.system`` / ``streams.<id>.samza.physical.name``; an id without a

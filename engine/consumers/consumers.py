@@ -1,4 +1,4 @@
-"""SystemConsumers: the container's multiplexer of input SSPs (SAMZA-REFERENCE 1.7).
+"""SystemConsumers: the container's multiplexer of input SSPs (docs/CHOOSER.md, "SystemConsumers").
 
 It polls the systems' consumers, buffers what they return per SSP, hands the chooser one
 envelope per SSP (deserialized, so the chooser and the task see typed keys and messages) and

@@ -1,4 +1,4 @@
-"""Starting offsets and the per-task "caught-up" filter (SAMZA-REFERENCE 1.8).
+"""Starting offsets and the per-task "caught-up" filter (docs/CHOOSER.md, "Starting offsets").
 
 Pure functions of config, checkpoints and partition metadata; the container calls
 :func:`starting_offsets` once per task at start and keeps one :class:`CaughtUpFilter` per task

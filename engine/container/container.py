@@ -1,7 +1,7 @@
 """The container: everything one process needs to run a set of tasks (Samza's SamzaContainer).
 
 A :class:`Container` runs the tasks the job model gives to one container id. ``run()`` goes
-through Samza's start order (SAMZA-REFERENCE 4.4), runs the loop, and stops in order:
+through Samza's start order (docs/ARCHITECTURE.md, "The life of a store"), runs the loop, and stops in order:
 
 1. load the task class (a bad ``task.class`` fails before anything is opened) and build
    every settings object from config and check the directories to write
@@ -51,13 +51,12 @@ from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from weir.recovery.checkpoint import Checkpoint
+from weir.recovery.checkpoint import Checkpoint, CheckpointManager
 from weir.recovery.container_storage import ContainerStorageManager
 from weir.recovery.storage import ProgressMode
 from weir.stores.layers.cached import CachedLayer
 from weir.stores.layers.stack import layers_of
 from weir.stores.config import Config
-from weir.stores.errors import ConfigError
 from weir.stores.spec import StoreSpec, stores_in
 
 from weir.engine.container.progress import (ContainerProgress, ContainerResult, CountingProducer,
@@ -472,7 +471,7 @@ class Container:
         self._closers.callback(sc.stop)
 
     # -- exactly-once (docs/EXACTLY-ONCE.md) -------------------------------------------------
-    def _make_transactions(self, checkpoints: FileCheckpointManager) -> None:
+    def _make_transactions(self, checkpoints: CheckpointManager) -> None:
         """One transaction per task over the job's file-log systems; released after the
         tasks and their stores are closed (an ongoing transaction is aborted then)."""
         systems = transactional_systems(self.registry, self._producers)

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from weir.recovery._atomic import fsync_dir
+from weir.stores.filesafety import fsync_dir
 from weir.recovery.checkpoint import FileCheckpointManager
 from weir.recovery.errors import RecoveryError
 from weir.recovery.job_lock import is_lock_file

@@ -1,4 +1,4 @@
-"""Control messages through intermediate streams (seed design 001, SAMZA-REFERENCE 2).
+"""Control messages through intermediate streams (docs/CONTROL.md).
 
 * :mod:`~weir.engine.control.messages`: watermark, end-of-stream and drain messages;
 * :mod:`~weir.engine.control.serde`: the in-band wire format (type byte + JSON);

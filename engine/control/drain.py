@@ -1,4 +1,4 @@
-"""Drain requests: stop a pipeline cleanly for a redeploy (SAMZA-REFERENCE 2.9).
+"""Drain requests: stop a pipeline cleanly for a redeploy (docs/CONTROL.md, "Drain").
 
 ``weir drain <job>`` writes a :class:`DrainRequest` to the job's drain file
 (``job.drain.path``, default ``<task.checkpoint.path>/drain-request.json``; every stage of an
@@ -59,6 +59,7 @@ from typing import Any
 
 import orjson
 
+from weir.stores.filesafety import atomic_write, fsync_dir
 from weir.stores.locking import read_holder
 
 from weir.engine.control.errors import DrainRequestError, JobNotRunningError
@@ -139,25 +140,6 @@ class DrainRequest:
         return ", ".join(run.describe() for run in self.runs)
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_directory(path.parent)
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_drain_request(path: Path, *, run_id: str | None = None,
                         runs: Iterable[RunTarget] = ()) -> DrainRequest:
     """Write a new drain request (a fresh id; ``run_id`` defaults to it) for ``runs`` (none:
@@ -166,7 +148,9 @@ def write_drain_request(path: Path, *, run_id: str | None = None,
     request_id = str(uuid.uuid4())
     request = DrainRequest(request_id, run_id or request_id, DEFAULT_DRAIN_MODE,
                            time.time_ns() // 1_000_000, tuple(runs))
-    _atomic_write(Path(path), request.to_json())
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, request.to_json())
     return request
 
 
@@ -303,7 +287,7 @@ def _move_aside(path: Path, request: DrainRequest, kind: str) -> Path:
     target = path.with_name(f"{path.name}.{kind}-{request.uuid[:8]}")
     try:
         os.replace(path, target)
-        _fsync_directory(path.parent)
+        fsync_dir(path.parent)
     except OSError as exc:
         raise DrainRequestError(
             f"cannot move the drain request {path} aside to {target.name} ({exc.strerror}); it "
@@ -333,7 +317,7 @@ def settle_drain_request(path: Path | None, directories: Iterable[Path],
     if progress.draining:
         continued = DrainRequest(request.uuid, request.run_id, request.drain_mode,
                                  request.created_ms, (run,))
-        _atomic_write(path, continued.to_json())
+        atomic_write(path, continued.to_json())
         log.info("continuing drain %s, which an earlier run (%s) began and did not finish: %d "
                  "task(s) draining, %d done; this run drains", request.run_id,
                  request.describe_runs(), len(progress.draining), len(progress.completed))

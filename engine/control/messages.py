@@ -1,5 +1,5 @@
-"""Control messages: watermark, end-of-stream, drain (SAMZA-REFERENCE 2.1) and watermark
-status (Weir's, after Flink's ``WatermarkStatus``).
+"""Control messages: watermark, end-of-stream, drain and watermark status (Weir's, after
+Flink's ``WatermarkStatus``) (docs/CONTROL.md).
 
 A control message travels in-band on an intermediate stream, between the user messages of
 one partition, so it is seen after every message written before it. ``task_name`` is the

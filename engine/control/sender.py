@@ -1,4 +1,4 @@
-"""Sending control messages down intermediate streams (SAMZA-REFERENCE 2.4, as Weir does it).
+"""Sending control messages down intermediate streams (docs/CONTROL.md, "Who sends what").
 
 A task that writes an intermediate stream sends its control messages through its own
 message collector, so they are ordered with its user messages per partition and become

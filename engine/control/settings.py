@@ -107,7 +107,7 @@ def upstream_task_count(config: Config, ss: SystemStream) -> int | None:
         count = 0
     if count < 1:
         raise ConfigError(f"bad value {raw!r}: expected a positive integer (upstream tasks of "
-                          f"{ss})", key=f"streams.<id>.intermediate.upstream.tasks")
+                          f"{ss})", key="streams.<id>.intermediate.upstream.tasks")
     return count
 
 

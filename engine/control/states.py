@@ -1,4 +1,4 @@
-"""Reconciliation state of control messages per input partition (SAMZA-REFERENCE 2.5, 2.6).
+"""Reconciliation state of control messages per input partition (docs/CONTROL.md, "Reconciliation in the receiving task").
 
 :class:`EndOfStreamStates` tracks, per SSP of a task, which upstream tasks have sent
 end-of-stream; the SSP has ended when every expected upstream task has (or one message
@@ -127,7 +127,7 @@ class _EosState:
 
 
 class EndOfStreamStates:
-    """Per-SSP end-of-stream reconciliation (SAMZA-REFERENCE 2.5).
+    """Per-SSP end-of-stream reconciliation (docs/CONTROL.md).
 
     ``expected`` maps every SSP to track to its number of upstream tasks (``0`` for a source
     stream: it ends only by a message without a task name, i.e. the system's end-of-stream;
@@ -231,8 +231,8 @@ class _WatermarkState:
 
 
 class WatermarkStates:
-    """Per-SSP watermark reconciliation over upstream tasks (SAMZA-REFERENCE 2.6, with
-    idleness declared by the upstream tasks, as Flink's ``WatermarkStatus``).
+    """Per-SSP watermark reconciliation over upstream tasks (docs/CONTROL.md), with idleness
+    declared by the upstream tasks, as Flink's ``WatermarkStatus``.
 
     ``update(ssp, ts, task)``:
 

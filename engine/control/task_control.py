@@ -16,7 +16,7 @@ and applies what comes back (:class:`ControlOutcome`): partitions that have ende
 for the task, partitions to stop reading. Each call needs nothing of the task in flight (the
 run loop makes it a barrier, like ``window``).
 
-Reconciliation (SAMZA-REFERENCE 2.5-2.7, with the departures listed in docs/CONTROL.md):
+Reconciliation (Samza's rules, with the departures listed in docs/CONTROL.md):
 
 * an intermediate partition **ends** when every upstream task has sent end-of-stream (their
   number comes from ``streams.<id>.intermediate.upstream.tasks`` or the messages'

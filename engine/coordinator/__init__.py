@@ -1,4 +1,4 @@
-"""The coordinator stream and the job coordinator (seed design 003, SAMZA-REFERENCE 5).
+"""The coordinator stream and the job coordinator (docs/COORDINATOR.md).
 
 A job's config, its tasks' changelog partitions, task and partition assignments and its
 containers' locality live in a one-partition compacted stream,

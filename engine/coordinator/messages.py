@@ -1,7 +1,7 @@
 """Coordinator stream messages: Samza's key and value format, byte for byte.
 
 Every message is a key/value pair, both compact JSON (no whitespace) in UTF-8
-(SAMZA-REFERENCE 5.2):
+(docs/COORDINATOR.md, "Messages"):
 
 * key: ``[version, type, key]`` with version the integer ``1``, e.g.
   ``[1,"set-config","job.name"]``;

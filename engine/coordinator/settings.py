@@ -22,7 +22,7 @@ from weir.stores.config import Config, declare
 from weir.stores.errors import ConfigError
 
 from weir.engine.config.job import JOB_COORDINATOR_SYSTEM, JOB_ID, JOB_NAME
-from weir.engine.config.streams import JOB_DEFAULT_SYSTEM, TASK_INPUTS, job_inputs
+from weir.engine.config.streams import JOB_DEFAULT_SYSTEM, job_inputs
 from weir.engine.metrics.settings import MetricsSettings
 
 __all__ = [
@@ -201,18 +201,6 @@ class CoordinatorSettings:
             client_retry_ms=JOB_COORDINATOR_HTTP_CLIENT_RETRY_MS.get(config),
             host_affinity=JOB_HOST_AFFINITY_ENABLED.get(config),
             serves_metrics=MetricsSettings.from_config(config).prometheus)
-        for decl, value, low in ((JOB_COORDINATOR_HTTP_PORT, settings.http_port, 0),
-                                 (JOB_COORDINATOR_HTTP_MAX_CONNECTIONS,
-                                  settings.http_max_connections, 1),
-                                 (JOB_COORDINATOR_MAX_MESSAGE_BYTES,
-                                  settings.max_message_bytes, 64),
-                                 (JOB_COORDINATOR_HTTP_CLIENT_TIMEOUT_MS,
-                                  settings.client_timeout_ms, 1)):
-            if value < low or (decl is JOB_COORDINATOR_HTTP_PORT and value > 65535):
-                raise ConfigError(f"bad value {value}: must be at least {low}"
-                                  + (" and at most 65535" if decl is JOB_COORDINATOR_HTTP_PORT
-                                     else ""), key=decl.name, origin=config.origin(decl.name))
-        return settings
 
     @property
     def serves_in_process(self) -> bool:

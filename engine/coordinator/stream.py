@@ -1,6 +1,6 @@
 """The coordinator stream store: bootstrap, catch-up and writes of one job's coordinator stream.
 
-A :class:`CoordinatorStreamStore` is Samza's ``CoordinatorStreamStore`` (SAMZA-REFERENCE 5.3,
+A :class:`CoordinatorStreamStore` is Samza's ``CoordinatorStreamStore`` (docs/COORDINATOR.md,
 5.4) over any system (the file log by default):
 
 * :meth:`~CoordinatorStreamStore.create` makes the stream if it is missing: one partition,

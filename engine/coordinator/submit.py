@@ -3,7 +3,7 @@
 On submission (``weir run``) the config file (with ``--set`` overrides) is the job's config:
 :func:`config_messages` compares it with what the stream holds and writes a ``set-config``
 for every key that is new or has another value, and a delete for every key the stream holds
-that the new config lacks (SAMZA-REFERENCE 5.6; Samza rewrites every key, Weir only the
+that the new config lacks (docs/COORDINATOR.md; Samza rewrites every key, Weir only the
 changes, so an unchanged resubmission writes nothing).
 
 Example::

@@ -1,5 +1,5 @@
 """The job model: which container runs which tasks, which task reads which input partitions,
-and which changelog partition each task writes (SAMZA-REFERENCE's JobModel, same JSON)."""
+and which changelog partition each task writes (Samza's JobModel, same JSON; docs/COORDINATOR.md)."""
 
 from weir.engine.jobmodel.model import (
     ContainerModel,

@@ -32,7 +32,7 @@ def _partition_number(name: str) -> int | None:
 
 def changelog_partition_mapping(task_names: Collection[str],
                                 previous: Mapping[str, int] | None = None) -> dict[TaskName, int]:
-    """Changelog partition per task (SAMZA-REFERENCE 4.9, with one deviation).
+    """Changelog partition per task (as Samza maps them, with one deviation; docs/RECOVERY.md, "The changelog partition of a store").
 
     Previous entries win, so a task never moves. A new task ``Partition N`` takes N when no
     task, current or previous, holds it (Samza would hand out partitions in string order of

@@ -1,7 +1,7 @@
 """The job model: which container runs which tasks, and which input partitions each task reads.
 
 Built from the config and the partition count of every input stream, as Samza's JobModel
-(SAMZA-REFERENCE 5.7):
+(docs/COORDINATOR.md, "The job model and stable assignments"):
 
 1. input SSPs: every partition of every ``task.inputs`` stream;
 2. grouping (``job.systemstreampartition.grouper.factory``): by partition (task

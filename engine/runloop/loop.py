@@ -1,7 +1,7 @@
 """The run loop: choose a message, run it on its task, window, commit, stop.
 
-One :class:`RunLoop` drives the task instances of a container (SAMZA-REFERENCE section 6,
-seed design "Event Loop"). Guarantees, per task:
+One :class:`RunLoop` drives the task instances of a container (Samza's RunLoop;
+docs/TASKS.md, "Guarantees"). Guarantees, per task:
 
 * ``init`` happens before everything else and ``close`` after (the container calls them);
 * with ``task.max.concurrency=1`` each message's processing completes before the next
@@ -38,7 +38,7 @@ Execution has two dispatch paths, both in this class:
 
 Both call ``_service`` when the attention flag is set: it turns due timers into per-task
 flags, takes coordinator requests, and starts what each task is ready for (COMMIT > WINDOW >
-END_OF_STREAM > PROCESS, SAMZA-REFERENCE 6.3). Timers only flip flags; the loop blocks on
+END_OF_STREAM > PROCESS, as in Samza). Timers only flip flags; the loop blocks on
 the source or on its completion queue, never spins. Per-task state lives in
 :class:`~weir.engine.runloop.worker.Worker`, which tasks read each input partition in
 :class:`~weir.engine.runloop.routing.SspRoutes`; only the loop thread touches them.

@@ -44,7 +44,7 @@ class SspRoutes:
 
     def owners(self, env: IncomingMessageEnvelope) -> tuple[Worker, ...] | list[Worker]:
         """The workers an envelope goes to; envelopes of a shared SSP before a task's
-        starting offset are skipped for that task (SAMZA-REFERENCE 1.8)."""
+        starting offset are skipped for that task (docs/CHOOSER.md, "Starting offsets")."""
         w = self.single.get(env.ssp)
         if w is not None:
             return (w,)

@@ -4,7 +4,7 @@ Everything here except :class:`TaskCallback` methods and the ``run_*`` functions
 by the loop thread only, so none of it needs a lock. Callbacks and pool functions report
 back by putting a tuple into the loop's completion queue.
 
-Worker state (SAMZA-REFERENCE 6.3): ``pending`` envelopes, ``in_flight`` messages, one
+Worker state (as Samza's run loop keeps it; docs/TASKS.md, "Guarantees"): ``pending`` envelopes, ``in_flight`` messages, one
 operation at a time (``op``: commit, window or end-of-stream), the flags ``need_commit``
 and ``need_window`` (set by timers and coordinator requests), ``end_of_stream`` once every
 input SSP has delivered its end-of-stream envelope, ``complete`` once the end-of-stream
@@ -173,7 +173,7 @@ class Worker:
             self.end_of_stream = True
 
     def next_op(self, max_concurrency: int) -> Op | IncomingMessageEnvelope | None:
-        """What to start now (an Op, an envelope to process) or None (SAMZA-REFERENCE 6.3)."""
+        """What to start now (an Op, an envelope to process) or None."""
         if self.complete or self.op is not None:
             return None
         pending = self.pending

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from weir.stores import _crc as crc32c
+from weir.stores.filesafety import seal_json, unseal_json
 import orjson
 
 from weir.engine.spark.errors import (PartitionCountChangedError, SparkError,
@@ -102,18 +102,12 @@ class OperatorMeta:
                 "query_id": self.query_id, "created_at_version": self.created_at_version,
                 "created_ms": time.time_ns() // 1_000_000, "extra": dict(self.extra),
                 "incarnation": self.incarnation or uuid.uuid4().hex}
-        raw = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
-        return orjson.dumps({**body, "crc32c": f"{crc32c.crc32c(raw):08x}"},
-                            option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2)
+        return orjson.dumps(seal_json(body), option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2)
 
     @classmethod
     def from_json(cls, data: bytes, path: Location) -> "OperatorMeta":
         try:
-            obj = orjson.loads(data)
-            crc = obj.pop("crc32c")
-            raw = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
-            if f"{crc32c.crc32c(raw):08x}" != crc:
-                raise ValueError("checksum mismatch")
+            obj = unseal_json(orjson.loads(data))
             if obj.get("format") != _META_FORMAT:
                 raise ValueError(f"format {obj.get('format')} (this Weir reads {_META_FORMAT})")
             return cls(obj["operator"], obj["kind"], int(obj["partitions"]),
@@ -230,11 +224,11 @@ class OperatorCheckpoint:
         except orjson.JSONDecodeError as exc:
             raise StateFileDamagedError(f"not JSON: {exc}", path=path, operator=self.operator,
                                         partition=-1, version=batch, kind="batch clock") from exc
-        crc = obj.pop("crc32c", None)
-        if crc != f"{crc32c.crc32c(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)):08x}":
-            raise StateFileDamagedError("checksum mismatch", path=path, operator=self.operator,
-                                        partition=-1, version=batch, kind="batch clock")
-        return obj
+        try:
+            return unseal_json(obj)
+        except ValueError as exc:
+            raise StateFileDamagedError(str(exc), path=path, operator=self.operator,
+                                        partition=-1, version=batch, kind="batch clock") from None
 
     def publish_batch_clock(self, batch: int, clock: Mapping[str, Any]) -> dict[str, Any]:
         """Publish the clock of ``batch`` unless one is published; return the published one
@@ -244,9 +238,7 @@ class OperatorCheckpoint:
         if existing is not None:
             return existing
         self.storage.make_directory(path.parent)
-        body = dict(clock)
-        raw = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
-        self.storage.create(path, orjson.dumps({**body, "crc32c": f"{crc32c.crc32c(raw):08x}"},
+        self.storage.create(path, orjson.dumps(seal_json(dict(clock)),
                                                option=orjson.OPT_SORT_KEYS))
         got = self.read_batch_clock(batch)
         assert got is not None

@@ -49,7 +49,7 @@ from weir.engine.model import IncomingMessageEnvelope, OutgoingMessageEnvelope, 
 from weir.engine.spark.durable import OperatorCheckpoint, OperatorMeta
 from weir.engine.spark.errors import InputPositionError, SparkError, StatePartitioningError
 from weir.engine.spark.jobplan import JobPlan, TaskPlan, parse_ssp_key, ssp_key
-from weir.engine.spark.logsource import (KIND_END_OF_STREAM, KIND_MESSAGE, KIND_RANGE,
+from weir.engine.spark.logsource import (KIND_END_OF_STREAM, KIND_RANGE,
                                          _registry, read_task_range)
 from weir.engine.spark.operator import (METRICS_COLUMN, _arrow_schema, _metrics_row, task_batch)
 from weir.engine.spark.partition import PartitionState

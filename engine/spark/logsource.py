@@ -40,7 +40,6 @@ stops the commit with an error naming it).
 from __future__ import annotations
 
 import io
-import os
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -53,6 +52,7 @@ from pyspark.sql.datasource import (DataSource, DataSourceStreamArrowWriter,
                                     DataSourceStreamReader, InputPartition, WriterCommitMessage)
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
+from weir.stores.filesafety import atomic_write
 from weir.stores.config import Config
 
 from weir.engine.spark.errors import SparkError, SparkJobError
@@ -330,12 +330,7 @@ class LogStreamWriter(DataSourceStreamArrowWriter):
             rows += record_batch.num_rows
         if writer is not None:
             writer.close()
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "wb") as f:
-            f.write(sink.getvalue())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        atomic_write(path, sink.getvalue(), temp=path.with_suffix(".tmp"))
         return StagedRows(str(path), rows, ctx.partitionId(), ctx.attemptNumber())
 
     def commit(self, messages: list[StagedRows | None], batchId: int) -> None:

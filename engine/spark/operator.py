@@ -371,7 +371,6 @@ class _TaskRunner:
     def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
         import time
 
-        import pyarrow as pa
 
         started = time.perf_counter()
         where = task_batch(self.batch_override)

@@ -244,9 +244,9 @@ class PartitionState:
                 f"{target} has every changelog after it"
                 + (f" (damaged snapshot(s) set aside: {sorted(damaged)})" if damaged else "")
                 + ". Put the missing files back from a backup of the checkpoint; a batch whose "
-                f"output was consumed only in part (a limit() or take() on the operator's "
-                f"output) never publishes its version: run the operator's output through one "
-                f"action that reads all of it",
+                "output was consumed only in part (a limit() or take() on the operator's "
+                "output) never publishes its version: run the operator's output through one "
+                "action that reads all of it",
                 operator=self.meta.operator, partition=self.partition, version=target,
                 directory=self.files.directory)
         replica.wipe()

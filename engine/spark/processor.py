@@ -54,7 +54,6 @@ from pyspark.sql.streaming.stateful_processor import (ExpiredTimerInfo, ListStat
                                                       StatefulProcessorHandle, TimerValues,
                                                       ValueState)
 
-from weir.stores.engines._base import prefix_upper_bound
 
 from weir.engine.spark.errors import SparkError, StateVariableError
 

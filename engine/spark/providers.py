@@ -5,7 +5,7 @@
 reflection inside the executor JVM; it cannot name Python code. And ``transformWithState`` /
 ``transformWithStateInPandas`` accept only Spark's own ``RocksDBStateStoreProvider``, compared by
 exact class name (a subclass is refused). Both were re-checked on PySpark 4.3.0
-(``../shared/design/SPARK-NOTES.md`` section 1). So Weir registers its stores as the state
+(docs/SPARK.md, "What registered as a Spark state provider means"). So Weir registers its stores as the state
 providers of *its own* Spark operators, by name, in this registry; the operators run inside the
 Spark plan (``repartition`` + ``mapInArrow``) and keep their state in the query's checkpoint
 (docs/SPARK.md).

@@ -42,6 +42,7 @@ from typing import Any
 
 import orjson
 
+from weir.stores.filesafety import atomic_write
 from weir.stores.engines._base import BytesEngine
 from weir.stores.engines.registry import Capability
 from weir.stores.errors import StoreLockedError
@@ -156,10 +157,7 @@ class Replica:
                 "meta": self.meta,
                 "stores": {s.name: {"provider": s.provider, "marker": m}
                            for s, m in zip(self.stores, self._markers().values())}}
-        path = self.directory / _REPLICA_FILE
-        tmp = path.with_name(f"{_REPLICA_FILE}.{os.getpid()}.tmp")
-        tmp.write_bytes(orjson.dumps(body))
-        os.replace(tmp, path)
+        atomic_write(self.directory / _REPLICA_FILE, orjson.dumps(body))
 
     def _forget_mark(self) -> None:
         if self.directory is not None:
@@ -328,9 +326,7 @@ def acquire_replica(operator_root: Location, partition: int, stores: Sequence[St
 def _write_owner(directory: Path, operator_root: Location) -> None:
     owner = directory / "OWNER.json"
     if not owner.exists():
-        tmp = owner.with_name(f"OWNER.json.{os.getpid()}.tmp")
-        tmp.write_bytes(orjson.dumps({"operator_root": str(operator_root)}))
-        os.replace(tmp, owner)
+        atomic_write(owner, orjson.dumps({"operator_root": str(operator_root)}))
 
 
 def open_replicas() -> list[Replica]:

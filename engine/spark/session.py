@@ -117,7 +117,7 @@ def check_spark_environment() -> None:
 
 def worker_python_path(extra: list[str] | tuple[str, ...] = ()) -> None:
     """Point PySpark's Python workers at this interpreter (they start ``python3`` from PATH
-    otherwise, without Weir's packages: SPARK-NOTES trap 1) and put ``extra`` directories on
+    otherwise, without Weir's packages: docs/SPARK.md, "Traps") and put ``extra`` directories on
     their module path (local mode: workers inherit the environment)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

@@ -368,7 +368,7 @@ def transform_with_state(grouped: Any, processor: Any, output_schema: Any, *,
     """
     from pyspark import cloudpickle
     from pyspark.sql import functions as F
-    from pyspark.sql.types import StructField, StructType
+    from pyspark.sql.types import StructType
 
     if output_mode.lower() not in ("append", "update"):
         raise SparkError(f"output_mode {output_mode!r}: transform_with_state emits rows as they "

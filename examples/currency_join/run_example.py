@@ -29,7 +29,7 @@ if str(HERE) not in sys.path:
 
 from weir.engine.config.job import load_config  # noqa: E402
 from weir.engine.model import SystemStream, SystemStreamPartition  # noqa: E402
-from weir.engine.container.runner import ExitCode, JobResult, run_job  # noqa: E402
+from weir.engine.container.runner import ExitCode, run_job  # noqa: E402
 from weir.engine.container.status import StatusMode, configure_logging  # noqa: E402
 from weir.engine.systems.registry import SystemRegistry  # noqa: E402
 from weir.recovery.storage import ProgressMode  # noqa: E402

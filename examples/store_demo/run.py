@@ -20,7 +20,7 @@ from pathlib import Path
 from weir.engine.config.job import load_config
 from weir.stores.builder import build_store
 from weir.stores.engines.memory import MemoryEngine
-from weir.stores.filesink import FileChangelog
+from weir.testing import FileChangelog
 from weir.stores.layers.serialized import SerializedLayer
 from weir.stores.serdes import serde_from_name
 from weir.stores.spec import StoreSpec, stores_in

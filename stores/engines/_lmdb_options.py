@@ -4,7 +4,7 @@ Defaults: the map starts at 64 MiB and doubles on demand up to 256 GiB (the data
 sparse, so an unused map costs address space, not disk); commits fsync (``sync=true``); up to
 10,000 buffered writes are committed in one transaction. Large transactions matter: LMDB
 rewrites every page a transaction touches, so small random transactions multiply the bytes
-written (PERF-FACTS 3: txn per 1000 puts with fsync wrote ~260x the data).
+written (a transaction per 1000 puts with fsync wrote ~260x the data: docs/ENGINES.md).
 
 Example::
 

@@ -1,12 +1,12 @@
 """RocksDB engine options: a frozen dataclass parsed once from ``stores.<store>.rocksdb.*``.
 
-Defaults follow Samza (SAMZA-REFERENCE 4.12) where Samza has one and it suits a per-store
+Defaults follow Samza (docs/ENGINES.md, "RocksDB") where Samza has one and it suits a per-store
 engine, with three deliberate changes: sizes are per store (Samza's ``container.*`` sizes are
 divided among the container's tasks; pass ``tasks_in_container`` to get the same split when a
 Samza key is used), compression defaults to lz4 (decompresses faster than snappy at a similar
 ratio; RocksDB's own recommendation), and compaction defaults to ``level`` (space
 amplification ~1.1x instead of universal's up to 2x, and cheaper reads). A 10-bit bloom filter
-is on by default: it makes misses ~4x cheaper (PERF-FACTS 3).
+is on by default: it makes misses ~4x cheaper (docs/ENGINES.md).
 
 Example::
 

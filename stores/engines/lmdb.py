@@ -128,7 +128,7 @@ class LMDBEngine(BytesEngineBase, CommitAndGrow):
             # Never shrink a map that an earlier run grew.
             map_size=max(self.options.map_size_bytes, existing),
             # writemap: commits write pages in place through the shared map instead of one
-            # write() per dirty page; 2x faster for txn-per-batch writes (PERF-FACTS 3). The
+            # write() per dirty page; 2x faster for txn-per-batch writes (docs/ENGINES.md). The
             # data file becomes as large as the map, but sparse.
             writemap=True,
             # sync/metasync: fsync data and meta page on commit, so flush() is power-safe; both

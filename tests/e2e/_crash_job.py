@@ -100,7 +100,7 @@ def _arm_checkpoint(mode: str) -> None:
 
     def atomic_write(path, data, **kwargs):
         if torn["armed"]:
-            from weir.recovery._atomic import temp_path_for
+            from weir.stores.filesafety import temp_path_for
             temp = temp_path_for(path)
             with open(temp, "wb") as f:
                 f.write(data[:len(data) // 2])

@@ -25,22 +25,17 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.engine.app._apps import batch_three_stage, make_events
+from tests._processes import committed_offsets, kill, start_weir, task_stores
 from tests.engine.app._pipeline import Pipeline, read_stream
-from weir.engine.config.job import JobConfig
-from weir.engine.container.container import store_specs
-from weir.engine.container.task_storage import TaskStorage
 from weir.engine.model import SystemStream
 from weir.recovery.checkpoint import FileCheckpointManager
-from weir.recovery.storage import ProgressMode
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -70,23 +65,12 @@ def write_config(tmp_path: Path) -> Path:
 
 
 def start(tmp_path: Path) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, "-m", "weir", "run", "app.properties",
-                             "--status", "off"], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return start_weir(tmp_path, "app.properties")
 
 
 def source_committed(tmp_path: Path) -> int:
-    mgr = FileCheckpointManager(tmp_path / "checkpoints")
-    done = 0
-    for p in range(PARTITIONS):
-        try:
-            cp = mgr.read_last(f"Partition {p}")
-        except Exception:  # noqa: BLE001 - racing a write; look again
-            cp = None
-        if cp is not None:
-            done += cp.input_offsets.get(("filelog", "events", p), -1) + 1
-    return done
+    return sum(o + 1 for o in committed_offsets(tmp_path / "checkpoints", PARTITIONS,
+                                                "events").values())
 
 
 def eos_written(registry, stream: str) -> int:
@@ -100,32 +84,14 @@ def kill_when(proc: subprocess.Popen, ready, delay: float) -> None:
     while time.monotonic() < deadline and proc.poll() is None and not ready():
         time.sleep(0.003)
     time.sleep(delay)
-    proc.send_signal(signal.SIGKILL)
-    output, _ = proc.communicate(timeout=30)
-    assert proc.returncode == -signal.SIGKILL, f"the job ended before the kill:\n{output}"
+    kill(proc)
 
 
 def window_stores_are_empty(config, registry, tmp_path: Path) -> bool:
     from weir.engine.app.runner import prepare_application
     _, job_config = prepare_application(config, registry=registry)
-    job = JobConfig.from_config(job_config, cwd=tmp_path)
-    mgr = FileCheckpointManager(job.checkpoint_dir)
-    producer = registry.producer("filelog")
-    producer.start()
-    try:
-        for p in range(PARTITIONS):
-            task = f"Partition {p}"
-            storage = TaskStorage(task, store_specs(job_config, job), job, p,
-                                  {"filelog": producer}, registry, job_config, ProgressMode.QUIET)
-            stores = storage.open(mgr.read_last(task))
-            for store in stores.values():
-                with store.all() as it:
-                    if next(iter(it), None) is not None:
-                        return False
-            storage.close()
-    finally:
-        producer.stop()
-    return True
+    stores = task_stores(job_config, registry, tmp_path, PARTITIONS)
+    return not any(contents for task in stores.values() for contents in task.values())
 
 
 def test_sigkill_during_reading_and_reconciliation_leaves_state_and_outputs_exact(tmp_path):

@@ -30,13 +30,15 @@ import pytest
 from weir.engine.config.job import JobConfig, StoreBase, load_config
 from weir.engine.container.checkpoints import CheckpointSettings, open_checkpoint_manager
 from weir.engine.container.container import store_specs
-from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
+from weir.engine.model import SystemStreamPartition
 from weir.engine.systems.api import StreamSpec
 from weir.engine.systems.changelog import SystemChangelogSource
 from weir.engine.systems.registry import SystemRegistry
 from weir.recovery.storage import task_directory_name
 from weir.stores.builder import open_engine
 from weir.stores.serdes import Int64Serde
+
+from tests._processes import produce, weir_env
 
 pytestmark = pytest.mark.slow
 
@@ -110,22 +112,14 @@ def setup(base: Path, kind: str) -> list[str]:
     config = load_config(base / "job.properties")
     registry = SystemRegistry(config)
     registry.admin("filelog").create_stream(StreamSpec("words", PARTITIONS, bounded=True))
-    producer = registry.producer("filelog")
-    producer.register("test")
-    producer.start()
     items = make_input()
-    words = SystemStream("filelog", "words")
-    for i, word in enumerate(items):
-        producer.send("test", OutgoingMessageEnvelope(words, word.encode(),
-                                                      partition=i % PARTITIONS))
-    producer.end_stream("words")
-    producer.stop()
+    produce(registry, "words", items, partitions=PARTITIONS, end=True)
     return items
 
 
 def run(base: Path, point: tuple[str, int, str] | None, fallback: int,
         delay: float | None = None) -> int:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = weir_env()
     env.pop("WEIR_CRASH_POINT", None)
     if point is not None and point[0] != "start-up":
         env["WEIR_CRASH_POINT"] = ":".join(str(p) for p in point)

@@ -29,7 +29,7 @@ from weir.engine.config.job import JobConfig, load_config
 from weir.engine.model import SystemStream, SystemStreamPartition
 from weir.engine.systems.api import StreamSpec
 from weir.engine.systems.registry import SystemRegistry
-from weir.recovery.checkpoint import FileCheckpointManager
+from tests._processes import committed_messages, start_weir
 from tests.e2e._words_input import produce_words
 
 pytestmark = pytest.mark.slow
@@ -43,27 +43,13 @@ PARTITIONS = 4
 # -- running `weir run` and killing it ------------------------------------------------------------
 
 def _start(workdir: Path, example: str) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "examples" /
-                                                                       example)]))
-    return subprocess.Popen([sys.executable, "-m", "weir", "run", "job.properties", "--status",
-                             "off"], cwd=workdir, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    return _start_file(workdir, "job.properties", example)
 
 
 def _committed(workdir: Path, inputs: list[str]) -> int:
     """Messages the checkpoints cover, over every task and input."""
-    config = load_config(workdir / "job.properties")
-    job = JobConfig.from_config(config, cwd=workdir)
-    manager = FileCheckpointManager(job.checkpoint_dir)
-    done = 0
-    for p in range(PARTITIONS):
-        try:
-            cp = manager.read_last(f"Partition {p}")
-        except Exception:  # noqa: BLE001 - a read racing a write: look again later
-            continue
-        if cp is not None:
-            done += sum(o + 1 for (s, t, _), o in cp.input_offsets.items() if t in inputs)
-    return done
+    job = JobConfig.from_config(load_config(workdir / "job.properties"), cwd=workdir)
+    return committed_messages(job.checkpoint_dir, PARTITIONS, inputs)
 
 
 def _kill_at(workdir: Path, example: str, inputs: list[str], target: int,
@@ -270,11 +256,7 @@ stores.seen.changelog=filelog.count-check-seen
 
 
 def _start_file(workdir: Path, properties: str, example: str) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "examples" /
-                                                                       example)]))
-    return subprocess.Popen([sys.executable, "-m", "weir", "run", properties, "--status",
-                             "off"], cwd=workdir, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    return start_weir(workdir, properties, paths=[ROOT / "examples" / example])
 
 
 def _checks(registry: SystemRegistry) -> list:
@@ -293,9 +275,16 @@ def test_a_pipeline_of_two_exactly_once_jobs_killed_at_random_points_is_exactly_
     rng = random.Random("pipeline")
     killed = 0
     for _ in range(KILLS):
+        before = _committed(tmp_path, ["words"])
         first = _start_file(tmp_path, "job.properties", "word_count")
         second = _start_file(tmp_path, "check.properties", "word_count")
-        time.sleep(rng.uniform(0.8, 2.5))
+        # The handshake: the first job has committed more input in this run (so both run side
+        # by side, however long they took to start), then a random moment.
+        deadline = time.monotonic() + 120
+        while (_committed(tmp_path, ["words"]) <= before and first.poll() is None
+               and time.monotonic() < deadline):
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0.0, 1.0))
         for proc in rng.sample([first, second], 2):
             proc.send_signal(signal.SIGKILL)
             time.sleep(rng.uniform(0.0, 0.3))

@@ -12,11 +12,8 @@ opened through the storage layer at the last checkpoint, equals the truth exactl
 
 from __future__ import annotations
 
-import os
 import random
-import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -25,22 +22,18 @@ import pytest
 
 pytest.importorskip("weir.engine.systems.filelog", reason="the file log system is not built yet")
 
-from weir.engine.container.task_storage import TaskStorage  # noqa: E402
 from weir.engine.config.job import JobConfig, load_config  # noqa: E402
-from weir.engine.container.container import store_specs  # noqa: E402
-from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition  # noqa: E402
+from weir.engine.model import SystemStream, SystemStreamPartition  # noqa: E402
 from weir.engine.systems.api import StreamSpec  # noqa: E402
 from weir.engine.systems.registry import SystemRegistry  # noqa: E402
-from weir.recovery.checkpoint import FileCheckpointManager  # noqa: E402
-from weir.recovery.storage import ProgressMode  # noqa: E402
+
+from tests._processes import committed_offsets, kill, produce, start_weir, task_stores  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = 2
 MESSAGES = 120_000
 KEYS = 40
-WORDS = SystemStream("filelog", "words")
 
 JOB = """\
 job.name=sigkill-count
@@ -82,36 +75,18 @@ def setup_job(tmp_path: Path, engine: str, items: list[str]):
     admin.create_stream(StreamSpec("words", PARTITIONS, bounded=True))
     admin.create_stream(StreamSpec("seen", PARTITIONS))
     admin.create_stream(StreamSpec("totals", PARTITIONS))
-    producer = registry.producer("filelog")
-    producer.register("test")
-    producer.start()
-    for i, word in enumerate(items):
-        producer.send("test", OutgoingMessageEnvelope(WORDS, word.encode(),
-                                                      partition=i % PARTITIONS))
-    producer.end_stream("words")
-    producer.stop()
+    produce(registry, "words", items, partitions=PARTITIONS, end=True)
     return config, registry
 
 
 def start_job(tmp_path: Path) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, "-m", "weir", "run", "job.properties",
-                             "--status", "off"], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return start_weir(tmp_path)
 
 
 def committed(tmp_path: Path) -> dict[int, int]:
     """The checkpointed offset of each input partition (-1 before any)."""
     job = JobConfig.from_config(load_config(tmp_path / "job.properties"), cwd=tmp_path)
-    mgr = FileCheckpointManager(job.checkpoint_dir)
-    out = {}
-    for p in range(PARTITIONS):
-        try:
-            cp = mgr.read_last(f"Partition {p}")
-        except Exception:  # noqa: BLE001 - read racing the first write; try again later
-            cp = None
-        out[p] = cp.input_offsets.get(("filelog", "words", p), -1) if cp else -1
-    return out
+    return committed_offsets(job.checkpoint_dir, PARTITIONS, "words")
 
 
 def kill_after(tmp_path: Path, proc: subprocess.Popen, progress: int, delay: float) -> int:
@@ -124,9 +99,7 @@ def kill_after(tmp_path: Path, proc: subprocess.Popen, progress: int, delay: flo
             break
         time.sleep(0.005)
     time.sleep(delay)
-    proc.send_signal(signal.SIGKILL)
-    output, _ = proc.communicate(timeout=30)
-    assert proc.returncode == -signal.SIGKILL, f"the job ended before the kill:\n{output}"
+    kill(proc)
     return sum(o + 1 for o in committed(tmp_path).values())
 
 
@@ -151,23 +124,8 @@ def read_stream(registry: SystemRegistry, stream: str) -> dict[int, list]:
 
 def store_contents(config, registry: SystemRegistry, tmp_path: Path) -> dict[int, dict]:
     """Each task's ``counts`` store, opened through the storage layer at its last checkpoint."""
-    job = JobConfig.from_config(config, cwd=tmp_path)
-    mgr = FileCheckpointManager(job.checkpoint_dir)
-    producer = registry.producer("filelog")
-    producer.start()
-    out = {}
-    try:
-        for p in range(PARTITIONS):
-            task = f"Partition {p}"
-            storage = TaskStorage(task, store_specs(config, job), job, p,
-                                  {"filelog": producer}, registry, config, ProgressMode.QUIET)
-            stores = storage.open(mgr.read_last(task))
-            with stores["counts"].all() as it:
-                out[p] = dict(it)
-            storage.close()
-    finally:
-        producer.stop()
-    return out
+    return {p: stores["counts"]
+            for p, stores in task_stores(config, registry, tmp_path, PARTITIONS).items()}
 
 
 @pytest.mark.parametrize("engine,kill_points", [

@@ -20,7 +20,7 @@ from pathlib import Path
 from weir.recovery.checkpoint import Checkpoint, FileCheckpointManager
 from weir.recovery.storage import ProgressMode, TaskStorageManager
 from weir.stores.config import Config
-from weir.stores.filesink import FileChangelog
+from weir.testing import FileChangelog
 from weir.stores.spec import StoreSpec
 
 __all__ = ["INPUT", "KEYS", "TASK", "count_of", "make_input", "open_counts", "restart_and_stop", "run",

@@ -10,7 +10,7 @@ import pytest
 from weir.recovery.checkpoint import Checkpoint
 from weir.recovery.storage import ProgressMode, TaskStorageManager
 from weir.stores.config import Config
-from weir.stores.filesink import FileChangelog
+from weir.testing import FileChangelog
 from weir.stores.spec import StoreSpec
 
 TASK = "Partition 0"

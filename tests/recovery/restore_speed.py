@@ -17,7 +17,7 @@ from pathlib import Path
 
 from weir.recovery.storage import ProgressMode, TaskStorageManager
 from weir.stores.config import Config
-from weir.stores.filesink import FileChangelog
+from weir.testing import FileChangelog
 from weir.stores.spec import StoreSpec
 
 

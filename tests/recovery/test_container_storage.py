@@ -17,7 +17,7 @@ from weir.recovery.storage import ProgressMode, TaskStorageManager
 from weir.recovery.store_restore import RestoreOptions
 from weir.stores.config import Config
 from weir.stores.errors import ConfigError
-from weir.stores.filesink import FileChangelog
+from weir.testing import FileChangelog
 from weir.stores.spec import StoreSpec
 
 from tests.recovery.conftest import store_config

@@ -76,7 +76,7 @@ def test_a_close_after_the_last_commit_keeps_the_offset_the_checkpoint_recorded(
     task.log().flush()
     task.close()
     assert read_offset_file(task.store_dir()).offset == checkpoint.changelog_offsets["counts"]
-    stores = task.open(checkpoint)
+    task.open(checkpoint)
     assert task.stats().action is Action.REUSE and task.stats().records == 0
     task.close()
 

@@ -23,7 +23,7 @@ from weir.recovery.restore import Action, Repair
 from weir.recovery.storage import ProgressMode, TaskStorageManager
 from weir.stores.changelog import NO_OFFSET
 from weir.stores.config import Config
-from weir.stores.filesink import FileChangelog
+from weir.testing import FileChangelog
 from weir.stores.spec import StoreSpec
 
 from tests.recovery.conftest import TASK, changelog_state, store_config

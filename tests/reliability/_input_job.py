@@ -13,11 +13,9 @@ the truth.
 from __future__ import annotations
 
 import hashlib
-import os
 import random
 import shutil
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -28,7 +26,6 @@ from weir.stores.serdes import Int64Serde
 
 __all__ = ["InputJob", "StoppingCountJob", "STOP", "flip_byte", "words"]
 
-ROOT = Path(__file__).resolve().parents[2]
 _INT64 = Int64Serde()
 STOP = "STOP"
 WORDS = SystemStream("filelog", "words")
@@ -132,19 +129,11 @@ class InputJob:
         return {p: dict(Counter(self.sent[p])) for p in range(self.partitions)}
 
     # -- running ---------------------------------------------------------------------------
-    def command(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "weir", *args]
-
-    def env(self) -> dict[str, str]:
-        return dict(os.environ, PYTHONPATH=str(ROOT))
-
     def run(self, *overrides: str, timeout: float = 60) -> subprocess.CompletedProcess:
         """``weir run job.properties [--set KEY=VALUE ...]`` to its end; stdout and stderr
         together."""
         sets = [a for o in overrides for a in ("--set", o)]
-        return subprocess.run(self.command("run", "job.properties", "--status", "off", *sets),
-                              cwd=self.base, env=self.env(), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, timeout=timeout)
+        return self.weir("run", "job.properties", "--status", "off", *sets, timeout=timeout)
 
     def run_to_end(self, *overrides: str, runs: int = 5) -> subprocess.CompletedProcess:
         """Run again after each ``STOP`` until the input ends (or a run fails)."""
@@ -155,16 +144,16 @@ class InputJob:
         raise AssertionError(f"the job did not reach the end of its input in {runs} runs")
 
     def start(self, *overrides: str) -> subprocess.Popen:
-        sets = [a for o in overrides for a in ("--set", o)]
-        return subprocess.Popen(self.command("run", "job.properties", "--status", "off", *sets),
-                                cwd=self.base, env=self.env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+        from tests._processes import start_weir
+
+        return start_weir(self.base, "job.properties",
+                          *[a for o in overrides for a in ("--set", o)])
 
     def weir(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
         """Any ``weir`` command in the job directory (e.g. ``checkpoint reset ... --yes``)."""
-        return subprocess.run(self.command(*args), cwd=self.base, env=self.env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              timeout=timeout)
+        from tests._processes import run_weir
+
+        return run_weir(self.base, *args, timeout=timeout)
 
     # -- looking at what it left -----------------------------------------------------------
     def task(self, p: int = 0) -> str:

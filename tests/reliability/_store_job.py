@@ -11,7 +11,7 @@ A test writes words and a ``STOP``, runs the job (it commits and exits), damages
 segment, an ``OFFSET`` file or the store's files, and runs it again (words after the ``STOP``
 and the end of the stream let it finish); it then compares :meth:`StoreJob.totals` with a
 direct count over the input. :func:`cut_changelog` is the procedure docs/RECOVERY.md gives for
-"cut the changelog at the damaged record", and :meth:`StoreJob.follow` runs the ``weir store
+"cut the changelog at the damaged record", and :meth:`StoreJob.follow` runs the ``weir state
 repair`` command a restore error names, literally.
 """
 
@@ -23,9 +23,7 @@ import random
 import re
 import shlex
 import shutil
-import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -41,7 +39,6 @@ from weir.stores.serdes import Int64Serde
 
 __all__ = ["STOP", "StopWordCountJob", "StoreJob", "cut_changelog", "flip_byte", "words"]
 
-ROOT = Path(__file__).resolve().parents[2]
 STOP = "STOP"
 TASK = "Partition 0"
 WORDS = SystemStream("filelog", "words")
@@ -144,16 +141,11 @@ class StoreJob:
         producer.stop()
         self.fed.extend(items)
 
-    def _command(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "weir", *args]
-
-    def _env(self) -> dict[str, str]:
-        return dict(os.environ, PYTHONPATH=str(ROOT))
-
     def weir(self, *args: str, timeout: float = 90) -> subprocess.CompletedProcess:
-        """Run a ``weir`` command in the job directory."""
-        return subprocess.run(self._command(*args), cwd=self.root, env=self._env(),
-                              capture_output=True, text=True, timeout=timeout)
+        """Run a ``weir`` command in the job directory (stdout and stderr apart)."""
+        from tests._processes import run_weir
+
+        return run_weir(self.root, *args, timeout=timeout, merge=False)
 
     def run(self, *overrides: str) -> subprocess.CompletedProcess:
         """``weir run job.properties`` to its end."""
@@ -163,25 +155,23 @@ class StoreJob:
     def run_and_kill(self, until_changelog_newest: int, *overrides: str) -> None:
         """Start ``weir run`` and SIGKILL it once its changelog holds ``until_changelog_newest``
         (its writes since the last checkpoint reached the changelog files)."""
-        sets = [a for o in overrides for a in ("--set", o)]
-        proc = subprocess.Popen(self._command("run", "job.properties", "--status", "off",
-                                              *sets),
-                                cwd=self.root, env=self._env(), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True)
+        from tests._processes import kill, start_weir
+
+        proc = start_weir(self.root, "job.properties",
+                          *[a for o in overrides for a in ("--set", o)])
         deadline = time.monotonic() + 60
-        try:
-            while self.changelog_newest() < until_changelog_newest:
-                assert proc.poll() is None, f"the job ended before the kill: {proc.stderr.read()}"
-                assert time.monotonic() < deadline, "the changelog did not grow"
-                time.sleep(0.01)
-        finally:
-            proc.send_signal(signal.SIGKILL)
-            proc.communicate(timeout=30)
-        assert proc.returncode == -signal.SIGKILL
+        while self.changelog_newest() < until_changelog_newest:
+            if proc.poll() is not None or time.monotonic() >= deadline:
+                proc.kill()
+                output, _ = proc.communicate(timeout=30)
+                raise AssertionError(f"the job ended, or its changelog did not grow, before "
+                                     f"the kill:\n{output}")
+            time.sleep(0.01)
+        kill(proc)
 
     def follow(self, error_text: str, choice: str) -> subprocess.CompletedProcess:
-        """Run the ``weir store repair ... --<choice>`` command the error advises, literally."""
-        commands = re.findall(r"`(weir store repair [^`]*)`", error_text)
+        """Run the ``weir state repair ... --<choice>`` command the error advises, literally."""
+        commands = re.findall(r"`(weir state repair [^`]*)`", error_text)
         chosen = [c for c in commands if c.endswith(f"--{choice}")]
         assert chosen, f"the error offers no --{choice} repair:\n{error_text}"
         args = shlex.split(chosen[0].replace("<job config>", "job.properties"))

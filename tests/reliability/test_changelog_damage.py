@@ -5,7 +5,7 @@ Each test runs the counting job of ``_store_job.py`` until it commits, damages i
 below or above the checkpoint, with or without a SIGKILL that leaves the local copy unproven),
 and starts it again. The restart must stop with a typed error naming the damage, with nothing
 deleted and no checkpoint moved; following the error's advice literally (a backup put back,
-the documented cut, the ``weir store repair`` command it names) must give exactly the state a
+the documented cut, the ``weir state repair`` command it names) must give exactly the state a
 direct count over the input gives, or, for ``--accept-loss``, exactly the state the error said
 would remain.
 """

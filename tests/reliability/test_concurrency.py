@@ -22,36 +22,28 @@ Before the lock layer, the thread-pool mode lost unique keys from store and chan
 
 from __future__ import annotations
 
-import os
 import random
-import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from weir.engine.config.job import JobConfig, load_config
-from weir.engine.container.container import store_specs
-from weir.engine.container.task_storage import TaskStorage
-from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
+from weir.engine.config.job import load_config
+from weir.engine.model import SystemStreamPartition
 from weir.engine.systems.api import StreamSpec
 from weir.engine.systems.registry import SystemRegistry
-from weir.recovery.checkpoint import FileCheckpointManager
-from weir.recovery.storage import ProgressMode
 from weir.stores.serdes import Int64Serde
 
+from tests._processes import committed_messages, kill, produce, start_weir, task_stores
 from tests.reliability._concurrency_job import ENGINES
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
-ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = 2
 MESSAGES = 8_000
 WORDS = 12
-INPUT = SystemStream("filelog", "events")
 
 JOB = """\
 job.name=concurrency-{mode}
@@ -108,36 +100,17 @@ def _setup(tmp_path: Path, mode: str, messages: list[str]):
     config = load_config(tmp_path / "job.properties")
     registry = SystemRegistry(config)
     registry.admin("filelog").create_stream(StreamSpec("events", PARTITIONS, bounded=True))
-    producer = registry.producer("filelog")
-    producer.register("test")
-    producer.start()
-    for i, message in enumerate(messages):
-        producer.send("test", OutgoingMessageEnvelope(INPUT, message.encode(),
-                                                      partition=i % PARTITIONS))
-    producer.end_stream("events")
-    producer.stop()
+    produce(registry, "events", messages, partitions=PARTITIONS, end=True)
     return config, registry
 
 
 def _start(tmp_path: Path) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, "-m", "weir", "run", "job.properties",
-                             "--status", "off"], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return start_weir(tmp_path)
 
 
 def _committed(tmp_path: Path) -> int:
     """Messages covered by the tasks' checkpoints (0 before any)."""
-    manager = FileCheckpointManager(tmp_path / "checkpoints")
-    done = 0
-    for p in range(PARTITIONS):
-        try:
-            cp = manager.read_last(f"Partition {p}")
-        except Exception:  # noqa: BLE001 - a read racing the first write; asked again later
-            cp = None
-        if cp is not None:
-            done += cp.input_offsets.get(("filelog", "events", p), -1) + 1
-    return done
+    return committed_messages(tmp_path / "checkpoints", PARTITIONS, ["events"])
 
 
 def _kill_mid_run(tmp_path: Path, proc: subprocess.Popen, progress: int) -> int:
@@ -146,34 +119,13 @@ def _kill_mid_run(tmp_path: Path, proc: subprocess.Popen, progress: int) -> int:
         if _committed(tmp_path) >= progress:
             break
         time.sleep(0.005)
-    proc.send_signal(signal.SIGKILL)
-    output, _ = proc.communicate(timeout=30)
-    assert proc.returncode == -signal.SIGKILL, f"the job ended before the kill:\n{output}"
+    kill(proc)
     return _committed(tmp_path)
 
 
 def _stores(config, registry: SystemRegistry, tmp_path: Path) -> dict[int, dict[str, dict]]:
     """Every store of every task, opened through the storage layer at its last checkpoint."""
-    job = JobConfig.from_config(config, cwd=tmp_path)
-    checkpoints = FileCheckpointManager(job.checkpoint_dir)
-    producer = registry.producer("filelog")
-    producer.start()
-    out: dict[int, dict[str, dict]] = {}
-    try:
-        for p in range(PARTITIONS):
-            task = f"Partition {p}"
-            storage = TaskStorage(task, store_specs(config, job), job, p, {"filelog": producer},
-                                  registry, config, ProgressMode.QUIET)
-            try:
-                out[p] = {}
-                for name, store in storage.open(checkpoints.read_last(task)).items():
-                    with store.all() as it:
-                        out[p][name] = dict(it)
-            finally:
-                storage.close()
-    finally:
-        producer.stop()
-    return out
+    return task_stores(config, registry, tmp_path, PARTITIONS)
 
 
 def _changelogs(registry: SystemRegistry) -> dict[int, dict[str, dict]]:

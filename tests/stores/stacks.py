@@ -25,7 +25,7 @@ import pytest
 from weir.stores.builder import build_store
 from weir.stores.config import Config
 from weir.stores.engines.registry import store_engine, store_engines
-from weir.stores.filesink import FileChangelog
+from weir.testing import FileChangelog
 from weir.stores.spec import StoreSpec
 
 __all__ = ["ENGINES", "PERSISTENT", "STACKS", "StoreFactory", "engine_param",

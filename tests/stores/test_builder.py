@@ -8,7 +8,7 @@ from weir.stores.builder import build_store
 from weir.stores.config import Config
 from weir.stores.engines.lmdb import LMDBEngine
 from weir.stores.engines.memory import MemoryEngine
-from weir.stores.filesink import FileChangelog
+from weir.testing import FileChangelog
 from weir.stores.layers.cached import CachedLayer
 from weir.stores.layers.large import LargeMessageLayer, PutSizeCheck
 from weir.stores.layers.logged import LoggedLayer

@@ -25,7 +25,7 @@ for scripts.
   checkpoint, which the next start refuses; reset and import again); the next start restores
   the local stores from the changelogs.
 * ``weir state repair ...``: the repairs a changelog mismatch offers (``weir store repair``
-  is the same command under its old name).
+  is its deprecated alias).
 
 One module per job: :mod:`~weir.engine.cli.state.inspection` (list, show, dump),
 :mod:`~weir.engine.cli.state.verify`, :mod:`~weir.engine.cli.state.rebuild`,

@@ -10,7 +10,7 @@ import time
 
 from rich.table import Table
 
-from weir.recovery._atomic import fsync_dir
+from weir.stores.filesafety import fsync_dir
 from weir.recovery.errors import RecoveryError
 from weir.recovery.storage import ProgressMode
 

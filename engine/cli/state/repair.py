@@ -1,5 +1,5 @@
-"""``weir state repair JOB --task T --store S --keep-local|--accept-loss`` (also ``weir store
-repair``, its old name): the repairs restore offers.
+"""``weir state repair JOB --task T --store S --keep-local|--accept-loss`` (``weir store repair``
+is its deprecated alias): the repairs restore offers.
 
 When a store's changelog cannot back the task's checkpoint (it ends before the checkpoint's
 changelog offset: cut, emptied, recreated, or damaged at its end), ``weir run`` stops with a
@@ -34,7 +34,7 @@ __all__ = ["add_repair_parser", "repair_store"]
 
 
 def add_repair_parser(actions: argparse._SubParsersAction) -> None:
-    """Add the ``repair`` action (``weir state repair``, and ``weir store repair``)."""
+    """Add the ``repair`` action (``weir state repair``, and its deprecated alias ``weir store repair``)."""
     repair = actions.add_parser(
         "repair", help="keep the local copy, or accept losing the changelog's missing records",
         description="Carry out the repair a ChangelogMismatchError offered for one store of "

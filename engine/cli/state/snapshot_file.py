@@ -10,7 +10,6 @@ before any of it is used.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from weir.stores import _crc as crc32c
 import msgpack
 import zstandard
 
-from weir.recovery._atomic import fsync_dir, temp_path_for
+from weir.stores.filesafety import atomic_file
 from weir.recovery.errors import RecoveryError
 
 __all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_KIND", "CHUNK", "write_snapshot", "load_snapshot"]
@@ -36,8 +35,7 @@ def write_snapshot(out: Path, header: dict[str, Any],
     (``header`` gets ``kind`` and ``format`` first)."""
     crc = 0
     records = 0
-    temp = temp_path_for(out)
-    with open(temp, "wb") as raw:
+    with atomic_file(out) as raw:
         writer = zstandard.ZstdCompressor(level=3).stream_writer(raw, closefd=False)
         packer = msgpack.Packer(use_bin_type=True)
         writer.write(packer.pack({"kind": SNAPSHOT_KIND, "format": SNAPSHOT_FORMAT, **header}))
@@ -51,10 +49,6 @@ def write_snapshot(out: Path, header: dict[str, Any],
             records += len(pairs)
         writer.write(packer.pack({"end": True, "records": records, "crc32c": crc}))
         writer.close()
-        raw.flush()
-        os.fsync(raw.fileno())
-    os.replace(temp, out)
-    fsync_dir(out.parent)
 
 
 def _read_items(path: Path) -> Iterator[Any]:

@@ -1,4 +1,5 @@
-"""File-system helpers of the file log: names, atomic writes and advisory locks.
+"""File-system helpers of the file log: names and advisory locks (atomic writes and
+``fsync_dir``: :mod:`weir.stores.filesafety`).
 
 Files in a partition directory ``<root>/<stream>/<partition>/``:
 
@@ -40,8 +41,6 @@ __all__ = [
     "SegmentName",
     "parse_segment_name",
     "segment_file_name",
-    "write_atomic",
-    "fsync_dir",
     "FileLock",
     "LockBusy",
     "PRODUCERS_LOCK",
@@ -88,46 +87,6 @@ def parse_segment_name(name: str) -> SegmentName | None:
 def segment_file_name(base: int, generation: int = 0, compressed: bool = False) -> str:
     gen = f".g{generation}" if generation else ""
     return f"{base:020d}{gen}.log{'.zst' if compressed else ''}"
-
-
-def fsync_dir(path: str) -> None:
-    """Make renames and unlinks in ``path`` durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: str, data: bytes, *, exclusive: bool = False) -> bool:
-    """Write ``data`` to ``path`` so that readers see the old file or the whole new one:
-    temp file, fsync, rename (or hard link when ``exclusive``), fsync the directory.
-
-    With ``exclusive`` an existing ``path`` is left alone and False is returned.
-    """
-    directory = os.path.dirname(path) or "."
-    tmp = f"{path}.{os.getpid()}.{time.monotonic_ns()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        if exclusive:
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                return False
-        else:
-            os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    fsync_dir(directory)
-    return True
 
 
 class LockBusy(Exception):

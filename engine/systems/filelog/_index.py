@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from weir.stores._crc import crc32c
 
-from weir.engine.systems.filelog._files import write_atomic
+from weir.stores.filesafety import atomic_write
 
 __all__ = ["FLAG_DENSE", "FLAG_ZSTD", "INDEX_INTERVAL", "SegmentIndex", "load_index",
            "index_path"]
@@ -83,7 +83,7 @@ class SegmentIndex:
         return body + struct.pack("<I", crc32c(body))
 
     def write(self, path: str) -> None:
-        write_atomic(path, self.encode())
+        atomic_write(path, self.encode())
 
     @classmethod
     def decode(cls, data: bytes) -> "SegmentIndex":

@@ -24,6 +24,7 @@ import struct
 from array import array
 from dataclasses import dataclass
 
+from weir.stores.filesafety import atomic_write
 from weir.stores._crc import crc32c
 
 __all__ = ["HINT_INTERVAL", "TailHint", "tail_path", "load_tail_hint", "remove_tail_hint"]
@@ -79,12 +80,8 @@ class TailHint:
         return cls(inode, ordinal, position, max_ts, sparse)
 
     def write(self, segment_path: str) -> None:
-        """Replace the hint (temp file + rename, no fsync: a lost hint only costs a walk)."""
-        path = tail_path(segment_path)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(self.encode())
-        os.replace(tmp, path)
+        """Replace the hint atomically (:func:`weir.stores.filesafety.atomic_write`)."""
+        atomic_write(tail_path(segment_path), self.encode())
 
 
 def load_tail_hint(segment_path: str, st: os.stat_result) -> TailHint | None:

@@ -21,6 +21,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from weir.stores.filesafety import fsync_dir
 from weir.engine.errors import CorruptRecordError, PartitionLockedError, StreamNotFoundError, SystemError_
 from weir.engine.model import SystemStreamPartition
 
@@ -28,7 +29,6 @@ from weir.engine.systems.api import CleanupPolicy, PartitionMetadata, StreamSpec
 from weir.engine.systems.filelog import _shared
 from weir.engine.systems.filelog.deletion import (DeletedStream, delete_stream, hold_partitions,
                                                  release_partitions)
-from weir.engine.systems.filelog._files import fsync_dir
 from weir.engine.systems.filelog._format import ParseStop, TailState, classify_tail
 from weir.engine.systems.filelog._txn_view import OpenTransaction
 from weir.engine.systems.filelog.reader import Mode, PartitionReader

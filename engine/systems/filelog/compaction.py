@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import zstandard
 
-from weir.engine.systems.filelog._files import fsync_dir
+from weir.stores.filesafety import fsync_dir
 from weir.engine.systems.filelog._format import TAG_BATCH, TAG_CONTROL, ParseStop, parse_records
 from weir.engine.systems.filelog._index import SegmentIndex
 from weir.engine.systems.filelog._txn_format import BatchHeader, decode_frame

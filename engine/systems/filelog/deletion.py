@@ -37,11 +37,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from weir.stores.filesafety import fsync_dir, pid_alive
 from weir.engine.errors import PartitionLockedError
 
 from weir.engine.systems.filelog._files import (MAINTENANCE_LOCK, PRODUCERS_LOCK, WRITER_LOCK,
-                                                FileLock, FlockFile, LockBusy, flock_holders,
-                                                fsync_dir)
+                                                FileLock, FlockFile, LockBusy, flock_holders)
 from weir.engine.systems.filelog.stream import load_meta, partition_dir, stream_dir
 
 __all__ = ["DeletedStream", "delete_stream", "hold_partitions", "release_partitions",
@@ -169,10 +169,4 @@ def _alive(hidden_name: str) -> bool:
         pid = int(hidden_name.rsplit("-", 2)[1])
     except (IndexError, ValueError):
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid_alive(pid)

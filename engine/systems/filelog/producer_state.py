@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import os
 import random
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -52,11 +51,11 @@ from urllib.parse import quote, unquote
 
 import orjson
 
-from weir.stores import _crc as crc32c
+from weir.stores.filesafety import atomic_write, fsync_dir, json_checksum, publish_once
 
 from weir.engine.errors import ProducerStateCorruptError, SystemError_
 
-from weir.engine.systems.filelog._files import FileLock, LockBusy, fsync_dir, write_atomic
+from weir.engine.systems.filelog._files import FileLock, LockBusy
 from weir.engine.systems.filelog._txn_format import MAX_EPOCH, MAX_PRODUCER_ID
 
 __all__ = [
@@ -223,9 +222,8 @@ def _id_path(root: str, transactional_id: str) -> str:
 
 def _encode_state(state: ProducerState) -> bytes:
     body = state.to_json()
-    covered = orjson.dumps({"format": _STATE_FORMAT, "state": body},
-                           option=orjson.OPT_SORT_KEYS)
-    return orjson.dumps({"format": _STATE_FORMAT, "crc32c": f"{crc32c.crc32c(covered):08x}",
+    checksum = json_checksum({"format": _STATE_FORMAT, "state": body})
+    return orjson.dumps({"format": _STATE_FORMAT, "crc32c": checksum,
                          "state": body}, option=orjson.OPT_INDENT_2) + b"\n"
 
 
@@ -239,9 +237,7 @@ def load_producer_state(root: str, producer_id: int) -> ProducerState | None:
         return None
     try:
         doc = orjson.loads(data)
-        covered = orjson.dumps({"format": doc["format"], "state": doc["state"]},
-                               option=orjson.OPT_SORT_KEYS)
-        if f"{crc32c.crc32c(covered):08x}" != doc["crc32c"]:
+        if json_checksum({"format": doc["format"], "state": doc["state"]}) != doc["crc32c"]:
             raise ValueError("checksum mismatch")
         if doc["format"] > _STATE_FORMAT:
             raise ValueError(f"format {doc['format']} is newer than this Weir reads")
@@ -266,15 +262,8 @@ def producer_states(root: str) -> list[ProducerState]:
     return out
 
 
-def _save_state(root: str, state: ProducerState, *, sync: bool = True) -> None:
-    path = _state_path(root, state.producer_id)
-    if sync:
-        write_atomic(path, _encode_state(state))
-        return
-    tmp = f"{path}.{os.getpid()}.{time.monotonic_ns()}.tmp"
-    with open(tmp, "wb") as f:  # survives the process being killed; not a power loss
-        f.write(_encode_state(state))
-    os.replace(tmp, path)
+def _save_state(root: str, state: ProducerState) -> None:
+    atomic_write(_state_path(root, state.producer_id), _encode_state(state))
 
 
 def _current_epoch(root: str, producer_id: int) -> int:
@@ -340,12 +329,12 @@ def _producer_id(root: str, transactional_id: str, *, renew: bool = False) -> in
     while True:
         pid = rng.randint(1, MAX_PRODUCER_ID)
         state = ProducerState(transactional_id, pid)
-        if not write_atomic(_state_path(root, pid), _encode_state(state), exclusive=True):
+        if not publish_once(_state_path(root, pid), _encode_state(state)):
             continue  # taken
         if renew:
-            write_atomic(id_path, str(pid).encode())
+            atomic_write(id_path, str(pid).encode())
             return pid
-        if write_atomic(id_path, str(pid).encode(), exclusive=True):
+        if publish_once(id_path, str(pid).encode()):
             return pid
         os.unlink(_state_path(root, pid))  # another process mapped the id first: use its
         with open(id_path, "rb") as f:

@@ -28,10 +28,11 @@ import time
 from dataclasses import dataclass, field
 
 
+from weir.stores.filesafety import fsync_dir, pid_alive
 from weir.engine.errors import PartitionLockedError, SystemError_
 
 from weir.engine.systems.api import CleanupPolicy
-from weir.engine.systems.filelog._files import MAINTENANCE_LOCK, FileLock, LockBusy, fsync_dir, parse_segment_name
+from weir.engine.systems.filelog._files import MAINTENANCE_LOCK, FileLock, LockBusy, parse_segment_name
 from weir.engine.systems.filelog._index import SegmentIndex
 from weir.engine.systems.filelog.compaction import CompactionReport, compact_sealed
 from weir.engine.systems.filelog.segment import Segment, build_index, compress_segment, index_for, list_segments, remove_segment
@@ -123,16 +124,6 @@ def _maintain_locked(partition_dir: str, meta, settings: StreamSettings, partiti
                   report.compaction.summary())
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _cleanup(partition_dir: str, report: MaintenanceReport) -> None:
     """Remove what interrupted work left behind: temp files of dead processes, files
     superseded by a compressed or compacted copy, indexes without a segment, and segments
@@ -146,7 +137,7 @@ def _cleanup(partition_dir: str, report: MaintenanceReport) -> None:
         tmp = _TMP_RE.search(name)
         if tmp:
             pid = int(tmp.group(1))
-            if pid != os.getpid() and not _pid_alive(pid):
+            if pid != os.getpid() and not pid_alive(pid):
                 doomed.append(name)
             continue
         if name.endswith(".idx"):

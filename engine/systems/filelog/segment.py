@@ -16,9 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import zstandard
+from weir.stores.filesafety import atomic_write, fsync_dir
 from weir.stores._crc import crc32c
 
-from weir.engine.systems.filelog._files import SegmentName, fsync_dir, parse_segment_name
+from weir.engine.systems.filelog._files import SegmentName, parse_segment_name
 from weir.engine.systems.filelog._format import (MAX_BODY, MIN_BODY, TAG_BATCH, TAG_MIN, NULL_LEN,
                                                  ParseStop, body_ok, skip_records)
 from weir.engine.systems.filelog._index import FLAG_DENSE, FLAG_ZSTD, INDEX_INTERVAL, SegmentIndex, index_path, load_index
@@ -319,14 +320,7 @@ def write_segment(target: Segment, data: bytes, ends: list[int], offsets: Sequen
         offsets = range(target.base, target.base + len(ends))
     SegmentIndex(target.base, flags, len(ends), next_offset, sealed_ms, max_timestamp, size,
                  offsets, sparse).write(target.index_path)
-    tmp = f"{target.path}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as f:
-        for chunk in chunks:
-            f.write(chunk)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, target.path)
-    fsync_dir(os.path.dirname(target.path))
+    atomic_write(target.path, chunks)
     return target
 
 

@@ -30,11 +30,11 @@ import time
 import uuid
 from dataclasses import dataclass, field, replace
 
+from weir.stores.filesafety import atomic_write, publish_once
 from weir.engine.errors import StreamNotFoundError, SystemError_
 
 from weir.engine.systems.api import CleanupPolicy, StreamSpec
-from weir.engine.systems.filelog._files import (END_MARKER, LOCK_FILES, STREAM_META,
-                                                write_atomic)
+from weir.engine.systems.filelog._files import END_MARKER, LOCK_FILES, STREAM_META
 from weir.engine.systems.filelog.errors import StreamConflictError, StreamMetaMissingError
 
 __all__ = [
@@ -176,7 +176,7 @@ def create_stream(root: str, spec: StreamSpec, system: str, compression: str) ->
                       str(spec.config.get("compression", compression)),
                       {str(k): str(v) for k, v in spec.config.items()},
                       time.time_ns() // 1_000_000, incarnation=uuid.uuid4().hex)
-    if write_atomic(meta_path, meta.to_json(), exclusive=True):
+    if publish_once(meta_path, meta.to_json()):
         return True
     return _same_or_conflict(root, spec, system, meta_path)
 
@@ -205,7 +205,7 @@ def mark_transactional(root: str, stream: str, system: str) -> StreamMeta:
     if meta.format >= TRANSACTIONAL_FORMAT:
         return meta
     updated = replace(meta, format=TRANSACTIONAL_FORMAT)
-    write_atomic(os.path.join(stream_dir(root, stream), STREAM_META), updated.to_json())
+    atomic_write(os.path.join(stream_dir(root, stream), STREAM_META), updated.to_json())
     return updated
 
 

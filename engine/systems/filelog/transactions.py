@@ -476,7 +476,7 @@ class TransactionalProducer:
             txn.partitions.append(slot)
             state = self._state
             state.transaction = txn
-            _save_state(self.root, state, sync=False)
+            _save_state(self.root, state)
 
     def _writer(self, stream: str, partition: int) -> PartitionWriter:
         slot = (stream, partition)

@@ -52,6 +52,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from enum import Enum
 
+from weir.stores.filesafety import atomic_write, fsync_dir
 from weir.stores.locking import read_holder
 
 from weir.stores._crc import crc32c
@@ -60,8 +61,7 @@ from weir.engine.errors import CorruptRecordError, PartitionLockedError, SystemE
 
 from weir.engine.systems.filelog._files import (APPEND_LOCK, END_MARKER, PRODUCERS_LOCK,
                                                 STREAM_META, WRITER_LOCK, FileLock, FlockFile,
-                                                LockBusy, SegmentName, flock_holders, fsync_dir,
-                                                write_atomic)
+                                                LockBusy, SegmentName, flock_holders)
 from weir.engine.systems.filelog._format import NULL_LEN, ParseStop, TailState, classify_tail
 from weir.engine.systems.filelog._txn_format import (HEADER_FRAME, ControlType,
                                                      encode_batch_header, encode_marker)
@@ -782,7 +782,7 @@ class PartitionWriter:
         self._sync()
         self._write_hint()
         upcoming = self._next
-        write_atomic(os.path.join(self._dir, END_MARKER),
+        atomic_write(os.path.join(self._dir, END_MARKER),
                      json.dumps({"upcoming": upcoming,
                                  "ended_ms": time.time_ns() // 1_000_000}).encode())
         self._ended = upcoming

@@ -4,7 +4,6 @@ allowed lateness, session merging, interval-join pruning, watermark and end prop
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import pytest
 

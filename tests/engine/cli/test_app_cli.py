@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def app_dir(tmp_path: Path, app: str = "ThreeStage", **extra) -> Pipeline:
-    lines = [f"job.name=t", f"app.class=tests.engine.app._apps:{app}",
+    lines = ["job.name=t", f"app.class=tests.engine.app._apps:{app}",
              f"systems.filelog.root={tmp_path / 'log'}",
              "systems.filelog.default.stream.samza.offset.default=oldest",
              f"task.checkpoint.path={tmp_path / 'checkpoints'}",

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from weir.engine.config import declarations
 from weir.engine.config.declarations import INDEX_PATH, _Index, modules_declaring, render_index
 from weir.engine.config.job import load_all_declarations
 from weir.stores.config import ConfigKey, declared_keys

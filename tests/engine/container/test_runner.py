@@ -20,10 +20,11 @@ import pytest
 
 pytest.importorskip("weir.engine.systems.filelog", reason="the file log system is not built yet")
 
-from weir.engine.model import OutgoingMessageEnvelope, SystemStream  # noqa: E402
+from weir.engine.model import SystemStream  # noqa: E402
 from weir.engine.container.runner import ExitCode, run_job  # noqa: E402
 from weir.engine.container.status import StatusMode  # noqa: E402
 from weir.engine.systems.api import StreamSpec  # noqa: E402
+from tests._processes import produce as shared_produce  # noqa: E402
 from weir.engine.systems.registry import SystemRegistry  # noqa: E402
 from weir.recovery.checkpoint import FileCheckpointManager  # noqa: E402
 from weir.stores.config import Config  # noqa: E402
@@ -77,17 +78,8 @@ def produce(tmp_path: Path, items: list[str], *, create: bool = True, end: bool 
     if create:
         admin.create_stream(StreamSpec("words", PARTITIONS, bounded=True))
         admin.create_stream(StreamSpec("counts-out", PARTITIONS))
-    producer = registry.producer("filelog")
-    producer.register("test")
-    producer.start()
-    serdes = registry.serdes_for(WORDS)
-    for i, word in enumerate(items, start=first):
-        producer.send("test", OutgoingMessageEnvelope(WORDS, serdes.serialize_message(word),
-                                                      partition=i % PARTITIONS))
-    producer.flush("test")
-    if end:
-        producer.end_stream("words")
-    producer.stop()
+    shared_produce(registry, "words", items, partitions=PARTITIONS, first=first, end=end,
+                   serialize=True)
 
 
 def weir_run(tmp_path: Path, *args: str) -> subprocess.Popen:

@@ -14,7 +14,7 @@ from weir.engine.control.messages import ControlDecodeFailure
 from weir.engine.control.settings import ControlSettings
 from weir.engine.control.sources import SourceWatermarks
 from weir.engine.control.task_control import TaskControl
-from weir.engine.model import EnvelopeKind, IncomingMessageEnvelope, SystemStream, SystemStreamPartition
+from weir.engine.model import EnvelopeKind, IncomingMessageEnvelope, SystemStreamPartition
 
 I0 = SystemStreamPartition("filelog", "by-user", 0)
 I1 = SystemStreamPartition("filelog", "by-user", 1)

@@ -10,10 +10,12 @@ from urllib.parse import urlsplit
 
 from weir.engine.config.job import load_config
 from weir.engine.coordinator import JobCoordinator
-from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
+from weir.engine.model import SystemStream, SystemStreamPartition
 from weir.engine.systems.api import StreamSpec
 from weir.engine.systems.registry import SystemRegistry
 from weir.stores.config import Config
+
+from tests._processes import produce as shared_produce
 
 BASE = {
     "job.name": "coord_test",
@@ -61,19 +63,8 @@ def create_inputs(config: Config, partitions: int, *, bounded: bool = True) -> N
 
 def produce(config: Config, items: list[str], partitions: int, *, first: int = 0,
             end: bool = False) -> None:
-    registry = SystemRegistry(config)
-    ss = SystemStream("filelog", "words")
-    producer = registry.producer("filelog")
-    producer.register("test")
-    producer.start()
-    serdes = registry.serdes_for(ss)
-    for i, word in enumerate(items, start=first):
-        producer.send("test", OutgoingMessageEnvelope(ss, serdes.serialize_message(word),
-                                                      partition=i % partitions))
-    producer.flush("test")
-    if end:
-        producer.end_stream("words")
-    producer.stop()
+    shared_produce(SystemRegistry(config), "words", items, partitions=partitions, first=first,
+                   end=end, serialize=True)
 
 
 def emitted_counts(config: Config, partitions: int) -> Counter:

@@ -13,7 +13,7 @@ from weir.engine.coordinator.messages import CoordinatorMessage, MessageType
 from weir.engine.systems.api import StreamSpec
 from weir.engine.systems.registry import SystemRegistry
 
-from tests.engine.coordinator._helpers import STREAM, create_inputs, job_config, write_job
+from tests.engine.coordinator._helpers import STREAM, create_inputs, job_config
 
 
 def started(config, reset=StateReset.KEEP):

@@ -21,6 +21,7 @@ from weir.engine.coordinator.settings import CoordinatorSettings
 from weir.engine.systems.registry import SystemRegistry
 
 from tests.engine.coordinator._helpers import create_inputs, job_config
+from tests._processes import run_weir
 from tests.reliability._input_job import InputJob, words
 
 
@@ -120,11 +121,8 @@ def test_a_second_run_with_other_directories_fails_at_start_and_the_first_runs_o
         else:  # the same config, relative job.data.dir=. resolving elsewhere
             ours = tmp_path / "elsewhere"
             ours.mkdir()
-            second = subprocess.run(
-                job.command("run", str(job.config_path), "--status", "off", "--set",
-                            f"systems.filelog.root={base / 'log'}"),
-                cwd=ours, env=job.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                text=True, timeout=60)
+            second = run_weir(ours, "run", str(job.config_path), "--status", "off", "--set",
+                              f"systems.filelog.root={base / 'log'}", timeout=60)
 
         out = second.stdout
         assert second.returncode == 2, out

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import http.client
-import socket
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor

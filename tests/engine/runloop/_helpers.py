@@ -12,9 +12,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
-import pytest
 
-from weir.engine.runloop.asyncio_thread import AsyncioThread
 from weir.engine.runloop.instance import TaskInstance
 from weir.engine.model import IncomingMessageEnvelope, SystemStreamPartition
 from weir.engine.runloop.loop import RunLoop
@@ -23,7 +21,6 @@ from weir.recovery.checkpoint import MemoryCheckpointManager
 __all__ = [
     "_controller",
     "A",
-    "asyncio_thread",
     "B",
     "eos",
     "Fail",
@@ -139,13 +136,6 @@ class RecordingCheckpoints(MemoryCheckpointManager):
         if self.on_write is not None:
             self.on_write(task_name, checkpoint)
         super().write(task_name, checkpoint)
-
-
-@pytest.fixture
-def asyncio_thread():
-    runner = AsyncioThread("weir-asyncio-test")
-    yield runner
-    runner.stop()
 
 
 class Recording:

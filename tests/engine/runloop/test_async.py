@@ -23,7 +23,6 @@ from weir.recovery.checkpoint import MemoryCheckpointManager
 from tests.engine.runloop._helpers import (
     A,
     ScriptedSource,
-    asyncio_thread,
     eos,
     instance,
     msgs,

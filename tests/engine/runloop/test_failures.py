@@ -27,7 +27,6 @@ from tests.engine.runloop._helpers import (
     RecordingCheckpoints,
     ScriptedSource,
     _controller,
-    asyncio_thread,
     eos,
     instance,
     msgs,

@@ -26,8 +26,8 @@ from weir.engine.runloop.loop import RunLoop, StopReason
 from weir.engine.task import RequestScope
 from weir.recovery.checkpoint import MemoryCheckpointManager
 
-from tests.engine.runloop._helpers import (  # noqa: F401 - asyncio_thread is a fixture
-    A, B, Gate, ScriptedSource, asyncio_thread, instance, msgs)
+from tests.engine.runloop._helpers import (
+    A, B, Gate, ScriptedSource, instance, msgs)
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -24,8 +24,8 @@ from weir.stores.layers.cached import CachedLayer
 from weir.stores.layers.locked import LockedLayer
 from weir.stores.spec import StoreSpec
 
-from tests.engine.runloop._helpers import (  # noqa: F401 - asyncio_thread is a fixture
-    A, ScriptedSource, asyncio_thread, eos, instance, msgs)
+from tests.engine.runloop._helpers import (
+    A, ScriptedSource, eos, instance, msgs)
 
 pytestmark = pytest.mark.timeout(30)
 

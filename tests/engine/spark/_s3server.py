@@ -34,7 +34,6 @@ __all__ = ["S3Server", "start_s3_server"]
 def _operation(environ) -> str:
     method = environ["REQUEST_METHOD"]
     path = environ.get("PATH_INFO", "")
-    query = environ.get("QUERY_STRING", "")
     if method == "GET" and path.strip("/").count("/") == 0:
         return "LIST"
     return method

@@ -9,7 +9,7 @@ import pytest
 from weir.stores.builder import build_store
 from weir.stores.config import Config
 from weir.stores.errors import ConfigError
-from weir.stores.filesink import FileChangelog
+from weir.testing import FileChangelog
 from weir.stores.layers.large import LargeMessageLayer, RecordTooLargeError
 from weir.stores.spec import LargeMessages, StoreSpec
 

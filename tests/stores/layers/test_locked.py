@@ -15,7 +15,7 @@ import pytest
 from weir.stores.builder import build_store, shared_store
 from weir.stores.config import Config
 from weir.stores.errors import StoreClosedError
-from weir.stores.filesink import FileChangelog
+from weir.testing import FileChangelog
 from weir.stores.layers.locked import LockedIterator, LockedLayer, LockedSnapshot
 from weir.stores.serdes import Int64Serde
 from weir.stores.spec import StoreSpec

@@ -11,7 +11,7 @@ from weir.stores.changelog import ChangelogSink
 from weir.stores.config import Config
 from weir.stores.engines.memory import MemoryEngine
 from weir.stores.errors import StoreClosedError, StoreError
-from weir.stores.filesink import FileChangelog
+from weir.testing import FileChangelog
 from weir.stores.layers.logged import LoggedLayer
 from weir.stores.layers.serialized import SerializedLayer
 from weir.stores.serdes import Int64Serde, JsonSerde

@@ -9,7 +9,6 @@ waits to be killed.
 Usage: python _crash_writer.py <repo> <root> <seed> <acks-before-tear|0>
 """
 
-import os
 import random
 import sys
 import time

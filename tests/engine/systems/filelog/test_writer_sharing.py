@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 from hypothesis import given, settings
@@ -266,20 +265,32 @@ log = Log({root!r}, segment_bytes="4096")
 meta = log.admin.stream_meta("s")
 w = PartitionWriter(log.root, meta, 0, log.settings.for_stream("s", meta.config),
                     system=log.settings.system, sharing=WriterSharing.SHARED)
+ANNOUNCE = {announce!r}
+announced = False
 for i in range({n}):
     w.append(b"{name}", b"{name}-%06d" % i)
     if i % 13 == 0:
         w.flush()
+        if ANNOUNCE is not None and i + 1 >= ANNOUNCE and not announced:
+            print("flushed", i + 1, flush=True)  # the handshake: this many records are in
+            announced = True
 w.close()
 """
+
+
+def _writer(log: Log, n: int, name: str, announce: int | None = None,
+            **popen) -> subprocess.Popen:
+    """A process appending ``n`` records ``<name>-<i>`` through a shared writer, flushing every
+    13; with ``announce``, it prints ``flushed <count>`` once at least that many are flushed."""
+    return subprocess.Popen([sys.executable, "-c", _WRITER.format(
+        path=sys.path, root=log.root, n=n, name=name, announce=announce)], **popen)
 
 
 def test_processes_writing_one_partition_at_once_lose_and_repeat_nothing(make_log):
     log = make_log(segment_bytes="4096")
     log.create()
     n = 3000
-    procs = [subprocess.Popen([sys.executable, "-c", _WRITER.format(
-        path=sys.path, root=log.root, n=n, name=name)]) for name in ("x", "y", "z")]
+    procs = [_writer(log, n, name) for name in ("x", "y", "z")]
     for p in procs:
         assert p.wait(timeout=120) == 0
     records = log.read()
@@ -294,19 +305,25 @@ def test_processes_writing_one_partition_at_once_lose_and_repeat_nothing(make_lo
 def test_a_shared_writer_killed_mid_run_leaves_the_others_whole(make_log):
     log = make_log(segment_bytes="4096")
     log.create()
-    victim = subprocess.Popen([sys.executable, "-c", _WRITER.format(
-        path=sys.path, root=log.root, n=10**7, name="v")])
-    other = subprocess.Popen([sys.executable, "-c", _WRITER.format(
-        path=sys.path, root=log.root, n=2000, name="o")])
-    time.sleep(0.5)
-    victim.send_signal(signal.SIGKILL)
-    victim.wait()
+    victim = _writer(log, 10**7, "v", announce=500, stdout=subprocess.PIPE)
+    other = _writer(log, 2000, "o")
+    try:
+        # Killed once it has surely written (it says so), long before its 10**7 records end.
+        line = victim.stdout.readline()
+        assert line.startswith(b"flushed "), line
+        flushed = int(line.split()[1])
+    finally:
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        victim.stdout.close()
+    assert victim.returncode == -signal.SIGKILL
     assert other.wait(timeout=120) == 0
     with _shared(log) as last:
         last.append(b"l", b"last")
     values = _values(log)
     assert [v for v in values if v.startswith(b"o")] == [b"o-%06d" % i for i in range(2000)]
     mine = [v for v in values if v.startswith(b"v")]
+    assert len(mine) >= flushed >= 500  # what it flushed before the kill is all there
     assert mine == [b"v-%06d" % i for i in range(len(mine))]  # a prefix, nothing torn
     assert values[-1] == b"last"
 

@@ -11,7 +11,7 @@ import pytest
 
 from weir.stores.changelog import NO_OFFSET, ChangelogSink, ChangelogSource
 from weir.stores.errors import StoreClosedError, StoreError
-from weir.stores.filesink import FileChangelog
+from weir.testing import FileChangelog
 
 
 @pytest.fixture
@@ -171,7 +171,7 @@ def test_a_file_that_is_not_a_changelog_is_refused(path):
 def test_flushed_records_survive_sigkill(path):
     script = textwrap.dedent(f"""
         import os, signal
-        from weir.stores.filesink import FileChangelog
+        from weir.testing import FileChangelog
         log = FileChangelog({str(path)!r})
         log.append_all([(b"k%d" % i, b"v") for i in range(100)])
         log.flush()

@@ -1,6 +1,7 @@
 """A small file-backed changelog: a ChangelogSink and ChangelogSource in one object.
 
-For tests, tools and benchmarks; the real changelog is a stream written through a system
+For tests, examples and benchmarks (``from weir.testing import FileChangelog``); the real
+changelog is a stream written through a system
 producer. Records get offsets 0, 1, 2, ... in append order. Records reach the file in
 *batches*: ``append_columns(keys, values)`` (what the logged layer calls for every write-down)
 and ``append_all(pairs)`` frame their records as one batch at once; single ``append`` calls are
@@ -47,6 +48,7 @@ import msgpack
 
 from weir.stores.changelog import NO_OFFSET, Changelog, ChangelogRecord
 from weir.stores.errors import StoreClosedError, StoreError
+from weir.stores.filesafety import fsync_dir
 from weir.stores.framing import FRAME_HEADER as _HEADER
 from weir.stores.framing import encode_frame, parse_frame_header
 
@@ -54,14 +56,6 @@ __all__ = ["FileChangelog"]
 
 _MAGIC = b"WCLG\x00\x00\x00\x01"
 _PENDING_LIMIT = 1_024
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class FileChangelog(Changelog):
@@ -84,7 +78,7 @@ class FileChangelog(Changelog):
             self._file.write(_MAGIC)
             end = len(_MAGIC)
             # flush() fsyncs the file; its name must survive a power cut as well.
-            _fsync_dir(self.path.parent)
+            fsync_dir(self.path.parent)
         self._file.truncate(end)
         self._file.seek(end)
         self._end = end
