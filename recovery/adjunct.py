@@ -83,6 +83,7 @@ from typing import Any
 import orjson
 
 from weir.stores.adjunct import AdjunctSpec, SealKind
+from weir.stores.api import FlushScope
 from weir.stores.builder import open_engine, shared_store
 from weir.stores.config import Config
 from weir.stores.layers.cached import CachedLayer
@@ -592,8 +593,9 @@ class AdjunctStore:
                 shutil.rmtree(version.directory, ignore_errors=True)
 
     # -- durability ------------------------------------------------------------------------
-    def flush(self) -> None:
-        """Flush the versions and record the offsets beside them (the writer's commit)."""
+    def flush(self, scope: FlushScope = FlushScope.ENGINE) -> None:
+        """Flush the versions and record the offsets beside them (the writer's commit); always
+        durably, whatever ``scope`` asks (an adjunct store has no changelog to catch up from)."""
         if self._closed:
             return
         for version in (self._serving, self._building):

@@ -41,6 +41,7 @@ from typing import Any
 import msgpack
 
 from weir.recovery.checkpoint import Checkpoint
+from weir.stores.api import FlushScope
 from weir.stores.builder import compose_store
 from weir.stores.config import Config
 from weir.stores.engines._base import BytesEngineBase
@@ -235,9 +236,9 @@ class _SwitchedEngine(BytesEngineBase):
     def snapshot(self, lo, hi):
         return self.target.snapshot(lo, hi)
 
-    def flush(self):
+    def flush(self, scope: FlushScope = FlushScope.ENGINE):
         if self.target is not None:
-            self.target.flush()
+            self.target.flush(scope)
 
     def close(self):
         self.target = None

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from weir.stores._iterators import ClosingSnapshot, GeneratorIterator, IteratorRegistry
+from weir.stores.api import FlushScope
 from weir.stores.engines._base import BytesEngine, BytesEngineBase, is_empty_range, null_argument
 from weir.stores.errors import StoreClosedError, StoreError
 
@@ -269,7 +270,7 @@ class StagedEngine(BytesEngineBase):
         self._seen = {}
 
     # -- lifecycle -------------------------------------------------------------------------
-    def flush(self) -> None:
+    def flush(self, scope: FlushScope = FlushScope.ENGINE) -> None:
         if self._closed:
             raise self._closed_error()
 
