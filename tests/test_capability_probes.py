@@ -134,8 +134,11 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("engine/runloop/pool.py", "TaskPool._work", "__qualname__"): NAMING,
     ("engine/testing/runner.py", "TestRunner._name_of", "__name__"): NAMING,
     # -- PLATFORM
-    ("engine/spark/durable.py", "_fsync_dir", "O_DIRECTORY"): PLATFORM,
-    ("recovery/_atomic.py", "fsync_dir", "O_DIRECTORY"): PLATFORM,
+    ("engine/spark/storage.py", "fsync_dir", "O_DIRECTORY"): PLATFORM,
+    ("engine/spark/storage.py", "_status", "response"): FOREIGN_EXCEPTION,
+    ("engine/spark/storage.py", "_describe_error", "response"): FOREIGN_EXCEPTION,
+    ("engine/spark/storage.py", "FsspecStorage.entries", "hasattr:timestamp"): THIRD_PARTY,
+    ("engine/spark/storage.py", "<module>", "hasattr:register_at_fork"): PLATFORM,
     # -- THIRD_PARTY
     ("engine/spark/handover.py", "_Chunk.__init__", "kind"): THIRD_PARTY,
     ("engine/spark/metrics.py", "weir_metrics", "hasattr:asDict"): THIRD_PARTY,
