@@ -138,7 +138,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("engine/spark/storage.py", "_status", "response"): FOREIGN_EXCEPTION,
     ("engine/spark/storage.py", "_describe_error", "response"): FOREIGN_EXCEPTION,
     ("engine/spark/storage.py", "FsspecStorage.entries", "hasattr:timestamp"): THIRD_PARTY,
-    ("engine/spark/storage.py", "<module>", "hasattr:register_at_fork"): PLATFORM,
     # -- THIRD_PARTY
     ("engine/spark/handover.py", "_Chunk.__init__", "kind"): THIRD_PARTY,
     ("engine/spark/metrics.py", "weir_metrics", "hasattr:asDict"): THIRD_PARTY,

@@ -957,5 +957,4 @@ def _forget_storages() -> None:
     _OPEN_LOCK = threading.RLock()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_storages)   # clients hold sockets and threads
+os.register_at_fork(after_in_child=_forget_storages)   # clients hold sockets and threads
