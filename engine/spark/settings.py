@@ -80,9 +80,11 @@ SPARK_WEIR_STATE_COMPRESSION_LEVEL = declare(
     "zstd level of changelog and snapshot files (1-22).",
     component=_C)
 SPARK_WEIR_MAX_RECORDS_PER_BATCH = declare(
-    "spark.weir.max.records.per.batch", int, 0,
+    "spark.weir.max.records.per.batch", int, 100_000,
     "Jobs on Spark: most input records admitted into one micro-batch over all of the job's input "
-    "partitions (0: everything available).",
+    "partitions (0: everything available). The default bounds what a killed driver or a failed "
+    "batch redoes and how long a backlog's first batch holds back the records behind it (a "
+    "second or two of Weir's work per batch on one core).",
     component=_C)
 SPARK_WEIR_TRIGGER_INTERVAL_MS = declare(
     "spark.weir.trigger.interval.ms", int, 0,
