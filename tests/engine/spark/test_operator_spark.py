@@ -119,7 +119,7 @@ class Query:
         for i in indexes:
             write_parquet(self.src, i, FILES[i])
 
-    def run(self) -> list[int]:
+    def run(self, timeout: float = 180.0) -> list[int]:
         out, op = self.out, self.op
         fail, kill = self.fail_marker, self.kill_after_publish
 
@@ -136,7 +136,7 @@ class Query:
         query = (counted.writeStream.foreachBatch(sink)
                  .option("checkpointLocation", str(self.ckpt))
                  .trigger(availableNow=True).start())
-        batches = await_query(query)
+        batches = await_query(query, timeout)
         self.progress.extend(query.recentProgress)
         return batches
 
