@@ -106,7 +106,7 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("recovery/store_restore.py", "ChangelogFailure.__init__", "path"): FOREIGN_EXCEPTION,
     ("recovery/store_restore.py", "ChangelogFailure.__init__", "position"): FOREIGN_EXCEPTION,
     # -- NAMING
-    ("engine/container/container.py", "_Closers.close_all", "__qualname__"): NAMING,
+    ("engine/container/stop_steps.py", "StopSteps.close_all", "__qualname__"): NAMING,
     ("engine/runloop/pool.py", "TaskPool._work", "__qualname__"): NAMING,
     ("engine/testing/runner.py", "TestRunner._name_of", "__name__"): NAMING,
     # -- PLATFORM
