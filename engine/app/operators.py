@@ -53,8 +53,9 @@ class OperatorContext:
     watermark being handled is a drain's (the task drains: the end of time it announces is
     not the data's, so windows emit early panes and keep their state). ``collector`` is the
     task's :class:`~weir.engine.runloop.instance.ProducerCollector` and ``control`` its
-    :class:`~weir.engine.control.task_control.TaskControl` (what :class:`~weir.engine.app.task.ApplicationTask` gets
-    from the engine's task context); an operator test may give None for what it does not use."""
+    :class:`~weir.engine.control.task_control.TaskControl`, what
+    :class:`~weir.engine.app.task.ApplicationTask` takes from the engine's task context; an
+    operator test may give None for what it does not use."""
 
     __slots__ = ("task_name", "collector", "coordinator", "store", "control", "metrics",
                  "sender", "config", "clock_ms", "draining")
