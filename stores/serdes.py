@@ -95,7 +95,10 @@ class SerdeBase:
     - ``name``: how errors name the serde (default ``""``: its class name is used);
     - ``prefix_safe``: whether the encoding of a prefix is a prefix of the encoding (default
       False: ``prefix()`` scans are refused);
-    - ``to_bytes_many(objs)``: a batch of ``to_bytes`` (default: ``to_bytes`` mapped in C).
+    - ``to_bytes_many(objs)``: a batch of ``to_bytes`` (default: ``to_bytes`` mapped in C);
+    - ``private_to_bytes()``: a ``to_bytes`` for one caller that never calls it from two
+      threads at once, which may hold state of its own (default: ``to_bytes``; MessagePack
+      gives a ``Packer`` of the caller's: ``msgpack.packb`` builds one per call).
 
     ``to_bytes``/``from_bytes`` are plain attributes in the built-in serdes, holding the fastest
     callable available (often a C function), so a call through a layer costs one C call, not a
@@ -116,6 +119,11 @@ class SerdeBase:
     def to_bytes_many(self, objs: Iterable[Any]) -> list[bytes]:
         """``[to_bytes(o) for o in objs]``, iterated in C."""
         return list(map(self.to_bytes, objs))
+
+    def private_to_bytes(self) -> Callable[[Any], bytes]:
+        """``to_bytes`` for one caller that never calls it from two threads at once; a serde
+        may return a faster callable holding state of its own. Default: ``to_bytes``."""
+        return self.to_bytes
 
     def __repr__(self) -> str:
         return f"<serde {self.name}>"
@@ -228,6 +236,10 @@ class MsgpackSerde(SerdeBase):
         self.to_bytes = msgpack.packb
         self.from_bytes = msgpack.unpackb
 
+    def private_to_bytes(self) -> Callable[[Any], bytes]:
+        """The ``pack`` of a Packer of the caller's own (``packb`` builds a Packer per call)."""
+        return msgpack.Packer(use_bin_type=True).pack
+
 
 BUILTIN_SERDES: dict[str, type[SerdeBase]] = {
     "bytes": BytesSerde,
@@ -327,15 +339,26 @@ class _CheckedSerde(SerdeBase):
     """A user serde whose ``to_bytes`` results are checked to be ``bytes``: a serde returning
     ``str`` (or anything else) fails at once with a SerdeError naming it, instead of deep in an
     engine with an error that names neither the key nor the serde. Built-in serdes are not
-    wrapped."""
+    wrapped. A user serde deriving from :class:`SerdeBase` that overrides ``private_to_bytes``
+    declares it returns bytes: that callable is handed out as it is; otherwise
+    ``private_to_bytes`` is the checked ``to_bytes``."""
 
-    __slots__ = ("_serde", "name", "from_bytes", "prefix_safe")
+    __slots__ = ("_serde", "name", "from_bytes", "prefix_safe", "_private")
 
     def __init__(self, serde: Any, target: str):
         self._serde = serde
         self.name = getattr(serde, "name", None) or target
         self.from_bytes = serde.from_bytes
         self.prefix_safe = bool(getattr(serde, "prefix_safe", False))
+        self._private = (serde.private_to_bytes if isinstance(serde, SerdeBase) and
+                         type(serde).private_to_bytes is not SerdeBase.private_to_bytes
+                         else self._checked_to_bytes)
+
+    def _checked_to_bytes(self) -> Callable[[Any], bytes]:
+        return self.to_bytes
+
+    def private_to_bytes(self) -> Callable[[Any], bytes]:
+        return self._private()
 
     def to_bytes(self, obj: Any) -> bytes:
         data = self._serde.to_bytes(obj)

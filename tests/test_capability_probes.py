@@ -43,29 +43,6 @@ PENDING_SYSTEMS = ("issue 25, still to declare: the system SPI's optional capabi
                    "held_back_by, producer send_batch, factory process_local)")
 
 ALLOWED: dict[tuple[str, str, str], str] = {
-    # -- PENDING_SERDES
-    ("engine/adjunct/seal.py", "seal_key_bytes", "key_serde"): PENDING_SERDES,
-    ("engine/adjunct/seal.py", "seal_key_bytes", "key_serde_name"): PENDING_SERDES,
-    ("engine/app/operators.py", "PartitionByOperator.open", "inner"): PENDING_SERDES,
-    ("engine/app/operators.py", "PartitionByOperator.open", "serdes_for"): PENDING_SERDES,
-    ("engine/app/operators.py", "_fast_to_bytes", "_serde"): PENDING_SERDES,
-    ("engine/app/operators.py", "_fast_to_bytes", "name"): PENDING_SERDES,
-    ("engine/cli/log/text.py", "_serde_name", "name"): PENDING_SERDES,
-    ("engine/consumers/consumers.py", "SystemConsumers._deserializer_for", "for_stream"): PENDING_SERDES,
-    ("engine/consumers/consumers.py", "SystemConsumers._deserializer_for", "is_passthrough"): PENDING_SERDES,
-    ("engine/runloop/instance.py", "ProducerCollector.serdes_for", "for_stream"): PENDING_SERDES,
-    # -- PENDING_RUNLOOP
-    ("engine/app/operators.py", "PartitionByOperator.__init__", "settings"): PENDING_RUNLOOP,
-    ("engine/app/operators.py", "PartitionByOperator.open", "hasattr:send_serialized"): PENDING_RUNLOOP,
-    ("engine/app/task.py", "ApplicationTask.init", "collector"): PENDING_RUNLOOP,
-    ("engine/app/task.py", "ApplicationTask.init", "control"): PENDING_RUNLOOP,
-    ("engine/consumers/watches.py", "_priority_lookup", "priorities"): PENDING_RUNLOOP,
-    ("engine/consumers/watches.py", "_priority_lookup", "priority_of"): PENDING_RUNLOOP,
-    ("engine/runloop/loop.py", "RunLoop.__init__", "control_started"): PENDING_RUNLOOP,
-    ("engine/runloop/loop.py", "RunLoop.__init__", "exhausted"): PENDING_RUNLOOP,
-    ("engine/runloop/loop.py", "RunLoop.__init__", "snapshot"): PENDING_RUNLOOP,
-    ("engine/runloop/loop.py", "RunLoop._run_inline", "choose_run"): PENDING_RUNLOOP,
-    ("engine/runloop/routing.py", "SspRoutes.release", "release"): PENDING_RUNLOOP,
     # -- USER_CLASS_AT_THE_EDGE
     ("engine/app/planner.py", "describe_application", "describe"): USER_CLASS_AT_THE_EDGE,
     ("engine/app/planner.py", "load_application", "describe"): USER_CLASS_AT_THE_EDGE,
@@ -95,7 +72,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("engine/cli/log/tail.py", "tail_stream", "ended"): PENDING_SYSTEMS,
     ("engine/cli/log/target.py", "system_root", "root"): PENDING_SYSTEMS,
     ("engine/cli/log/transactions.py", "show_transactions", "open_transactions"): PENDING_SYSTEMS,
-    ("engine/consumers/consumers.py", "SystemConsumers.start", "root"): PENDING_SYSTEMS,
     ("engine/container/checkpoints.py", "_ensure_stream", "cleanup_policy"): PENDING_SYSTEMS,
     ("engine/container/preflight.py", "_file_log_root", "root"): PENDING_SYSTEMS,
     ("engine/container/state_reset.py", "_stream_move", "rename_stream"): PENDING_SYSTEMS,
@@ -130,7 +106,7 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("recovery/store_restore.py", "ChangelogFailure.__init__", "path"): FOREIGN_EXCEPTION,
     ("recovery/store_restore.py", "ChangelogFailure.__init__", "position"): FOREIGN_EXCEPTION,
     # -- NAMING
-    ("engine/container/container.py", "_Closers.close_all", "__qualname__"): NAMING,
+    ("engine/container/stop_steps.py", "StopSteps.close_all", "__qualname__"): NAMING,
     ("engine/runloop/pool.py", "TaskPool._work", "__qualname__"): NAMING,
     ("engine/testing/runner.py", "TestRunner._name_of", "__name__"): NAMING,
     # -- PLATFORM

@@ -31,6 +31,7 @@ from typing import Any
 
 from weir.stores.adjunct import EMPTY_SEAL_KEY, SEAL_KEY, SealKind
 
+from weir.engine.config.serdes import StreamSerdesBase, WireFormat
 from weir.engine.errors import EngineError
 from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
 
@@ -39,16 +40,18 @@ __all__ = ["seal_dataset", "seal_key_bytes", "SEAL_KEY", "EMPTY_SEAL_KEY", "Seal
 _SOURCE = "weir-seal"
 
 
-def seal_key_bytes(serdes: Any, kind: SealKind = SealKind.DATASET) -> bytes:
+def seal_key_bytes(serdes: StreamSerdesBase, kind: SealKind = SealKind.DATASET) -> bytes:
     """The key of a seal of ``kind`` as the stream's key serde writes it (bytes as they are
-    without one)."""
-    serde = getattr(serdes, "key_serde", None)
-    if serde is None:
+    without one). A seal's message is null, and an intermediate stream hands null-message
+    records over with their keys undecoded (:class:`WireFormat`), so its seals carry the key's
+    UTF-8 bytes as they are."""
+    serde = serdes.key_serde
+    if serde is None or serdes.wire_format is not WireFormat.PLAIN:
         return kind.key.encode()
     try:
         return serde.to_bytes(kind.key)
     except Exception as exc:  # noqa: BLE001 - e.g. an int64 key serde
-        raise EngineError(f"the stream's key serde ({getattr(serdes, 'key_serde_name', '?')}) "
+        raise EngineError(f"the stream's key serde ({serdes.key_serde_name}) "
                           f"cannot write the seal key {kind.key!r}: {exc}; a versioned dataset "
                           f"needs a stream with string, json, msgpack or bytes keys") from exc
 

@@ -20,17 +20,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zlib import crc32 as _crc32
 
 from weir.stores.errors import SerdeError
+from weir.stores.serdes import SerdeBase
 
 from weir.engine.app.api import KV
 from weir.engine.app.graph import OpSpec
 from weir.engine.app.windows import WindowPane
+from weir.engine.config.serdes import WireFormat
 from weir.engine.control.messages import WATERMARK_MAX, WATERMARK_NOT_EXIST, WatermarkStatus
 from weir.engine.control.task_control import wallclock_ms
 from weir.engine.model import make_outgoing
+
+if TYPE_CHECKING:
+    from weir.engine.control.task_control import TaskControl
+    from weir.engine.runloop.instance import ProducerCollector
 
 __all__ = ["OperatorContext", "Operator", "InputOperator", "MapOperator", "FlatMapOperator",
            "FilterOperator", "MergeOperator", "PartitionByOperator", "SendToOperator",
@@ -45,12 +51,17 @@ class OperatorContext:
     call, its stores, control bookkeeping, metrics, control message sender, the processing-time
     clock (milliseconds; wall clock by default, a test may pass its own) and whether the
     watermark being handled is a drain's (the task drains: the end of time it announces is
-    not the data's, so windows emit early panes and keep their state)."""
+    not the data's, so windows emit early panes and keep their state). ``collector`` is the
+    task's :class:`~weir.engine.runloop.instance.ProducerCollector` and ``control`` its
+    :class:`~weir.engine.control.task_control.TaskControl`, what
+    :class:`~weir.engine.app.task.ApplicationTask` takes from the engine's task context; an
+    operator test may give None for what it does not use."""
 
     __slots__ = ("task_name", "collector", "coordinator", "store", "control", "metrics",
                  "sender", "config", "clock_ms", "draining")
 
-    def __init__(self, task_name: str, collector: Any, store: Callable[[str], Any], control: Any,
+    def __init__(self, task_name: str, collector: ProducerCollector | None,
+                 store: Callable[[str], Any], control: TaskControl | None,
                  metrics: Any, sender: Any, config: Any, *,
                  clock_ms: Callable[[], int] = wallclock_ms):
         self.task_name, self.collector, self.store = task_name, collector, store
@@ -217,8 +228,7 @@ class PartitionByOperator(Operator):
         self._last_send = float("-inf")   # the first advance goes out at once
         self.input_streams: frozenset = frozenset()   # set by the task: streams feeding it
         self._idle = False
-        settings = getattr(ctx.control, "settings", None)
-        self._interval = (settings.interval_ms if settings is not None else 200) / 1000.0
+        self._interval = ctx.control.settings.interval_ms / 1000.0
 
     def open(self) -> None:
         if self.task_count is None:
@@ -226,13 +236,12 @@ class PartitionByOperator(Operator):
                 f"streams.{self.stream.stream}.intermediate.upstream.tasks")
             self.task_count = count
         collector = self.ctx.collector
-        serdes = getattr(collector, "serdes_for", lambda ss: None)(self.stream)
-        inner = getattr(serdes, "inner", None)
-        if inner is not None and inner.key_serde is not None and hasattr(collector, "send_serialized"):
+        serdes = collector.serdes_for(self.stream)
+        if serdes.wire_format is WireFormat.INTERMEDIATE and serdes.key_serde is not None:
             # The fast path: serialize here (the key once: its bytes also pick the partition).
             self.on_message = self._on_message_serialized
-            self._key_bytes = _fast_to_bytes(inner.key_serde)
-            self._msg_bytes = (_fast_to_bytes(inner.msg_serde) if inner.msg_serde is not None
+            self._key_bytes = _fast_to_bytes(serdes.key_serde)
+            self._msg_bytes = (_fast_to_bytes(serdes.msg_serde) if serdes.msg_serde is not None
                                else None)
             self._partitions = collector.partition_count(self.stream)
             self._send_raw = collector.send_serialized
@@ -307,18 +316,11 @@ class PartitionByOperator(Operator):
             self.ctx.sender.drain(self.stream, drain_id, task_count=self.task_count)
 
 
-def _fast_to_bytes(serde: Any) -> Callable[[Any], bytes]:
-    """``serde.to_bytes``, or, for MessagePack (Weir's key serde, the msgpack serde), the
-    ``pack`` of a Packer of this operator's own: ``msgpack.packb`` builds a Packer per call
-    and the registered key serde sits behind a checking wrapper. One Packer per operator:
-    operators of one task never run concurrently."""
-    from weir.engine.app.serdes import KeySerde
-
-    plain = getattr(serde, "_serde", serde)   # a user serde behind its checking wrapper
-    if isinstance(plain, KeySerde) or getattr(serde, "name", None) == "msgpack":
-        import msgpack
-        return msgpack.Packer(use_bin_type=True).pack
-    return serde.to_bytes
+def _fast_to_bytes(serde: SerdeBase) -> Callable[[Any], bytes]:
+    """The serde's ``private_to_bytes``: one per operator, and operators of one task never run
+    concurrently (MessagePack, Weir's key serde and the msgpack serde, gives a Packer of this
+    operator's own: ``msgpack.packb`` builds one per call)."""
+    return serde.private_to_bytes()
 
 
 def output_pair(value: Any, key_fn: Callable | None, value_fn: Callable | None) -> tuple[Any, Any]:

@@ -20,9 +20,12 @@ Example::
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
+
+from weir.stores.serdes import SerdeBase
 
 __all__ = ["KeySerde", "TimeKeySerde", "KEY_SERDE", "TIME_KEY_SERDE", "registry_config"]
 
@@ -33,7 +36,7 @@ _FLIP = 1 << 63
 _TWO = struct.Struct(">QQ")
 
 
-class KeySerde:
+class KeySerde(SerdeBase):
     """MessagePack; arrays come back as tuples (hashable keys)."""
 
     name = KEY_SERDE
@@ -41,11 +44,15 @@ class KeySerde:
     def to_bytes(self, obj: Any) -> bytes:
         return msgpack.packb(obj, use_bin_type=True)
 
+    def private_to_bytes(self) -> Callable[[Any], bytes]:
+        """The ``pack`` of a Packer of the caller's own (``packb`` builds one per call)."""
+        return msgpack.Packer(use_bin_type=True).pack
+
     def from_bytes(self, data: bytes) -> Any:
         return msgpack.unpackb(data, raw=False, use_list=False)
 
 
-class TimeKeySerde:
+class TimeKeySerde(SerdeBase):
     """``(time, second, key)`` in time order; see the module docstring."""
 
     name = TIME_KEY_SERDE

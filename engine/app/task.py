@@ -43,6 +43,8 @@ from weir.engine.control.messages import WATERMARK_MAX
 from weir.engine.control.sender import ControlMessageSender
 from weir.engine.errors import EngineError
 from weir.engine.model import SystemStream
+from weir.engine.runloop.instance import InstanceContext
+from weir.engine.task import TaskContext
 
 __all__ = ["ApplicationTask", "OPERATORS"]
 
@@ -123,12 +125,12 @@ class ApplicationTask:
         self._control: Any = None
         self._clock_ms = clock_ms  # None: the task context's processing clock
 
-    def init(self, context: Any) -> None:
-        control = getattr(context, "control", None)
-        collector = getattr(context, "collector", None)
-        if control is None or collector is None:
+    def init(self, context: TaskContext) -> None:
+        if not isinstance(context, InstanceContext) or context.control is None:
             raise EngineError(f"task '{context.task_name}': ApplicationTask needs the engine's "
-                              f"control bookkeeping; run applications with `weir run` (app.class)")
+                              f"task context with control bookkeeping (a TaskInstance built "
+                              f"with control=...); run applications with `weir run` (app.class)")
+        control, collector = context.control, context.collector
         config = context.config
         app = describe_application(config)
         graph = app.graph

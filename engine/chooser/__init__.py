@@ -1,7 +1,8 @@
 """Choosing the next message: the MessageChooser contract, the built-in choosers and the
 DefaultChooser that composes them from config. See docs/CHOOSER.md."""
 
-from weir.engine.chooser.base import BaseMessageChooser, ChooserError, MessageChooser
+from weir.engine.chooser.base import (NO_FAST_LANE, BaseMessageChooser, ChooserCapability,
+                                      ChooserError, MessageChooser, chooser_capabilities)
 from weir.engine.chooser.batching import DEFAULT_BATCH_SIZE, BatchingChooser
 from weir.engine.chooser.bootstrapping import BootstrapLag, BootstrappingChooser
 from weir.engine.chooser.default import DefaultChooser, chooser_from_config
@@ -14,6 +15,9 @@ __all__ = [
     "MessageChooser",
     "BaseMessageChooser",
     "ChooserError",
+    "ChooserCapability",
+    "NO_FAST_LANE",
+    "chooser_capabilities",
     "RoundRobinChooser",
     "TimeAlignedChooser",
     "TieredPriorityChooser",

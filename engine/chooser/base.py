@@ -25,12 +25,25 @@ Example::
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+import enum
+from collections import deque
+from typing import Literal, Protocol, runtime_checkable
 
 from weir.engine.errors import EngineError
-from weir.engine.model import IncomingMessageEnvelope, SystemStreamPartition
+from weir.engine.model import IncomingMessageEnvelope, SystemStream, SystemStreamPartition
 
-__all__ = ["MessageChooser", "BaseMessageChooser", "ChooserError"]
+__all__ = ["MessageChooser", "BaseMessageChooser", "ChooserError", "ChooserCapability",
+           "NO_FAST_LANE", "chooser_capabilities"]
+
+
+class ChooserCapability(enum.Enum):
+    """What an optional capability of a chooser returns when the chooser does not offer it."""
+
+    NO_FAST_LANE = "no fast lane"
+
+
+NO_FAST_LANE: Literal[ChooserCapability.NO_FAST_LANE] = ChooserCapability.NO_FAST_LANE
+""":meth:`BaseMessageChooser.fast_lane` of a chooser whose ``choose``/``update`` must be called."""
 
 
 class ChooserError(EngineError):
@@ -62,7 +75,18 @@ class MessageChooser(Protocol):
 
 
 class BaseMessageChooser:
-    """No-op ``register``, ``start`` and ``stop`` for choosers that need none of them."""
+    """The base of Weir's choosers: no-op ``register``, ``start`` and ``stop`` for choosers
+    that need none of them, and the optional capabilities the consumer multiplexer calls
+    (docs/ARCHITECTURE.md, "Seams"), with their defaults:
+
+    - ``fast_lane()``: the chooser's FIFO and held set, when popping the FIFO's head and
+      appending that SSP's next envelope is exactly ``choose()`` then ``update()`` (default
+      :data:`NO_FAST_LANE`: call them);
+    - ``priority_of(ss)``: the stream's priority tier, higher first (default None: no tiers).
+
+    A chooser implementing only the :class:`MessageChooser` protocol (a user chooser class) is
+    given these defaults by :func:`chooser_capabilities`.
+    """
 
     __slots__ = ()
 
@@ -74,6 +98,30 @@ class BaseMessageChooser:
 
     def stop(self) -> None:
         return None
+
+    def fast_lane(self) -> tuple[deque, set] | Literal[ChooserCapability.NO_FAST_LANE]:
+        """The FIFO and held set the consumers may serve directly; default NO_FAST_LANE."""
+        return NO_FAST_LANE
+
+    def priority_of(self, ss: SystemStream) -> int | None:
+        """The priority tier of stream ``ss``; default None (no priority: the lowest tier)."""
+        return None
+
+
+_DEFAULTS = BaseMessageChooser()
+
+
+def chooser_capabilities(chooser: MessageChooser) -> BaseMessageChooser:
+    """Where to call ``chooser``'s optional capabilities: the chooser itself when it derives
+    from :class:`BaseMessageChooser`, else the base's defaults (no fast lane, no priority
+    tiers). Resolved once, when the consumers start.
+
+    >>> class Plain:   # the MessageChooser protocol only
+    ...     pass
+    >>> chooser_capabilities(Plain()).fast_lane() is NO_FAST_LANE
+    True
+    """
+    return chooser if isinstance(chooser, BaseMessageChooser) else _DEFAULTS
 
 
 def _second_envelope_error(chooser: str, envelope: IncomingMessageEnvelope) -> ChooserError:

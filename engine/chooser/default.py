@@ -34,14 +34,16 @@ Example::
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from weir.stores.config import Config
 
 from weir.engine.model import IncomingMessageEnvelope, SystemStream, SystemStreamPartition
 from weir.engine.systems.api import PartitionMetadata
-from weir.engine.chooser.base import MessageChooser
+from weir.engine.chooser.base import (BaseMessageChooser, ChooserCapability, MessageChooser,
+                                      chooser_capabilities)
 from weir.engine.chooser.batching import BatchingChooser
 from weir.engine.chooser.bootstrapping import BootstrapLag, BootstrappingChooser
 from weir.engine.chooser.priority import TieredPriorityChooser
@@ -52,7 +54,7 @@ from weir.engine.chooser.time_aligned import TimeAlignedChooser
 __all__ = ["DefaultChooser", "chooser_from_config", "BOOTSTRAP_PRIORITY"]
 
 
-class DefaultChooser:
+class DefaultChooser(BaseMessageChooser):
     """The composition above, built from a :class:`ChooserSpec`. ``config`` is what a user
     chooser class is constructed with. ``bootstrap_heads`` maps each bootstrap SSP to its
     metadata at start; without it there is no gating layer (SystemConsumers gates)."""
@@ -91,6 +93,16 @@ class DefaultChooser:
 
     def stop(self) -> None:
         self.root.stop()
+
+    # -- capabilities (BaseMessageChooser) --------------------------------------------------
+    def fast_lane(self) -> tuple[deque, set] | Literal[ChooserCapability.NO_FAST_LANE]:
+        """The root chooser's fast lane (a plain round robin's); NO_FAST_LANE for any other
+        composition, and for a user chooser that does not declare one."""
+        return chooser_capabilities(self.root).fast_lane()
+
+    def priority_of(self, ss: SystemStream) -> int | None:
+        """The stream's priority tier (:attr:`priorities`); None without priorities."""
+        return self.priorities.get(SystemStream(*ss))
 
     # -- inspection ------------------------------------------------------------------------
     def describe(self) -> str:

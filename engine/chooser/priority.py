@@ -26,12 +26,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from weir.engine.model import IncomingMessageEnvelope, SystemStream, SystemStreamPartition
-from weir.engine.chooser.base import ChooserError, MessageChooser
+from weir.engine.chooser.base import BaseMessageChooser, ChooserError, MessageChooser
 
 __all__ = ["TieredPriorityChooser"]
 
 
-class TieredPriorityChooser:
+class TieredPriorityChooser(BaseMessageChooser):
     """``priorities`` maps a stream to its priority; ``choosers`` maps every priority value
     used there to that tier's chooser; ``default`` takes the streams without a priority (and
     is consulted only after every tier returned None)."""

@@ -20,9 +20,11 @@ Example::
 from __future__ import annotations
 
 from collections import deque
+from typing import Literal
 
 from weir.engine.model import IncomingMessageEnvelope
-from weir.engine.chooser.base import BaseMessageChooser, _second_envelope_error
+from weir.engine.chooser.base import (NO_FAST_LANE, BaseMessageChooser, ChooserCapability,
+                                      _second_envelope_error)
 
 __all__ = ["RoundRobinChooser"]
 
@@ -52,10 +54,14 @@ class RoundRobinChooser(BaseMessageChooser):
         self._held.discard(envelope.ssp)
         return envelope
 
-    def fast_lane(self) -> tuple[deque, set]:
+    def fast_lane(self) -> tuple[deque, set] | Literal[ChooserCapability.NO_FAST_LANE]:
         """The FIFO and the set of SSPs held, for :class:`~weir.engine.consumers.SystemConsumers`'
         inline hot path: popping the head and appending the same SSP's next envelope is
-        exactly ``choose()`` followed by ``update()`` of that envelope, in two C calls."""
+        exactly ``choose()`` followed by ``update()`` of that envelope, in two C calls. Only a
+        plain RoundRobinChooser offers it: a subclass may change ``choose``/``update``, which
+        the lane would bypass."""
+        if type(self) is not RoundRobinChooser:
+            return NO_FAST_LANE
         return self._queue, self._held
 
     @property

@@ -32,8 +32,10 @@ Example::
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any
+from enum import Enum
+from typing import TYPE_CHECKING, Any
 
 from weir.stores.config import Config, declare
 from weir.stores.errors import SerdeError
@@ -41,6 +43,9 @@ from weir.stores.errors import SerdeError
 from weir.engine.errors import DeserializationError
 from weir.engine.model import EnvelopeKind, IncomingMessageEnvelope, OutgoingMessageEnvelope, SystemStream
 from weir.engine.config.streams import stream_property, stream_property_origin
+
+if TYPE_CHECKING:  # stores.serdes is imported late (see _serde_from_name)
+    from weir.stores.serdes import SerdeBase
 
 __all__ = [
     "STREAM_ID_KEY_SERDE",
@@ -52,6 +57,8 @@ __all__ = [
     "SYSTEM_KEY_SERDE",
     "SYSTEM_MSG_SERDE",
     "NO_SERDE",
+    "WireFormat",
+    "StreamSerdesBase",
     "StreamSerdes",
     "SerdeManager",
     "stream_serdes",
@@ -109,8 +116,64 @@ def _resolve(config: Config, ss: SystemStream, prop: str, system_key) -> tuple[s
     return None, None
 
 
+class WireFormat(Enum):
+    """How a stream's records carry the bytes of its serdes."""
+
+    PLAIN = "plain"
+    """The key and message serdes' bytes as they are (every stream a user configures)."""
+    INTERMEDIATE = "intermediate"
+    """A type byte in front of the message (user message or control message) and null
+    messages without one: Samza's intermediate-stream format (:mod:`weir.engine.control.serde`)."""
+
+
+class StreamSerdesBase(ABC):
+    """The seam of one stream's serdes, what the consumer multiplexer, the message collector,
+    operators and tools call (docs/ARCHITECTURE.md, "Seams"). Every implementation derives
+    from it and sets the attributes; the optional capabilities have their defaults here:
+
+    - ``system_stream``, ``key_serde_name``, ``msg_serde_name`` (:data:`NO_SERDE` for bytes);
+    - ``key_serde`` / ``msg_serde``: the store serdes (:class:`~weir.stores.serdes.SerdeBase`)
+      applied to keys and messages, None for *bytes as they are* (default None: bytes);
+      an intermediate stream's are the user serdes inside its wire format;
+    - ``wire_format``: :class:`WireFormat` (default :attr:`WireFormat.PLAIN`);
+    - ``is_passthrough``: True when ``deserialize`` hands every envelope back unchanged, so a
+      consumer may skip it (default False: call it);
+    - ``deserialize(envelope)``, ``serialize(envelope)``, ``serialize_key(key)``,
+      ``serialize_message(message)``: required.
+
+    >>> serdes = StreamSerdes(SystemStream("filelog", "raw"))
+    >>> isinstance(serdes, StreamSerdesBase), serdes.is_passthrough, serdes.wire_format.value
+    (True, True, 'plain')
+    """
+
+    __slots__ = ()
+
+    system_stream: SystemStream
+    key_serde_name: str
+    msg_serde_name: str
+    key_serde: SerdeBase | None = None
+    msg_serde: SerdeBase | None = None
+    wire_format: WireFormat = WireFormat.PLAIN
+
+    @property
+    def is_passthrough(self) -> bool:
+        return False
+
+    @abstractmethod
+    def deserialize(self, envelope: IncomingMessageEnvelope) -> IncomingMessageEnvelope: ...
+
+    @abstractmethod
+    def serialize_key(self, key: Any) -> bytes | None: ...
+
+    @abstractmethod
+    def serialize_message(self, message: Any) -> bytes | None: ...
+
+    @abstractmethod
+    def serialize(self, envelope: OutgoingMessageEnvelope) -> tuple[bytes | None, bytes | None]: ...
+
+
 @dataclass(frozen=True, slots=True)
-class StreamSerdes:
+class StreamSerdes(StreamSerdesBase):
     """The key and message serdes of one stream. A ``None`` serde means *bytes as they are*.
 
     ``deserialize`` returns a new envelope with typed key and message (the same envelope when
@@ -119,8 +182,8 @@ class StreamSerdes:
     """
 
     system_stream: SystemStream
-    key_serde: Any = None
-    msg_serde: Any = None
+    key_serde: SerdeBase | None = None
+    msg_serde: SerdeBase | None = None
     key_serde_name: str = NO_SERDE
     msg_serde_name: str = NO_SERDE
 
@@ -215,9 +278,9 @@ class SerdeManager:
 
     def __init__(self, config: Config):
         self._config = config
-        self._cache: dict[SystemStream, StreamSerdes] = {}
+        self._cache: dict[SystemStream, StreamSerdesBase] = {}
 
-    def for_stream(self, ss: SystemStream) -> StreamSerdes:
+    def for_stream(self, ss: SystemStream) -> StreamSerdesBase:
         """The serdes of ``ss``; an intermediate stream (``streams.<id>.samza.intermediate``)
         gets the in-band wire format around them (``weir.engine.control.serde``)."""
         serdes = self._cache.get(ss)

@@ -62,13 +62,14 @@ from weir.stores.config import Config, declare
 
 from weir.engine.consumers.watches import (TIER_POLL_INTERVAL_S, ConsumerCounters, DroppedMessageLog,
                                           PriorityWatch, Refill)
-from weir.engine.chooser.base import MessageChooser
+from weir.engine.chooser.base import NO_FAST_LANE, MessageChooser, chooser_capabilities
 from weir.engine.chooser.bootstrapping import BootstrapLag
 from weir.engine.chooser.default import chooser_from_config
-from weir.engine.chooser.round_robin import RoundRobinChooser
 from weir.engine.chooser.spec import bootstrap_streams
+from weir.engine.config.serdes import SerdeManager
 from weir.engine.errors import DeserializationError, EngineError
 from weir.engine.model import EnvelopeKind, IncomingMessageEnvelope, SystemStream, SystemStreamPartition
+from weir.engine.runloop.source import EnvelopeSource
 from weir.engine.systems.api import PartitionMetadata, SystemAdmin, SystemConsumer
 
 __all__ = [
@@ -127,20 +128,23 @@ class ConsumerSettings:
                    frozenset(bootstrap_streams(config)))
 
 
-class SystemConsumers:
+class SystemConsumers(EnvelopeSource):
     """Multiplexes the input SSPs of one container; see the module docstring.
 
     ``consumers`` and ``admins`` map system names to that system's consumer and admin (one
     consumer per system, shared by every SSP of it). ``serdes`` turns raw envelopes into typed
-    ones: an object with ``deserialize(envelope) -> envelope`` (such as
-    :class:`weir.engine.config.serdes.SerdeManager`), or None to hand over bytes. ``clock`` returns
-    seconds (``time.monotonic``).
+    ones: a :class:`weir.engine.config.serdes.SerdeManager` (each SSP is deserialized by its
+    stream's serdes, skipped for a passthrough stream), or None to hand over bytes. ``clock``
+    returns seconds (``time.monotonic``).
     """
 
     def __init__(self, chooser: MessageChooser, consumers: Mapping[str, SystemConsumer],
-                 admins: Mapping[str, SystemAdmin], serdes: Any,
+                 admins: Mapping[str, SystemAdmin], serdes: SerdeManager | None,
                  settings: ConsumerSettings | Config | Mapping[str, str],
                  *, clock: Callable[[], float] = time.monotonic) -> None:
+        if serdes is not None and not isinstance(serdes, SerdeManager):
+            raise TypeError(f"SystemConsumers: serdes must be a SerdeManager (the job's "
+                            f"SystemRegistry.serdes) or None for bytes, got {serdes!r}")
         if not isinstance(settings, ConsumerSettings):  # a config: parsed here (tests, tools)
             settings = ConsumerSettings.from_config(settings)
         self.settings = settings
@@ -227,9 +231,8 @@ class SystemConsumers:
         self._chooser_update = self._chooser.update
         # The default chooser (round robin, no priorities, no bootstrap, no batching): choose
         # pops its FIFO's head and appends that SSP's next envelope itself (the fast lane).
-        root = getattr(self._chooser, "root", self._chooser)
-        self._lane = (root.fast_lane()[0] if type(root) is RoundRobinChooser
-                      and not self._gating else None)
+        lane = chooser_capabilities(self._chooser).fast_lane() if not self._gating else NO_FAST_LANE
+        self._lane = lane[0] if lane is not NO_FAST_LANE else None
         self._watch = PriorityWatch(self._chooser, self._registered,
                                     min(TIER_POLL_INTERVAL_S, self._poll_interval))
         self._tier_waiting = self._watch.waiting
@@ -311,6 +314,10 @@ class SystemConsumers:
             take(envelope)
         self._counters.chooses += len(out)
         return out
+
+    def metrics(self) -> Callable[[], Mapping[str, Any]]:
+        """The counters' ``snapshot`` (the run loop reports it under ``"consumers"``)."""
+        return self.counters.snapshot
 
     def release(self, ssps: Iterable[SystemStreamPartition]) -> None:
         """Stop reading ``ssps`` for good (a drained source, an intermediate partition whose
@@ -454,11 +461,8 @@ class SystemConsumers:
         serdes = self._serdes
         if serdes is None:
             return None
-        for_stream = getattr(serdes, "for_stream", None)
-        if for_stream is not None:
-            stream_serdes = for_stream(ssp.system_stream)
-            return None if getattr(stream_serdes, "is_passthrough", False) else stream_serdes.deserialize
-        return serdes.deserialize
+        stream_serdes = serdes.for_stream(ssp.system_stream)
+        return None if stream_serdes.is_passthrough else stream_serdes.deserialize
 
     # -- state -----------------------------------------------------------------------------
     @property

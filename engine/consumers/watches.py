@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any
 
+from weir.engine.chooser.base import MessageChooser, chooser_capabilities
 from weir.engine.model import SystemStreamPartition
 
 __all__ = [
@@ -73,18 +73,6 @@ class ConsumerCounters:
         return asdict(self)
 
 
-def _priority_lookup(chooser: Any) -> Any:
-    """``ssp -> priority or None`` from the chooser: a DefaultChooser's ``priorities``
-    mapping or a TieredPriorityChooser's ``priority_of``; None for other choosers."""
-    priorities = getattr(chooser, "priorities", None)
-    if isinstance(priorities, dict) and priorities:
-        return lambda ssp: priorities.get(ssp.system_stream)
-    priority_of = getattr(chooser, "priority_of", None)
-    if callable(priority_of):
-        return lambda ssp: priority_of(ssp.system_stream)
-    return None
-
-
 class PriorityWatch:
     """The drained SSPs of priority tiers above the lowest, waiting for their next poll.
 
@@ -99,9 +87,10 @@ class PriorityWatch:
 
     __slots__ = ("tier_of", "waiting", "interval", "next_poll")
 
-    def __init__(self, chooser: Any, ssps: Iterable[SystemStreamPartition], interval: float):
-        lookup = _priority_lookup(chooser)
-        tier_of = {ssp: _rank(lookup(ssp) if lookup is not None else None) for ssp in ssps}
+    def __init__(self, chooser: MessageChooser, ssps: Iterable[SystemStreamPartition],
+                 interval: float):
+        priority_of = chooser_capabilities(chooser).priority_of
+        tier_of = {ssp: _rank(priority_of(ssp.system_stream)) for ssp in ssps}
         lowest = min(tier_of.values(), default=-1)
         self.tier_of = {ssp: p for ssp, p in tier_of.items() if p > lowest}
         """The priority of each watched SSP (those above the lowest tier)."""

@@ -32,6 +32,14 @@ through Samza's start order (docs/ARCHITECTURE.md, "The life of a store"), runs 
 9. stop: the loop's final commit (not after a failure), close tasks and their stores,
    stop consumers, checkpoint manager and producers -- in that order, every step attempted.
 
+The container keeps the order and the task instances; it delegates to collaborators, one
+responsibility each: what the tasks write through (producers, exactly-once transactions, output
+counts) to :class:`~weir.engine.container.outputs.ContainerOutputs` (steps 3 and 5), restoring
+the stores with the checks before it to
+:class:`~weir.engine.container.restoring.ContainerRestore` (steps 4 and 5), the stop order to
+:class:`~weir.engine.container.stop_steps.StopSteps` (step 9), and the resume line to
+:func:`~weir.engine.container.progress.resume_line`.
+
 Example (``weir.engine.container.runner`` does this, plus signals, status line and several processes)::
 
     config = load_config("job.properties")
@@ -47,11 +55,11 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from weir.recovery.checkpoint import Checkpoint, CheckpointManager
+from weir.recovery.checkpoint import Checkpoint
 from weir.recovery.container_storage import ContainerStorageManager
 from weir.recovery.storage import ProgressMode
 from weir.stores.layers.cached import CachedLayer
@@ -59,16 +67,17 @@ from weir.stores.layers.stack import layers_of
 from weir.stores.config import Config
 from weir.stores.spec import StoreSpec, stores_in
 
-from weir.engine.container.progress import (ContainerProgress, ContainerResult, CountingProducer,
-                                           SspPosition)
+from weir.engine.container.outputs import ContainerOutputs
+from weir.engine.container.progress import (ContainerProgress, ContainerResult, SspPosition,
+                                           describe_starts, resume_line)
 from weir.engine.container.preflight import check_job
 from weir.engine.container.checkpoints import open_checkpoint_manager, task_partitions
 from weir.engine.container.settings import JobSettings, changelog_admin
-from weir.engine.container.exactly_once import (ProcessingGuarantee, TaskTransaction,
-                                                transactional_systems)
-from weir.engine.container.safety import (check_identities, check_state_without_checkpoint,
-                                          config_file_of, current_identities, reset_ssps)
-from weir.engine.container.task_storage import TaskStorage, changelog_source_name
+from weir.engine.container.exactly_once import ProcessingGuarantee
+from weir.engine.container.restoring import ContainerRestore
+from weir.engine.container.safety import config_file_of, reset_ssps
+from weir.engine.container.stop_steps import StopSteps
+from weir.engine.container.task_storage import TaskStorage
 from weir.engine.runloop.asyncio_thread import AsyncioThread
 from weir.engine.chooser import DefaultChooser
 from weir.engine.config.job import JobConfig
@@ -142,10 +151,8 @@ class Container:
         self._sized_stores: dict[str, StoreSpec] = {}  # by name, sized by the budget
         self.consumers: SystemConsumers | None = None
         self.positions: dict[TaskName, dict[SystemStreamPartition, SspPosition]] = {}
-        self._producers: dict[str, CountingProducer] = {}
-        self._transactions: dict[TaskName, TaskTransaction] = {}
-        self._task_outputs: list[CountingProducer] = []
-        self._closers = _Closers(self.container_id)
+        self._closers = StopSteps(self.container_id)
+        self.outputs = ContainerOutputs(self.registry, self.job, self.model.tasks, self._closers)
         self._stop_requested = threading.Event()
         self._started_at = 0.0
 
@@ -244,7 +251,7 @@ class Container:
         checkpoints.start()
         closers.callback(checkpoints.stop)
         if settings.guarantee is ProcessingGuarantee.EXACTLY_ONCE:
-            self._make_transactions(checkpoints)
+            self.outputs.make_transactions(checkpoints)
         last = {name: checkpoints.read_last(name) for name in tasks}
         storages = self._restore(specs, last, checkpoints)
         adjunct = self._open_adjuncts(last, checkpoints)
@@ -253,10 +260,9 @@ class Container:
                                            if s not in decided])
         runner = AsyncioThread(f"weir-asyncio-{self.container_id}")
         closers.callback(runner.stop)
-        producers = dict(self._producers)
         control = ControlPlane(config, settings=settings.control)
         for name, task in tasks.items():
-            task_producers = self._task_producers(name, producers)
+            task_producers = self.outputs.task_producers(name)
             cp = last[name]
             done = {s: o for s, o in (cp.input_offsets.items() if cp else ()) if s in task.ssps}
             manager = adjunct.manager(name) if adjunct is not None else None
@@ -276,7 +282,7 @@ class Container:
                 last_processed={s: o - 1 for s, o in starts.items() if o > 0},
                 starting_offsets=starts, async_runner=runner,
                 run_loop=settings.run_loop, ignored=settings.ignored,
-                transaction=self._transactions.get(name),
+                transaction=self.outputs.transaction(name),
                 control=control.task_control(name, task.ssps, task=task_object,
                                              extras=cp.extras if cp else None))
             self.instances.append(inst)
@@ -295,7 +301,7 @@ class Container:
                 # the input starts over from its default offsets: counted twice.
                 inst.commit()
                 log.info("task '%s' had no checkpoint; wrote its first one (input from %s)",
-                         inst.task_name, _describe_starts(self.positions[inst.task_name]))
+                         inst.task_name, describe_starts(self.positions[inst.task_name]))
         self._start_consumers()
         self.loop = RunLoop(self.instances, self.consumers, settings.run_loop,
                             name=f"container-{self.container_id}", metrics=settings.metrics,
@@ -372,89 +378,16 @@ class Container:
         # The job's systems (configured, inputs, changelogs, the default system), parsed once.
         systems = set(self.settings.systems)
         systems.update(ssp.system for t in self.model.tasks.values() for ssp in t.ssps)
-        for system in sorted(systems):
-            producer = CountingProducer(self.registry.producer(system))
-            for name in self.model.tasks:
-                producer.register(name)
-                for spec in specs:
-                    if spec.logged and spec.changelog[0] == system:
-                        producer.register(changelog_source_name(name, spec.name))
-            producer.start()
-            self._producers[system] = producer
-            self._closers.callback(producer.stop)
+        self.outputs.start(systems, specs)
 
     def _restore(self, specs: list[StoreSpec], last: dict[TaskName, Checkpoint | None],
                  checkpoints: Any) -> dict[TaskName, TaskStorage]:
-        raw = {system: p.inner for system, p in self._producers.items()}
-        restore = self.settings.restore
-        storages = {name: TaskStorage(name, specs, self.job, task.changelog_partition,
-                                      self._storage_producers(name, raw),
-                                      self.registry, self.config, self.progress,
-                                      restore=restore)
-                     for name, task in self.model.tasks.items()}
-        # Every task is checked before any store is restored: a mismatch changes nothing.
-        self._check_before_restore(storages, last, checkpoints)
-        # Exactly-once: finish each task's previous transaction (restore reads committed data
-        # and must not be held back by it).
-        if self._transactions:
-            self._recover_transactions(last)
-            # Recovery may have waited for a live incarnation of the same tasks (another copy
-            # of the job, started beside this one with other checkpoints) to let go of its
-            # producers; what it committed meanwhile is state this run has no checkpoint for.
-            self._check_state_without_checkpoints(storages, last, checkpoints)
-        # Every store of every task: decided first, then restored in parallel restore threads.
-        managers = [m for storage in storages.values() for m in storage.managers]
-        csm = ContainerStorageManager(managers, restore, progress=self.progress,
-                                      title=f"container {self.container_id}")
-        csm.restore({name: last[name] for name in storages})
-        self.storage_manager = csm
-        out: dict[TaskName, TaskStorage] = {}
-        for name, storage in storages.items():
-            storage.adopted()
-            out[name] = storage
-            # Closed by the task instance once it exists; this covers a failed start.
-            self._closers.callback(lambda storage=storage: self._close_storage(storage))
-        return out
-
-    def _check_before_restore(self, storages: dict[TaskName, TaskStorage],
-                              last: dict[TaskName, Checkpoint | None],
-                              checkpoints: Any) -> None:
-        """Refuse to start when a checkpoint was written against other incarnations of the
-        streams, or a task without a checkpoint has state (see ``safety``); then bind the
-        streams' identities into every checkpoint this run writes."""
-        job_config = config_file_of(self.config)
-        logged = {name: storage.logged_stores() for name, storage in storages.items()}
-        ssps = {ssp for task in self.model.tasks.values() for ssp in task.ssps}
-        ssps.update(store.changelog for stores in logged.values() for store in stores)
-        identities = current_identities(self.registry, sorted(ssps))
-        for name, task in self.model.tasks.items():
-            path = checkpoints.location(name)
-            reset = reset_ssps(self.settings.offsets, task.ssps)
-            inputs = {ssp: identities.get(ssp) for ssp in task.ssps}
-            changelogs = {store.name: (store.changelog, identities.get(store.changelog))
-                          for store in logged[name]}
-            check_identities(name, last[name], inputs, changelogs, checkpoint_path=path,
-                             job_config=job_config, reset=reset)
-            if last[name] is not None:
-                checkpoints.allow_rewind(name, [s for s in reset
-                                                if s in last[name].input_offsets])
-            checkpoints.bind(name, inputs={s: i for s, i in inputs.items() if i},
-                             changelogs={store: i for store, (_, i) in changelogs.items() if i},
-                             changelog_partitions={store: ssp for store, (ssp, _)
-                                                   in changelogs.items()})
-        self._check_state_without_checkpoints(storages, last, checkpoints)
-
-    def _check_state_without_checkpoints(self, storages: dict[TaskName, TaskStorage],
-                                         last: dict[TaskName, Checkpoint | None],
-                                         checkpoints: Any) -> None:
-        """Refuse to start when a task without a checkpoint has state (``safety``)."""
-        job_config = config_file_of(self.config)
-        for name in self.model.tasks:
-            if last[name] is None:
-                check_state_without_checkpoint(
-                    name, storages[name].logged_stores(),
-                    checkpoint_path=checkpoints.location(name), job_config=job_config,
-                    previous_exists=checkpoints.has_previous(name))
+        restore = ContainerRestore(self.container_id, self.model, self.job, self.registry,
+                                   self.config, self.settings, self.outputs, self._closers,
+                                   close_storage=self._close_storage, progress=self.progress)
+        storages = restore.restore(specs, last, checkpoints)
+        self.storage_manager = restore.storage_manager
+        return storages
 
     def _start_consumers(self) -> None:
         systems = sorted({ssp.system for t in self.model.tasks.values() for ssp in t.ssps})
@@ -470,45 +403,6 @@ class Container:
         self.consumers = sc
         self._closers.callback(sc.stop)
 
-    # -- exactly-once (docs/EXACTLY-ONCE.md) -------------------------------------------------
-    def _make_transactions(self, checkpoints: CheckpointManager) -> None:
-        """One transaction per task over the job's file-log systems; released after the
-        tasks and their stores are closed (an ongoing transaction is aborted then)."""
-        systems = transactional_systems(self.registry, self._producers)
-        untransacted = sorted(set(self._producers) - set(systems))
-        if untransacted:
-            log.warning("task.processing.guarantee=exactly_once: outputs to %s stay "
-                        "at-least-once (no transactions on %s)", ", ".join(untransacted),
-                        "that system" if len(untransacted) == 1 else "those systems")
-        for name in self.model.tasks:
-            txn = TaskTransaction.for_task(name, self.job, self.registry, systems,
-                                           str(checkpoints.path_for(name)))
-            self._transactions[name] = txn
-            self._closers.callback(txn.close)
-
-    def _recover_transactions(self, last: dict[TaskName, Checkpoint | None]) -> None:
-        job_config = config_file_of(self.config)
-        for name, txn in self._transactions.items():   # every task, before any changes
-            txn.check(last[name], job_config=job_config)
-        for name, txn in self._transactions.items():
-            txn.recover(last[name], job_config=job_config)
-
-    def _storage_producers(self, name: TaskName, raw: dict[str, Any]) -> dict[str, Any]:
-        """The producers a task's changelogs write through: its transactional ones with
-        exactly-once, else the container's."""
-        txn = self._transactions.get(name)
-        return {**raw, **txn.producers} if txn is not None else raw
-
-    def _task_producers(self, name: TaskName, shared: dict[str, CountingProducer]
-                        ) -> dict[str, CountingProducer]:
-        """The producers a task's collector sends through (counted for the results)."""
-        txn = self._transactions.get(name)
-        if txn is None:
-            return shared
-        own = {system: CountingProducer(producer) for system, producer in txn.producers.items()}
-        self._task_outputs.extend(own.values())
-        return {**shared, **own}
-
     def _partition_count(self, ss: SystemStream) -> int:
         return self.registry.partition_counts([ss])[ss]
 
@@ -522,66 +416,13 @@ class Container:
                 if n > 0:
                     ss = ssp.system_stream
                     inputs[ss] = inputs.get(ss, 0) + n
-        outputs: dict[SystemStream, int] = {}
-        for producer in [*self._producers.values(), *self._task_outputs]:
-            for ss, n in producer.counts.items():
-                outputs[ss] = outputs.get(ss, 0) + n
+        outputs = self.outputs.counts()
         processed = summary.processed if summary is not None else {
             inst.task_name: inst.metrics.processed.count for inst in list(self.instances)}
         reason = summary.reason.value if summary is not None else reason
         return ContainerResult(self.container_id, reason, time.perf_counter() - self._started_at,
                                dict(processed), inputs, outputs, os.getpid(),
                                summary.seconds if summary is not None else 0.0)
-
-
-def _describe_starts(positions: dict[SystemStreamPartition, SspPosition]) -> str:
-    return ", ".join(f"{ssp} offset {pos.start}" for ssp, pos in sorted(positions.items()))
-
-
-def resume_line(task: TaskName, positions: dict[SystemStreamPartition, SspPosition],
-                restored: list[Any], reset: set[SystemStreamPartition] | frozenset = frozenset()
-                ) -> str:
-    """The line a task with a checkpoint logs at start: the offset each input resumes from
-    (an input whose stream has ``samza.reset.offset=true``, in ``reset``, starts over from
-    ``samza.offset.default`` instead, and says so) and how many changelog records of a
-    crashed run's uncommitted work the restore reverted.
-
-    >>> from weir.engine.model import SystemStreamPartition as SSP
-    >>> from weir.recovery.restore import Action, RestoreStats
-    >>> stats = RestoreStats("Partition 0", "counts", Action.CATCH_UP, 10, 200, 0.1, 41, 50,
-    ...                      trimmed_keys=3, trimmed_records=7)
-    >>> resume_line("Partition 0", {SSP("filelog", "words", 0): SspPosition(1234, 1234)},
-    ...             [stats])
-    "task 'Partition 0' resumes from its checkpoint: filelog.words#0 at offset 1234; restore reverted 7 uncommitted changelog record(s) of store 'counts' (3 key(s))"
-    >>> other = RestoreStats("Partition 0", "totals", Action.REUSE, 0, 0, 0.0, 5, 5,
-    ...                      trimmed_keys=1, trimmed_records=1)
-    >>> resume_line("Partition 0", {}, [stats, other]).split("; ")[1]
-    "restore reverted 8 uncommitted changelog record(s): store 'counts' 7 (3 key(s)), store 'totals' 1 (1 key(s))"
-    >>> words, codes = SSP("filelog", "words", 0), SSP("filelog", "codes", 0)
-    >>> resume_line("Partition 0", {words: SspPosition(7, 7), codes: SspPosition(0, 0)}, [],
-    ...             reset={codes}).split(": ", 1)[1]
-    'filelog.words#0 at offset 7; reset (samza.reset.offset, its checkpointed offset ignored): filelog.codes#0 from offset 0; no uncommitted changelog records to revert'
-    """
-    resumed = [(ssp, pos) for ssp, pos in sorted(positions.items()) if ssp not in reset]
-    restarted = [(ssp, pos) for ssp, pos in sorted(positions.items()) if ssp in reset]
-    inputs = ", ".join(f"{ssp} at offset {pos.start}" for ssp, pos in resumed)
-    if restarted:
-        again = ", ".join(f"{ssp} from offset {pos.start}" for ssp, pos in restarted)
-        inputs = (f"{inputs}; " if inputs else "") + (
-            f"reset (samza.reset.offset, its checkpointed offset ignored): {again}")
-    reverted = [s for s in restored if s.trimmed_keys]
-    if not reverted:
-        undo = "no uncommitted changelog records to revert"
-    elif len(reverted) == 1:
-        (s,) = reverted
-        undo = (f"restore reverted {s.trimmed_records:,} uncommitted changelog record(s) of "
-                f"store '{s.store}' ({s.trimmed_keys:,} key(s))")
-    else:
-        records = sum(s.trimmed_records for s in reverted)
-        stores = ", ".join(f"store '{s.store}' {s.trimmed_records:,} ({s.trimmed_keys:,} "
-                           f"key(s))" for s in sorted(reverted, key=lambda s: s.store))
-        undo = f"restore reverted {records:,} uncommitted changelog record(s): {stores}"
-    return f"task '{task}' resumes from its checkpoint: {inputs or 'no inputs'}; {undo}"
 
 
 def store_metrics(storages: Mapping[TaskName, TaskStorage]) -> dict[str, dict[str, Any]]:
@@ -627,39 +468,13 @@ def create_changelog_streams(specs: list[StoreSpec], registry: SystemRegistry,
     return created
 
 
-class _Closers:
-    """Stop steps registered while starting, run in reverse order. Every step is attempted;
-    a failing step is logged, and re-raised after the others only when nothing failed
-    before (so a close error never hides the error that stopped the container)."""
-
-    def __init__(self, container_id: str):
-        self._container_id = container_id
-        self._steps: list[Callable[[], Any]] = []
-
-    def callback(self, step: Callable[[], Any]) -> None:
-        self._steps.append(step)
-
-    def close_all(self, *, failed: bool) -> None:
-        first: BaseException | None = None
-        while self._steps:
-            step = self._steps.pop()
-            try:
-                step()
-            except Exception as exc:  # noqa: BLE001 - attempt every step
-                log.error("container %s: stopping %s failed: %s", self._container_id,
-                          getattr(step, "__qualname__", step), exc)
-                first = first or exc
-        if first is not None and not failed:
-            raise first
-
-
 def run_container(config: Config, job_model: JobModel, container_id: str = "0",
                   **kwargs: Any) -> ContainerResult:
     """Build and run one container (see :class:`Container`)."""
     return Container(config, job_model, container_id, **kwargs).run()
 
 
-__all__ += ["run_container", "store_metrics", "store_specs", "create_changelog_streams", "resume_line"]
+__all__ += ["run_container", "store_metrics", "store_specs", "create_changelog_streams"]
 
 
 def _adjunct_task_storage(storage: Any, manager: Any) -> Any:

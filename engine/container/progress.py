@@ -1,4 +1,5 @@
-"""What a running container reports: counted output, positions, progress and its result.
+"""What a running container reports: counted output, positions, the line a task logs when it
+resumes, progress and its result.
 
 :class:`ContainerProgress` and :class:`ContainerResult` are picklable: child processes send
 them to the runner for the status line and the job summary.
@@ -10,11 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from weir.engine.model import SystemStream, SystemStreamPartition
+from weir.engine.model import SystemStream, SystemStreamPartition, TaskName
 from weir.engine.systems.api import SystemProducer
 
 __all__ = ["CountingProducer", "SspPosition", "ContainerProgress", "ContainerResult",
-           "ContainerFailure"]
+           "ContainerFailure", "resume_line", "describe_starts"]
 
 
 class CountingProducer:
@@ -125,3 +126,54 @@ class ContainerFailure:
     def headline(self) -> str:
         first = self.message.strip().splitlines()[0] if self.message.strip() else ""
         return f"container {self.container_id} failed: {self.error_type}: {first}"
+
+
+def describe_starts(positions: dict[SystemStreamPartition, SspPosition]) -> str:
+    """Each input's first offset of this run, for the log line of a first checkpoint."""
+    return ", ".join(f"{ssp} offset {pos.start}" for ssp, pos in sorted(positions.items()))
+
+
+def resume_line(task: TaskName, positions: dict[SystemStreamPartition, SspPosition],
+                restored: list[Any], reset: set[SystemStreamPartition] | frozenset = frozenset()
+                ) -> str:
+    """The line a task with a checkpoint logs at start: the offset each input resumes from
+    (an input whose stream has ``samza.reset.offset=true``, in ``reset``, starts over from
+    ``samza.offset.default`` instead, and says so) and how many changelog records of a
+    crashed run's uncommitted work the restore reverted.
+
+    >>> from weir.engine.model import SystemStreamPartition as SSP
+    >>> from weir.recovery.restore import Action, RestoreStats
+    >>> stats = RestoreStats("Partition 0", "counts", Action.CATCH_UP, 10, 200, 0.1, 41, 50,
+    ...                      trimmed_keys=3, trimmed_records=7)
+    >>> resume_line("Partition 0", {SSP("filelog", "words", 0): SspPosition(1234, 1234)},
+    ...             [stats])
+    "task 'Partition 0' resumes from its checkpoint: filelog.words#0 at offset 1234; restore reverted 7 uncommitted changelog record(s) of store 'counts' (3 key(s))"
+    >>> other = RestoreStats("Partition 0", "totals", Action.REUSE, 0, 0, 0.0, 5, 5,
+    ...                      trimmed_keys=1, trimmed_records=1)
+    >>> resume_line("Partition 0", {}, [stats, other]).split("; ")[1]
+    "restore reverted 8 uncommitted changelog record(s): store 'counts' 7 (3 key(s)), store 'totals' 1 (1 key(s))"
+    >>> words, codes = SSP("filelog", "words", 0), SSP("filelog", "codes", 0)
+    >>> resume_line("Partition 0", {words: SspPosition(7, 7), codes: SspPosition(0, 0)}, [],
+    ...             reset={codes}).split(": ", 1)[1]
+    'filelog.words#0 at offset 7; reset (samza.reset.offset, its checkpointed offset ignored): filelog.codes#0 from offset 0; no uncommitted changelog records to revert'
+    """
+    resumed = [(ssp, pos) for ssp, pos in sorted(positions.items()) if ssp not in reset]
+    restarted = [(ssp, pos) for ssp, pos in sorted(positions.items()) if ssp in reset]
+    inputs = ", ".join(f"{ssp} at offset {pos.start}" for ssp, pos in resumed)
+    if restarted:
+        again = ", ".join(f"{ssp} from offset {pos.start}" for ssp, pos in restarted)
+        inputs = (f"{inputs}; " if inputs else "") + (
+            f"reset (samza.reset.offset, its checkpointed offset ignored): {again}")
+    reverted = [s for s in restored if s.trimmed_keys]
+    if not reverted:
+        undo = "no uncommitted changelog records to revert"
+    elif len(reverted) == 1:
+        (s,) = reverted
+        undo = (f"restore reverted {s.trimmed_records:,} uncommitted changelog record(s) of "
+                f"store '{s.store}' ({s.trimmed_keys:,} key(s))")
+    else:
+        records = sum(s.trimmed_records for s in reverted)
+        stores = ", ".join(f"store '{s.store}' {s.trimmed_records:,} ({s.trimmed_keys:,} "
+                           f"key(s))" for s in sorted(reverted, key=lambda s: s.store))
+        undo = f"restore reverted {records:,} uncommitted changelog record(s): {stores}"
+    return f"task '{task}' resumes from its checkpoint: {inputs or 'no inputs'}; {undo}"

@@ -47,6 +47,7 @@ from typing import Any
 
 import orjson
 
+from weir.engine.config.serdes import StreamSerdes, StreamSerdesBase, WireFormat
 from weir.engine.control.errors import (BadTaskCountError, MalformedControlMessageError,
                                         UnknownControlVersionError, UnknownMessageTypeError)
 from weir.engine.control.messages import (CONTROL_VERSION, ControlDecodeFailure, ControlMessage,
@@ -168,9 +169,10 @@ def decode_control(data: bytes, *, ssp: Any = None, offset: int | None = None) -
     return DrainMessage(run_id, task_name, task_count, version)
 
 
-class IntermediateStreamSerdes:
+class IntermediateStreamSerdes(StreamSerdesBase):
     """The serdes of an intermediate stream: the type byte around the stream's user serdes
-    (``inner``, a :class:`~weir.engine.config.serdes.StreamSerdes`).
+    (``inner``, a :class:`~weir.engine.config.serdes.StreamSerdes`, whose ``key_serde`` and
+    ``msg_serde`` it declares as its own; :attr:`WireFormat.INTERMEDIATE`).
 
     ``deserialize`` turns a user record into a typed envelope (kind MESSAGE) and a control
     record into an envelope of kind CONTROL whose message is the control message (or a
@@ -178,13 +180,15 @@ class IntermediateStreamSerdes:
     user message with the type byte in front.
     """
 
-    __slots__ = ("inner", "system_stream", "key_serde_name", "msg_serde_name", "_key", "_msg")
+    __slots__ = ("inner", "system_stream", "key_serde_name", "msg_serde_name", "key_serde",
+                 "msg_serde", "_key", "_msg")
 
-    is_passthrough = False
+    wire_format = WireFormat.INTERMEDIATE
 
-    def __init__(self, inner: Any):
+    def __init__(self, inner: StreamSerdes):
         self.inner = inner
         self.system_stream = inner.system_stream
+        self.key_serde, self.msg_serde = inner.key_serde, inner.msg_serde
         self.key_serde_name = inner.key_serde_name
         self.msg_serde_name = f"intermediate({inner.msg_serde_name})"
         self._key = inner.key_serde.from_bytes if inner.key_serde is not None else None

@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from enum import Enum
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from weir.recovery.checkpoint import Checkpoint, CheckpointManager
 from weir.stores.config import Config, ConfigError
@@ -53,12 +53,16 @@ from weir.engine.runloop.asyncio_thread import AsyncioThread
 from weir.engine.runloop.failures import TASK_IGNORED_EXCEPTIONS, IgnoredExceptions, class_name, task_error
 from weir.engine.runloop.settings import RunLoopConfig, StoreAccess
 from weir.engine.runloop.settings import store_access as _access_for
+from weir.engine.config.serdes import SerdeManager, StreamSerdes, StreamSerdesBase
 from weir.engine.errors import EngineError
 from weir.engine.metrics import TaskMetrics
 from weir.engine.model import (IncomingMessageEnvelope, OutgoingMessageEnvelope, SystemStream,
                     SystemStreamPartition, TaskName, make_outgoing, partition_for)
 from weir.engine.systems.api import SystemProducer
 from weir.engine.task import SYSTEM_CLOCK, RequestScope, TaskKind, TaskShape, describe_task
+
+if TYPE_CHECKING:
+    from weir.engine.control.task_control import ControlOutcome, TaskControl
 
 __all__ = [
     "IDLE_COMMIT_MS",
@@ -67,6 +71,7 @@ __all__ = [
     "TaskStorage",
     "TaskTransactionLike",
     "ProducerCollector",
+    "InstanceContext",
     "Coordinator",
     "IgnoredExceptions",
     "InstanceState",
@@ -120,8 +125,12 @@ class ProducerCollector:
                  "_round_robin", "sent")
 
     def __init__(self, source: str, producers: Mapping[str, SystemProducer] | None = None,
-                 serializer: Any = None,
+                 serializer: SerdeManager | None = None,
                  partition_count: Callable[[SystemStream], int] | None = None):
+        if serializer is not None and not isinstance(serializer, SerdeManager):
+            raise TypeError(f"ProducerCollector '{source}': serializer must be a SerdeManager "
+                            f"(the job's SystemRegistry.serdes) or None to send objects as "
+                            f"they are, got {serializer!r}")
         self.source = str(source)
         self._producers = dict(producers or {})
         self._serializer = serializer
@@ -165,10 +174,12 @@ class ProducerCollector:
         """The partition count of ``ss`` (cached; what partition choice uses)."""
         return self._count(ss)
 
-    def serdes_for(self, ss: SystemStream) -> Any:
-        """The serdes ``send`` applies to ``ss`` (None without a serializer)."""
-        for_stream = getattr(self._serializer, "for_stream", None)
-        return for_stream(ss) if for_stream is not None else None
+    def serdes_for(self, ss: SystemStream) -> StreamSerdesBase:
+        """The serdes ``send`` applies to ``ss``; without a serializer, the passthrough serdes
+        (no key or message serde: ``send`` hands keys and messages over as they are)."""
+        if self._serializer is None:
+            return StreamSerdes(SystemStream(*ss))
+        return self._serializer.for_stream(ss)
 
     def send_serialized(self, ss: SystemStream, key: bytes | None, message: bytes | None,
                         partition: int, timestamp: int = -1) -> None:
@@ -253,18 +264,26 @@ class Coordinator:
         return out
 
 
-class _Context:
-    """The TaskContext handed to ``init``."""
+class InstanceContext:
+    """The :class:`~weir.engine.task.TaskContext` a :class:`TaskInstance` hands to ``init``:
+    what every task sees, plus what the engine's own tasks use (an application's
+    :class:`~weir.engine.app.task.ApplicationTask` refuses any other context):
+
+    - ``collector``: the task's :class:`ProducerCollector` (``serdes_for``,
+      ``send_serialized``, ``partition_count``);
+    - ``control``: the task's :class:`~weir.engine.control.task_control.TaskControl`, or None
+      when the task has no control bookkeeping (a job that is not an application).
+    """
 
     __slots__ = ("task_name", "ssps", "config", "metrics", "_stores", "control", "collector",
                  "clock")
 
     def __init__(self, task_name: TaskName, ssps: frozenset[SystemStreamPartition],
                  config: Config, stores: Mapping[str, Any], metrics: TaskMetrics,
-                 control: Any = None, collector: Any = None):
+                 control: TaskControl | None, collector: ProducerCollector):
         self.task_name, self.ssps, self.config = task_name, ssps, config
         self.metrics, self._stores = metrics, stores
-        self.control = control        # the task's TaskControl (weir.engine.control), or None
+        self.control = control
         self.collector = collector
         self.clock = SYSTEM_CLOCK     # processing time (weir.testing gives its own)
 
@@ -335,13 +354,16 @@ class TaskInstance:
                  run_loop: RunLoopConfig | None = None,
                  ignored: IgnoredExceptions | None = None,
                  transaction: TaskTransactionLike | None = None,
-                 control: Any = None,
+                 control: TaskControl | None = None,
                  adjunct: Any = None):
         self.task_name = TaskName(task_name)
         self.task = task
         self.shape: TaskShape = describe_task(task)
         self.ssps = frozenset(SystemStreamPartition(*s) for s in ssps)
         self.config = config if isinstance(config, Config) else Config(config or {})
+        if collector is not None and not isinstance(collector, ProducerCollector):
+            raise TypeError(f"task '{task_name}': collector must be a ProducerCollector (or None "
+                            f"for one without producers), got {collector!r}")
         self.collector = collector if collector is not None else ProducerCollector(self.task_name)
         self.coordinator = Coordinator()
         self.metrics = TaskMetrics(self.task_name)
@@ -353,7 +375,7 @@ class TaskInstance:
         self.ignored = ignored if ignored is not None else IgnoredExceptions.from_config(self.config)
         self.async_runner = async_runner
         self.state = InstanceState.CREATED
-        self.context: _Context | None = None
+        self.context: InstanceContext | None = None
         self._storage = storage
         self._checkpoints = checkpoints
         self._extras = checkpoint_extras
@@ -371,6 +393,9 @@ class TaskInstance:
         # Bound once: the run loop's inline path calls it directly.
         self.process_fn = task.process if self.shape.kind is not TaskKind.CALLBACK else None
         self.control = control
+        # What the control's start told at init (partitions to release), None before it and
+        # without control bookkeeping.
+        self.control_started: ControlOutcome | None = None
         self.observe = None   # records a source envelope's event time (watermark listeners)
         if control is not None:
             self._bind_control(control, checkpoint_extras)
@@ -408,8 +433,8 @@ class TaskInstance:
         if self.store_access is StoreAccess.CONCURRENT:
             stores = {name: shared_store(store) for name, store in stores.items()}
             self._store_locks = [stores[name].lock for name in sorted(stores)]
-        self.context = _Context(self.task_name, self.ssps, self.config, stores, self.metrics,
-                                self.control, self.collector)
+        self.context = InstanceContext(self.task_name, self.ssps, self.config, stores, self.metrics,
+                                       self.control, self.collector)
         if self.shape.initable:
             try:
                 self._call(self.task.init(self.context))

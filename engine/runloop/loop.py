@@ -64,7 +64,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Protocol
+from typing import Any
 
 from weir.stores.config import Config
 
@@ -74,6 +74,7 @@ from weir.engine.runloop.settings import (JOB_CONTAINER_THREAD_POOL_SIZE, TASK_C
                                           TASK_SHUTDOWN_MS, TASK_WINDOW_MS, RunLoopConfig,
                                           StoreAccess, store_access)
 from weir.engine.runloop.routing import SspRoutes
+from weir.engine.runloop.source import NO_METRICS, EnvelopeSource, require_source
 from weir.engine.runloop.timers import Ticker
 from weir.engine.runloop.worker import (DUPLICATE, FAILED, OP_DONE, WAKE, Op, TaskCallback, Worker,
                                         duplicate_completion_error, log_ignored, op_outcome,
@@ -89,7 +90,7 @@ from weir.engine.task import RequestScope, TaskKind
 __all__ = [
     "TASK_MAX_CONCURRENCY", "JOB_CONTAINER_THREAD_POOL_SIZE", "TASK_WINDOW_MS", "TASK_COMMIT_MS",
     "TASK_CALLBACK_TIMEOUT_MS", "TASK_SHUTDOWN_MS", "TASK_MAX_IDLE_MS",
-    "EnvelopeSource", "RunLoopConfig", "StopReason", "RunSummary", "RunLoop",
+    "RunLoopConfig", "StopReason", "RunSummary", "RunLoop",
 ]
 
 log = logging.getLogger("weir.runloop")
@@ -110,17 +111,6 @@ class StopReason(Enum):
     SOURCE_EXHAUSTED = "source-exhausted"
     """A bounded source (one Spark micro-batch of a job on Spark) handed out everything and
     all of it was processed; every task that is not done commits."""
-
-
-class EnvelopeSource(Protocol):
-    """What the loop reads from (``weir.engine.consumers.consumers.SystemConsumers``): the next envelope,
-    deserialized, waiting up to ``timeout`` seconds; None when there is none.
-
-    A source may also have ``exhausted() -> bool``: True once it will never hand out another
-    envelope (a micro-batch of a job on Spark). The loop then stops as soon as nothing it
-    took from the source is waiting or in flight (:attr:`StopReason.SOURCE_EXHAUSTED`)."""
-
-    def choose(self, timeout: float) -> IncomingMessageEnvelope | None: ...
 
 
 @dataclass(frozen=True)
@@ -149,7 +139,7 @@ class RunLoop:
             config if isinstance(config, Config) else Config(config or {}))
         self.settings = config if isinstance(config, RunLoopConfig) else RunLoopConfig.from_config(job_config)
         self.name = name
-        self._source = source
+        self._source = require_source(source, f"run loop '{name}'")
         self._q: queue.SimpleQueue = queue.SimpleQueue()
         self._post = self._q.put
         self._workers = [Worker(inst, self._notify) for inst in instances]
@@ -181,8 +171,7 @@ class RunLoop:
         # loop; the votes are only recorded (:attr:`voted_tasks`). A job on Spark runs one
         # task per loop and stops the whole query once every task of the job voted.
         self._stop_on_votes = stop_on_votes
-        exhausted = getattr(source, "exhausted", None)
-        self._exhausted: Callable[[], bool] | None = exhausted if callable(exhausted) else None
+        self._exhausted: Callable[[], bool] = source.exhausted
         self._dirty: list[Worker] = []
         self._busy = 0          # messages and operations in flight, all tasks
         self._backlogged = 0    # workers whose pending queue is full
@@ -197,7 +186,7 @@ class RunLoop:
         self._tick_controls = [w for w in self._workers if w.control is not None]
         self._next_idle_tick = 0.0
         for w in self._workers:
-            started = getattr(w.inst, "control_started", None)
+            started = w.inst.control_started
             if started is not None and started.released:
                 self._routes.release(w, started.released)
         if reporter is None:  # made here (from ``metrics``, else from config): closed by run()
@@ -208,11 +197,9 @@ class RunLoop:
             self._owns_reporter = False
         self._reporter = reporter
         self._extra = dict(extra_metrics or {})
-        for attr in ("metrics", "counters"):  # SystemConsumers keeps ``counters``
-            source_metrics = getattr(getattr(source, attr, None), "snapshot", None)
-            if callable(source_metrics):
-                self._extra.setdefault("consumers", source_metrics)
-                break
+        source_metrics = source.metrics()
+        if source_metrics is not NO_METRICS:
+            self._extra.setdefault("consumers", source_metrics)
 
     def _check_store_access(self, w: Worker) -> None:
         """Refuse to overlap calls of a task whose stores were opened for one call at a time
@@ -370,13 +357,13 @@ class RunLoop:
 
     # -- the inline loop: sync tasks on the loop thread -------------------------------------
     def _run_inline(self) -> None:
-        """Sync tasks on the loop thread. A source with ``choose_run`` hands out up to
+        """Sync tasks on the loop thread. The source's ``choose_run`` hands out up to
         ``_RUN_LIMIT`` envelopes at once: exactly what successive ``choose()`` calls would have
         returned, handled one by one in that order (a request made while handling one is
         served before the next)."""
         choose, single = self._source.choose, self._routes.single
         idle = self.settings.max_idle_ms / 1000
-        run = getattr(self._source, "choose_run", None)
+        run = self._source.choose_run
         exhausted = self._exhausted
         null = self._m_null
         linger = LINGER
@@ -385,7 +372,7 @@ class RunLoop:
         if self._service():
             return
         while True:
-            envs = run(_RUN_LIMIT) if run is not None else None
+            envs = run(_RUN_LIMIT)
             if not envs:
                 ticks = controls and self._idle_ticks_due()
                 if linger.armed or ticks:
@@ -401,7 +388,7 @@ class RunLoop:
                     env = choose(idle)
                 if env is None:
                     null.count += 1
-                    if exhausted is not None and exhausted():
+                    if exhausted():
                         self._stop(StopReason.SOURCE_EXHAUSTED)
                     if self._attention and self._service():
                         return
@@ -498,8 +485,7 @@ class RunLoop:
                     continue
                 self._m_null.count += 1
                 if not self._busy:
-                    if (self._exhausted is not None and self._exhausted()
-                            and not any(w.pending for w in self._workers)):
+                    if self._exhausted() and not any(w.pending for w in self._workers):
                         self._stop(StopReason.SOURCE_EXHAUSTED)
                     continue
             self._m_waits.count += 1

@@ -17,6 +17,7 @@ from typing import Any
 
 from weir.engine.metrics import Counter
 from weir.engine.model import EnvelopeKind, IncomingMessageEnvelope
+from weir.engine.runloop.source import EnvelopeSource
 from weir.engine.runloop.worker import Worker
 
 __all__ = ["SspRoutes"]
@@ -29,7 +30,8 @@ _MESSAGE = EnvelopeKind.MESSAGE
 class SspRoutes:
     """The workers of each input SSP of one run loop (``name``) over ``source``."""
 
-    def __init__(self, workers: Iterable[Worker], source: Any, skipped: Counter, name: str):
+    def __init__(self, workers: Iterable[Worker], source: EnvelopeSource, skipped: Counter,
+                 name: str):
         owners: dict[Any, list[Worker]] = {}
         for w in workers:
             for ssp in w.inst.ssps:
@@ -86,6 +88,4 @@ class SspRoutes:
                         gone.append(ssp)
         if gone:
             self._released.update(gone)
-            release = getattr(self._source, "release", None)
-            if callable(release):
-                release(gone)
+            self._source.release(gone)

@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import msgpack
 
@@ -56,7 +56,11 @@ from weir.engine.spark.operator import (METRICS_COLUMN, _arrow_schema, _metrics_
 from weir.engine.spark.partition import PartitionState
 from weir.engine.spark.providers import StateStoreSpec
 from weir.engine.spark.settings import ProviderSettings
+from weir.engine.runloop.source import EnvelopeSource
 from weir.engine.systems.api import PartitionMetadata
+
+if TYPE_CHECKING:
+    from weir.engine.consumers.consumers import SystemConsumers
 
 __all__ = ["JobTaskRunner", "job_store_specs", "OUTPUT_DDL", "decode_outputs"]
 
@@ -139,17 +143,20 @@ class _BatchAdmin:
         return out
 
 
-class _BatchSource:
+class _BatchSource(EnvelopeSource):
     """The run loop's source: the job's SystemConsumers over the batch, exhausted when every
     envelope of the batch was handed out."""
 
-    def __init__(self, consumers: Any, batch: _BatchConsumer):
+    def __init__(self, consumers: SystemConsumers, batch: _BatchConsumer):
         self.consumers = consumers
         self.batch = batch
         self.counters = consumers.counters
 
     def choose(self, timeout: float) -> IncomingMessageEnvelope | None:
         return self.consumers.choose(0.0)
+
+    def metrics(self) -> Callable[[], Mapping[str, Any]]:
+        return self.counters.snapshot
 
     def exhausted(self) -> bool:
         if not self.batch.drained or self.consumers.counters.buffered:

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from weir.stores.config import Config
-from weir.stores.errors import ConfigError
+from weir.stores.errors import ConfigError, SerdeError
 from weir.stores.serdes import (BUILTIN_SERDES, BytesSerde, Int64Serde, JsonSerde, MsgpackSerde,
                            Serde, StringSerde, serde_from_name)
 
@@ -260,3 +260,52 @@ def test_user_serde_returning_str_fails_with_serde_error_naming_serde_store_and_
         assert "_StrSerde" in message and "not bytes" in message
     finally:
         store.close()
+
+
+def test_private_to_bytes_of_msgpack_is_a_packer_of_its_own_writing_the_same_bytes():
+    serde = MsgpackSerde()
+    first, second = serde.private_to_bytes(), serde.private_to_bytes()
+    assert first is not second
+    assert first({"a": (1, 2)}) == serde.to_bytes({"a": (1, 2)}) == second({"a": [1, 2]})
+
+
+def test_private_to_bytes_defaults_to_to_bytes():
+    serde = JsonSerde()
+    assert serde.private_to_bytes() == serde.to_bytes
+
+
+def test_a_plain_user_serde_hands_out_its_checked_to_bytes_as_private(user_module):
+    module = sys.modules[user_module]
+
+    class Text:
+        def to_bytes(self, obj):
+            return obj          # str, not bytes
+
+        def from_bytes(self, data):
+            return data
+
+    module.Text = Text
+    serde = serde_from_name("t", Config({"serializers.registry.t.class": f"{user_module}:Text"}))
+    with pytest.raises(SerdeError, match="returned str, not bytes"):
+        serde.private_to_bytes()("abc")
+
+
+def test_a_user_serde_declaring_private_to_bytes_hands_out_its_own(user_module):
+    from weir.stores.serdes import SerdeBase
+
+    module = sys.modules[user_module]
+    packer = object()
+
+    class Declared(SerdeBase):
+        def to_bytes(self, obj):
+            return b"x"
+
+        def from_bytes(self, data):
+            return data
+
+        def private_to_bytes(self):
+            return packer
+
+    module.Declared = Declared
+    serde = serde_from_name("d", Config({"serializers.registry.d.class": f"{user_module}:Declared"}))
+    assert serde.private_to_bytes() is packer

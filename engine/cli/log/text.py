@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import datetime as _dt
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from weir.engine.errors import EngineError
 from weir.engine.model import NO_TIMESTAMP, IncomingMessageEnvelope
-from weir.engine.config.serdes import StreamSerdes
+from weir.engine.config.serdes import StreamSerdesBase
+
+if TYPE_CHECKING:
+    from weir.stores.serdes import SerdeBase
 
 __all__ = ["InputFormat", "InputLineError", "parse_line", "encode_key", "encode_message",
            "format_record", "format_timestamp", "is_marker"]
@@ -54,11 +57,11 @@ def parse_line(line: str, fmt: InputFormat, key_field: str | None) -> tuple[Any,
     return key, obj, False
 
 
-def _serde_name(serde: Any) -> str:
-    return getattr(serde, "name", "") if serde is not None else "bytes"
+def _serde_name(serde: SerdeBase | None) -> str:
+    return serde.name if serde is not None else "bytes"
 
 
-def _fit(value: Any, serde: Any, is_text: bool) -> Any:
+def _fit(value: Any, serde: SerdeBase | None, is_text: bool) -> Any:
     """Turn input (text, or a parsed JSON value) into what ``serde`` takes."""
     name = _serde_name(serde)
     if name == "int64":
@@ -81,7 +84,7 @@ def _to_bytes(value: Any) -> bytes:
     return orjson.dumps(value)
 
 
-def encode_key(serdes: StreamSerdes, key: Any, is_text: bool = True) -> bytes | None:
+def encode_key(serdes: StreamSerdesBase, key: Any, is_text: bool = True) -> bytes | None:
     if key is None:
         return None
     if serdes.key_serde is None:
@@ -89,7 +92,7 @@ def encode_key(serdes: StreamSerdes, key: Any, is_text: bool = True) -> bytes | 
     return serdes.serialize_key(_fit(key, serdes.key_serde, is_text))
 
 
-def encode_message(serdes: StreamSerdes, message: Any, raw_line: str, is_text: bool) -> bytes:
+def encode_message(serdes: StreamSerdesBase, message: Any, raw_line: str, is_text: bool) -> bytes:
     if serdes.msg_serde is None:
         return raw_line.encode() if not is_text else _to_bytes(message)
     return serdes.serialize_message(_fit(message, serdes.msg_serde, is_text))
@@ -125,7 +128,7 @@ def _show(value: Any) -> str:
         return repr(value)
 
 
-def format_record(env: IncomingMessageEnvelope, serdes: StreamSerdes) -> str:
+def format_record(env: IncomingMessageEnvelope, serdes: StreamSerdesBase) -> str:
     """One readable line: partition, offset, timestamp, key and value (deserialized with the
     stream's serdes when it has any; shown raw with a note when that fails). A transaction's
     marker reads ``marker=commit producer=P epoch=E transaction=N``; a record of a

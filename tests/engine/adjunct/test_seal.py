@@ -80,3 +80,19 @@ def test_weir_log_produce_seal_empty_writes_the_empty_seal_marker(tmp_path, caps
     (record,) = _records(registry, "model", 0)
     assert record == (EMPTY_SEAL_KEY.encode(), None) and seal_kind(*record) is SealKind.EMPTY
     assert seal_kind(SEAL_KEY, None) is SealKind.DATASET and seal_kind(SEAL_KEY, b"x") is None
+
+
+def test_the_seal_key_is_written_by_a_plain_streams_key_serde_and_raw_on_an_intermediate_one():
+    from weir.engine.adjunct import seal_key_bytes
+    from weir.engine.config.serdes import SerdeManager, WireFormat
+    from weir.engine.model import SystemStream
+
+    serdes = SerdeManager(Config({
+        "systems.filelog.samza.key.serde": "json",
+        "systems.filelog.streams.mid.samza.intermediate": "true"}))
+    plain, mid = (serdes.for_stream(SystemStream("filelog", s)) for s in ("model", "mid"))
+    assert plain.wire_format is WireFormat.PLAIN and mid.wire_format is WireFormat.INTERMEDIATE
+    assert mid.key_serde is not None and mid.key_serde.name == "json"   # the inner key serde
+    assert seal_key_bytes(plain) == b'"' + SEAL_KEY.encode() + b'"'
+    # An intermediate stream hands null-message records over with raw keys: the seal stays raw.
+    assert seal_key_bytes(mid) == SEAL_KEY.encode()

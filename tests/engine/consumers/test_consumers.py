@@ -590,3 +590,9 @@ def test_choose_run_serves_nothing_when_a_poll_is_due_or_the_chooser_is_not_roun
     batching.start()
     assert batching.choose_run(4) == []
     assert batching.choose(timeout=0) is not None
+
+
+def test_consumers_refuse_serdes_that_are_not_a_serde_manager(mem):
+    cfg = mem.config()
+    with pytest.raises(TypeError, match="serdes must be a SerdeManager"):
+        mem.consumers(cfg, serdes=object(), registrations=[(mem.ssp("s"), 0)])

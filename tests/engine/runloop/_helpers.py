@@ -16,6 +16,7 @@ from collections.abc import Callable
 from weir.engine.runloop.instance import TaskInstance
 from weir.engine.model import IncomingMessageEnvelope, SystemStreamPartition
 from weir.engine.runloop.loop import RunLoop
+from weir.engine.runloop.source import EnvelopeSource
 from weir.recovery.checkpoint import MemoryCheckpointManager
 
 __all__ = [
@@ -63,7 +64,7 @@ class _Counters:
         return {"chosen": self.chosen}
 
 
-class ScriptedSource:
+class ScriptedSource(EnvelopeSource):
     """``choose(timeout)`` over a script; waits (without spinning) when nothing is ready."""
 
     def __init__(self, *items):
@@ -71,7 +72,7 @@ class ScriptedSource:
         self._lock = threading.Lock()
         self._idle = threading.Event()
         self.chosen: list[IncomingMessageEnvelope] = []
-        self.metrics = _Counters()
+        self.counters = _Counters()
 
     def choose(self, timeout: float):
         with self._lock:
@@ -86,10 +87,13 @@ class ScriptedSource:
                 if isinstance(item, Fail):
                     raise item.exc
                 self.chosen.append(item)
-                self.metrics.chosen += 1
+                self.counters.chosen += 1
                 return item
         self._idle.wait(min(timeout, 0.002))
         return None
+
+    def metrics(self):
+        return self.counters.snapshot
 
 
 A = SystemStreamPartition("test", "clicks", 0)

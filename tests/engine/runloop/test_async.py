@@ -152,6 +152,7 @@ from weir.engine.errors import CallbackTimeoutError
 from weir.engine.runloop.instance import TaskInstance
 from weir.engine.model import IncomingMessageEnvelope, SystemStreamPartition
 from weir.engine.runloop.loop import RunLoop
+from weir.engine.runloop.source import EnvelopeSource
 
 A = SystemStreamPartition("test", "clicks", 0)
 
@@ -159,7 +160,7 @@ class Stuck:
     def process(self, envelope, collector, coordinator):
         threading.Event().wait()          # never returns
 
-class OneMessage:
+class OneMessage(EnvelopeSource):
     def __init__(self):
         self.items = [IncomingMessageEnvelope(A, 0, None, b"x")]
     def choose(self, timeout):

@@ -335,3 +335,24 @@ def test_caught_up_filter_skips_envelopes_before_the_starting_offset():
     inst = TaskInstance("t", Counting(), [IN], starting_offsets={IN: 10})
     assert not inst.is_caught_up(env(9))
     assert inst.is_caught_up(env(10)) and inst.is_caught_up(env(11))
+
+
+def test_collector_without_serializer_gives_passthrough_serdes_and_refuses_other_serializers():
+    serdes = ProducerCollector("t", {}, None, lambda ss: 1).serdes_for(OUT)
+    assert serdes.is_passthrough and serdes.key_serde is None and serdes.system_stream == OUT
+    with pytest.raises(TypeError, match="ProducerCollector 't': serializer must be a SerdeManager"):
+        ProducerCollector("t", {}, object())
+
+
+def test_an_instance_refuses_a_collector_that_is_not_a_producer_collector():
+    class Collector:
+        def send(self, envelope):
+            pass
+
+    with pytest.raises(TypeError, match="task 'Partition 0': collector must be a ProducerCollector"):
+        TaskInstance("Partition 0", Counting(), [IN], collector=Collector())
+
+
+def test_control_started_is_none_for_an_instance_without_control():
+    inst = TaskInstance("Partition 0", Counting(), [IN], storage=MemoryStorage([]))
+    assert inst.control_started is None

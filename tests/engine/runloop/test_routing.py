@@ -13,16 +13,20 @@ import logging
 
 from weir.engine.metrics import Counter
 from weir.engine.runloop.routing import SspRoutes
+from weir.engine.runloop.source import EnvelopeSource
 from weir.engine.runloop.worker import Worker
 
 from tests.engine.runloop._helpers import A, B, SHARED, Recording, eos, instance, msgs
 
 
-class ReleasingSource:
+class ReleasingSource(EnvelopeSource):
     """A source that records the SSPs the loop tells it no task reads any more."""
 
     def __init__(self):
         self.released: list[list] = []
+
+    def choose(self, timeout):
+        return None
 
     def release(self, ssps):
         self.released.append(list(ssps))
