@@ -30,8 +30,8 @@ another attempt won. Either way the caller learns the truth, and history neither
 loses a version.
 
 One module per client: the seam and the create-if-absent contract they share (``base.py``:
-:class:`CheckpointStorage`, the read-back of a refused create, publish temp names, a missing
-client library), the options (``options.py``), the local file system (``local.py``), S3
+:class:`CheckpointStorage`, the read-back of a refused create, the typed error of a failed
+request, publish temp names, a missing client library), the options (``options.py``), the local file system (``local.py``), S3
 (``s3.py``), gcsfs/adlfs (``fsspec_client.py``), WebHDFS (``webhdfs.py``), and the choice of
 one for a location with its per-process cache (``opening.py``).
 

@@ -115,6 +115,16 @@ class CheckpointStorage(ABC):
     def make_directory(self, directory: Location) -> None:
         """Make ``directory`` exist where directories are real (object stores have none)."""
 
+    def _fail(self, exc: Exception, path: Location, operation: str) -> CheckpointStorageError:
+        """A failed request as the typed error naming the location and the operation, with
+        what to check (:meth:`_explain`)."""
+        return CheckpointStorageError(self._explain(exc), location=path, operation=operation)
+
+    def _explain(self, exc: Exception) -> str:
+        """What went wrong and what to check, for :meth:`_fail`; each store names its own
+        settings."""
+        return f"{type(exc).__name__}: {exc}; the task can be retried"
+
     def created_after_refusal(self, path: Location, data: bytes, *,
                               vanished: str = _VANISHED) -> bool:
         """After the store refused to create ``path`` because it exists: True when it holds

@@ -9,7 +9,7 @@ import errno
 from collections.abc import Iterable
 from typing import Any
 
-from weir.engine.spark.errors import CheckpointLocationError, CheckpointStorageError
+from weir.engine.spark.errors import CheckpointLocationError
 from weir.engine.spark.locations import Location, StorageKind
 from weir.engine.spark.storage.base import (CheckpointStorage, Entry, import_client,
                                             object_path)
@@ -35,10 +35,9 @@ class FsspecStorage(CheckpointStorage):
         p = object_path(path)
         return f"{p.bucket}/{p.key}" if p.key else p.bucket
 
-    def _fail(self, exc: Exception, path: Location, operation: str) -> CheckpointStorageError:
-        return CheckpointStorageError(f"{type(exc).__name__}: {exc}; check the store's "
-                                      f"credentials and that the bucket exists; the task can be "
-                                      f"retried", location=path, operation=operation)
+    def _explain(self, exc: Exception) -> str:
+        return (f"{type(exc).__name__}: {exc}; check the store's credentials and that the "
+                f"bucket exists; the task can be retried")
 
     def read(self, path: Location) -> bytes:
         try:

@@ -53,12 +53,10 @@ class S3Storage(CheckpointStorage):
                     self._client = _s3_client(self.options)
         return self._client
 
-    def _fail(self, exc: Exception, path: Location, operation: str) -> CheckpointStorageError:
-        return CheckpointStorageError(
-            f"{_describe_error(exc)}. Check the credentials and endpoint Weir reads "
-            f"(spark.hadoop.fs.s3a.endpoint, .access.key, .secret.key, or the AWS "
-            f"environment) and that the bucket exists; the task can be retried",
-            location=path, operation=operation)
+    def _explain(self, exc: Exception) -> str:
+        return (f"{_describe_error(exc)}. Check the credentials and endpoint Weir reads "
+                f"(spark.hadoop.fs.s3a.endpoint, .access.key, .secret.key, or the AWS "
+                f"environment) and that the bucket exists; the task can be retried")
 
     def read(self, path: Location) -> bytes:
         p = object_path(path)

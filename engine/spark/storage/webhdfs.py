@@ -44,12 +44,10 @@ class WebHdfsStorage(FsspecStorage):
     def __repr__(self) -> str:
         return f"WebHdfsStorage({self.fs.url})"
 
-    def _fail(self, exc: Exception, path: Location, operation: str) -> CheckpointStorageError:
-        return CheckpointStorageError(
-            f"{type(exc).__name__}: {exc}; check that the NameNode's WebHDFS answers at "
-            f"{self.fs.url} (spark.hadoop.dfs.namenode.http-address) and that the HDFS user "
-            f"(HADOOP_USER_NAME) may write there; the task can be retried",
-            location=path, operation=operation)
+    def _explain(self, exc: Exception) -> str:
+        return (f"{type(exc).__name__}: {exc}; check that the NameNode's WebHDFS answers at "
+                f"{self.fs.url} (spark.hadoop.dfs.namenode.http-address) and that the HDFS user "
+                f"(HADOOP_USER_NAME) may write there; the task can be retried")
 
     def create(self, path: Location, data: bytes) -> bool:
         final = object_path(path)
