@@ -98,6 +98,7 @@ _EXPLAIN: dict[SamzaTopic, str] = {
         "accepted and not used (job.container.memory.mb sizes a container's caches)",
 }
 
+
 @dataclass(frozen=True)
 class _UnusedKey:
     """A Samza key of one exact name (or pattern) that Weir declares and does not use."""
