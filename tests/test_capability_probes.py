@@ -22,7 +22,6 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("stores", "recovery", "engine")
 
 # -- why an entry may stay --------------------------------------------------------------------
-PLATFORM = "a platform constant that some systems lack (os.O_DIRECTORY)"
 NAMING = "naming an arbitrary callable or object in a message"
 DECLARED_TYPE = "the type given to declare(): a Python type or a parser class, its name and hook"
 ANY_ITERATOR = "any Python iterator: a generator has close(), a list iterator does not"
@@ -98,6 +97,8 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("engine/coordinator/client.py", "CoordinatorClient._request", "reason"): FOREIGN_EXCEPTION,
     ("engine/coordinator/client.py", "_failure_of", "reason"): FOREIGN_EXCEPTION,
     ("engine/spark/jobrunner.py", "_failure", "desc"): FOREIGN_EXCEPTION,
+    ("engine/spark/storage/s3.py", "_describe_error", "response"): FOREIGN_EXCEPTION,
+    ("engine/spark/storage/s3.py", "_status", "response"): FOREIGN_EXCEPTION,
     ("recovery/_workers.py", "_changelog_error", "offset"): FOREIGN_EXCEPTION,
     ("recovery/_workers.py", "_changelog_error", "path"): FOREIGN_EXCEPTION,
     ("recovery/_workers.py", "_changelog_error", "position"): FOREIGN_EXCEPTION,
@@ -109,16 +110,12 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("engine/container/stop_steps.py", "StopSteps.close_all", "__qualname__"): NAMING,
     ("engine/runloop/pool.py", "TaskPool._work", "__qualname__"): NAMING,
     ("engine/testing/runner.py", "TestRunner._name_of", "__name__"): NAMING,
-    # -- PLATFORM
-    ("engine/spark/storage.py", "fsync_dir", "O_DIRECTORY"): PLATFORM,
-    ("engine/spark/storage.py", "_status", "response"): FOREIGN_EXCEPTION,
-    ("engine/spark/storage.py", "_describe_error", "response"): FOREIGN_EXCEPTION,
-    ("engine/spark/storage.py", "FsspecStorage.entries", "hasattr:timestamp"): THIRD_PARTY,
     # -- THIRD_PARTY
     ("engine/spark/handover.py", "_Chunk.__init__", "kind"): THIRD_PARTY,
     ("engine/spark/metrics.py", "weir_metrics", "hasattr:asDict"): THIRD_PARTY,
     ("engine/spark/metrics.py", "weir_metrics", "observedMetrics"): THIRD_PARTY,
     ("engine/spark/operator.py", "StateOperator.apply", "hasattr:_parse_ddl"): THIRD_PARTY,
+    ("engine/spark/storage/fsspec_client.py", "FsspecStorage.entries", "hasattr:timestamp"): THIRD_PARTY,
     ("engine/spark/transform.py", "_outputs_table", "hasattr:asDict"): THIRD_PARTY,
     ("engine/spark/transform.py", "_pre_init.parse", "hasattr:_parse_ddl"): THIRD_PARTY,
     # -- USER_TASK_HOOKS

@@ -98,87 +98,85 @@ _EXPLAIN: dict[SamzaTopic, str] = {
         "accepted and not used (job.container.memory.mb sizes a container's caches)",
 }
 
-JOB_FACTORY_CLASS = declare(
-    "job.factory.class", str, None,
-    "Samza's job factory (YarnJobFactory, ProcessJobFactory, ThreadJobFactory); accepted and "
-    "not used: `weir run` runs the job on this machine, `--runner spark` on Spark.",
-    component=_C)
-JOB_CONFIG_LOADER_FACTORY = declare(
-    "job.config.loader.factory", str, None,
-    "Samza's config loader; accepted and not used: Weir reads the file given to `weir run`.",
-    component=_C)
-JOB_CONFIG_LOADER_PROPERTIES_PATH = declare(
-    "job.config.loader.properties.path", str, None,
-    "Samza's config loader's file; accepted and not used (see job.config.loader.factory).",
-    component=_C)
-JOB_COORDINATOR_FACTORY = declare(
-    "job.coordinator.factory", str, None,
-    "Samza's job coordinator (ZkJobCoordinatorFactory, PassthroughJobCoordinatorFactory ...); "
-    "accepted and not used: Weir's job coordinator uses the coordinator stream "
-    "(docs/COORDINATOR.md).", component=_C)
-APP_RUNNER_CLASS = declare(
-    "app.runner.class", str, None,
-    "Samza's application runner (LocalApplicationRunner, RemoteApplicationRunner); accepted "
-    "and not used: `weir run` runs applications.", component=_C)
-JOB_COORDINATOR_REPLICATION_FACTOR = declare(
-    "job.coordinator.replication.factor", int, None,
-    "Samza's replication factor of the coordinator stream topic; accepted and not used: the "
-    "file log keeps one copy.", component=_C)
-TASK_CHECKPOINT_REPLICATION_FACTOR = declare(
-    "task.checkpoint.replication.factor", int, None,
-    "Samza's replication factor of the checkpoint topic; accepted and not used: the file log "
-    "keeps one copy.", component=_C)
-JOB_STANDBYTASKS_REPLICATION_FACTOR = declare(
-    "job.standbytasks.replication.factor", int, None,
-    "Samza's standby tasks (replicas of each task's state); accepted and not used: Weir keeps "
-    "no standby copies, a restarted container restores its stores from their changelogs.",
-    component=_C)
-SYSTEM_DEFAULT_STREAM_REPLICATION_FACTOR = declare(
-    "systems.<system>.default.stream.replication.factor", int, None,
-    "Kafka's replication factor of the system's topics; accepted and not used: the file log "
-    "keeps one copy.", component=_C)
-METRICS_TIMER_ENABLED = declare(
-    "metrics.timer.enabled", bool, True,
-    "Samza's switch of its timer metrics; accepted and not used: Weir's are always on.",
-    component=_C)
-METRICS_TIMER_DEBUG_ENABLED = declare(
-    "metrics.timer.debug.enabled", bool, False,
-    "Samza's switch of its debug timers; accepted and not used.", component=_C)
-TASK_OPTS = declare(
-    "task.opts", str, None,
-    "Samza's JVM options of the containers; accepted and not used: Weir runs Python.",
-    component=_C)
-STREAM_DELETE_COMMITTED_MESSAGES = declare(
-    "systems.<system>.streams.<stream>.samza.delete.committed.messages", bool, False,
-    "Samza deletes a stream's messages once every reader committed past them; accepted and "
-    "not used: the file log removes old segments by retention (retention.ms, "
-    "retention.bytes).", component=_C,
-    aliases=("streams.<id>.samza.delete.committed.messages",
-             "systems.<system>.default.stream.samza.delete.committed.messages",
-             "systems.<system>.samza.delete.committed.messages"))
-STREAM_BOUNDED = declare(
-    "systems.<system>.streams.<stream>.samza.bounded", bool, False,
-    "Samza's flag of a bounded input (a batch job when every input has it); accepted and not "
-    "used: an input ends when its stream ends (`weir log create --bounded`, then `weir log "
-    "produce --end`).", component=_C,
-    aliases=("streams.<id>.samza.bounded", "systems.<system>.default.stream.samza.bounded"))
 
-_REPLICATION_EXACT = {JOB_COORDINATOR_REPLICATION_FACTOR.name,
-                      TASK_CHECKPOINT_REPLICATION_FACTOR.name,
-                      JOB_STANDBYTASKS_REPLICATION_FACTOR.name,
-                      "stores.default.changelog.replication.factor"}
+@dataclass(frozen=True)
+class _UnusedKey:
+    """A Samza key of one exact name (or pattern) that Weir declares and does not use."""
+
+    name: str
+    type: type
+    default: object
+    topic: SamzaTopic
+    doc: str
+    aliases: tuple[str, ...] = ()
+
+
+_UNUSED_KEYS = (
+    _UnusedKey("job.factory.class", str, None, SamzaTopic.YARN,
+               "Samza's job factory (YarnJobFactory, ProcessJobFactory, ThreadJobFactory); "
+               "accepted and not used: `weir run` runs the job on this machine, `--runner "
+               "spark` on Spark."),
+    _UnusedKey("job.config.loader.factory", str, None, SamzaTopic.CONFIG_LOADER,
+               "Samza's config loader; accepted and not used: Weir reads the file given to "
+               "`weir run`."),
+    _UnusedKey("job.config.loader.properties.path", str, None, SamzaTopic.CONFIG_LOADER,
+               "Samza's config loader's file; accepted and not used (see "
+               "job.config.loader.factory)."),
+    _UnusedKey("job.coordinator.factory", str, None, SamzaTopic.ZOOKEEPER,
+               "Samza's job coordinator (ZkJobCoordinatorFactory, "
+               "PassthroughJobCoordinatorFactory ...); accepted and not used: Weir's job "
+               "coordinator uses the coordinator stream (docs/COORDINATOR.md)."),
+    _UnusedKey("app.runner.class", str, None, SamzaTopic.YARN,
+               "Samza's application runner (LocalApplicationRunner, RemoteApplicationRunner); "
+               "accepted and not used: `weir run` runs applications."),
+    _UnusedKey("job.coordinator.replication.factor", int, None, SamzaTopic.REPLICATION,
+               "Samza's replication factor of the coordinator stream topic; accepted and not "
+               "used: the file log keeps one copy."),
+    _UnusedKey("task.checkpoint.replication.factor", int, None, SamzaTopic.REPLICATION,
+               "Samza's replication factor of the checkpoint topic; accepted and not used: the "
+               "file log keeps one copy."),
+    _UnusedKey("job.standbytasks.replication.factor", int, None, SamzaTopic.REPLICATION,
+               "Samza's standby tasks (replicas of each task's state); accepted and not used: "
+               "Weir keeps no standby copies, a restarted container restores its stores from "
+               "their changelogs."),
+    _UnusedKey("systems.<system>.default.stream.replication.factor", int, None,
+               SamzaTopic.REPLICATION,
+               "Kafka's replication factor of the system's topics; accepted and not used: the "
+               "file log keeps one copy."),
+    _UnusedKey("metrics.timer.enabled", bool, True, SamzaTopic.METRICS_TIMERS,
+               "Samza's switch of its timer metrics; accepted and not used: Weir's are always "
+               "on."),
+    _UnusedKey("metrics.timer.debug.enabled", bool, False, SamzaTopic.METRICS_TIMERS,
+               "Samza's switch of its debug timers; accepted and not used."),
+    _UnusedKey("task.opts", str, None, SamzaTopic.JVM,
+               "Samza's JVM options of the containers; accepted and not used: Weir runs "
+               "Python."),
+    _UnusedKey("systems.<system>.streams.<stream>.samza.delete.committed.messages", bool,
+               False, SamzaTopic.DELETE_COMMITTED,
+               "Samza deletes a stream's messages once every reader committed past them; "
+               "accepted and not used: the file log removes old segments by retention "
+               "(retention.ms, retention.bytes).",
+               ("streams.<id>.samza.delete.committed.messages",
+                "systems.<system>.default.stream.samza.delete.committed.messages",
+                "systems.<system>.samza.delete.committed.messages")),
+    _UnusedKey("systems.<system>.streams.<stream>.samza.bounded", bool, False,
+               SamzaTopic.BOUNDED,
+               "Samza's flag of a bounded input (a batch job when every input has it); "
+               "accepted and not used: an input ends when its stream ends (`weir log create "
+               "--bounded`, then `weir log produce --end`).",
+               ("streams.<id>.samza.bounded", "systems.<system>.default.stream.samza.bounded")),
+)
+
+for _key in _UNUSED_KEYS:
+    declare(_key.name, _key.type, _key.default, _key.doc, component=_C, aliases=_key.aliases)
+del _key
+
+# Keys of one exact name with a note; the patterns (a "<...>" part) go by topic_of's rules.
 _EXACT: dict[str, SamzaTopic] = {
-    JOB_FACTORY_CLASS.name: SamzaTopic.YARN,
-    APP_RUNNER_CLASS.name: SamzaTopic.YARN,
-    JOB_CONFIG_LOADER_FACTORY.name: SamzaTopic.CONFIG_LOADER,
-    JOB_CONFIG_LOADER_PROPERTIES_PATH.name: SamzaTopic.CONFIG_LOADER,
-    JOB_COORDINATOR_FACTORY.name: SamzaTopic.ZOOKEEPER,
+    **{k.name: k.topic for k in _UNUSED_KEYS if "<" not in k.name},
     "job.debounce.time.ms": SamzaTopic.ZOOKEEPER,
-    TASK_OPTS.name: SamzaTopic.JVM,
     "task.java.home": SamzaTopic.JVM,
-    METRICS_TIMER_ENABLED.name: SamzaTopic.METRICS_TIMERS,
-    METRICS_TIMER_DEBUG_ENABLED.name: SamzaTopic.METRICS_TIMERS,
-    **{name: SamzaTopic.REPLICATION for name in _REPLICATION_EXACT},
+    "stores.default.changelog.replication.factor": SamzaTopic.REPLICATION,  # weir.stores.spec
 }
 _KAFKA_FACTORY_KEYS = ("systems.{s}.samza.factory", "systems.{s}.factory")
 

@@ -11,7 +11,14 @@ from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor
 
 
-class Sessions(StatefulProcessor):
+class _NoResources(StatefulProcessor):
+    """What these processors share: nothing to release in close()."""
+
+    def close(self):
+        pass
+
+
+class Sessions(_NoResources):
     """Per key: a running count (value state), the last three values (list state), a count per
     value bucket (map state), an event-time timer 10 s after the newest event that emits a
     summary and clears the key. Initial state seeds the count."""
@@ -54,11 +61,8 @@ class Sessions(StatefulProcessor):
         yield pd.DataFrame({"key": [key[0]], "kind": ["timer"], "n": [n],
                             "detail": [f"{expiredTimerInfo.getExpiryTimeInMs()}:{buckets}"]})
 
-    def close(self):
-        pass
 
-
-class TtlCount(StatefulProcessor):
+class TtlCount(_NoResources):
     """A count that forgets a key ttl_ms after its last update (ProcessingTime), and a
     processing-time timer 'ttl_ms' after each update."""
 
@@ -78,9 +82,6 @@ class TtlCount(StatefulProcessor):
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
         yield pd.DataFrame({"key": [key[0]], "n": [-1]})
-
-    def close(self):
-        pass
 
 
 # -- what a processor receives, one column type at a time ------------------------------------
@@ -120,7 +121,7 @@ def _desc(v):
     return f"{type(v).__module__}.{type(v).__name__}:{v!r}"
 
 
-class PandasProbe(StatefulProcessor):
+class PandasProbe(_NoResources):
     """Emits what it receives: per chunk and column the dtype and every value with its type."""
     def init(self, handle):
         pass
@@ -135,11 +136,8 @@ class PandasProbe(StatefulProcessor):
                 out.append((str(key[0]), n, c + "#iter", str(pdf[c].dtype), ";".join(_desc(v) for v in pdf[c])))
         yield pd.DataFrame(out, columns=["key", "chunk", "col", "dtype", "vals"])
 
-    def close(self):
-        pass
 
-
-class RowProbe(StatefulProcessor):
+class RowProbe(_NoResources):
     """Emits what it receives: the key and every Row value with its type."""
     def init(self, handle):
         pass
@@ -153,19 +151,9 @@ class RowProbe(StatefulProcessor):
             for c in row.__fields__:
                 yield Row(key=str(key[0]), chunk=n, col=c, dtype="", vals=_desc(row[c]))
 
-    def close(self):
-        pass
-
 
 # -- scenarios of Spark's own transformWithState tests, written again --------------------------
-class _Scenario(StatefulProcessor):
-    """What the scenario processors share: nothing to release in close()."""
-
-    def close(self):
-        pass
-
-
-class ViolationCount(_Scenario):
+class ViolationCount(_NoResources):
     """Per id: rows seen in this batch, and a running count of temperatures above 100 kept in
     value state (Spark's 'simple' scenario). A second variable is dropped in init with
     deleteIfExists; using it afterwards must fail as on Spark."""
@@ -177,17 +165,10 @@ class ViolationCount(_Scenario):
         self.dropped = handle.getValueState("dropped", "value int")
         handle.deleteIfExists("dropped")
 
-    def _remember(self, temperatures):
-        for t in temperatures:
-            if t is None or t != t:
-                continue
-            if t > 100:
-                self.hot.appendValue((int(t),))
-            bucket = ("hot" if t > 100 else "cold",)
-            old = self.buckets.getValue(bucket)
-            self.buckets.updateValue(bucket, ((old[0] if old else 0) + 1,))
-
-    def handleInputRows(self, key, rows, timerValues):
+    def _count(self, chunks):
+        """Counts the temperatures of the batch (``chunks``: lists of them, a pandas chunk's
+        column or one Row's value; None and NaN are nulls) into the state; returns rows seen,
+        the running violation count and whether using the dropped variable failed."""
         from pyspark.errors import PySparkRuntimeError
 
         try:
@@ -197,12 +178,23 @@ class ViolationCount(_Scenario):
             failed = "yes"
         before = self.violations.get()[0] if self.violations.exists() else 0
         seen = hot = 0
-        for pdf in rows:
-            seen += int(pdf["temperature"].count())
-            hot += int((pdf["temperature"] > 100).sum())
-            self._remember(pdf["temperature"].tolist())
+        for temperatures in chunks:
+            for t in temperatures:
+                if t is None or t != t:
+                    continue
+                seen += 1
+                if t > 100:
+                    hot += 1
+                    self.hot.appendValue((int(t),))
+                bucket = ("hot" if t > 100 else "cold",)
+                old = self.buckets.getValue(bucket)
+                self.buckets.updateValue(bucket, ((old[0] if old else 0) + 1,))
         self.violations.update((before + hot,))
-        yield pd.DataFrame({"id": [key[0]], "seen": [seen], "violations": [before + hot],
+        return seen, before + hot, failed
+
+    def handleInputRows(self, key, rows, timerValues):
+        seen, violations, failed = self._count(pdf["temperature"].tolist() for pdf in rows)
+        yield pd.DataFrame({"id": [key[0]], "seen": [seen], "violations": [violations],
                             "dropped_fails": [failed]})
 
 
@@ -210,25 +202,11 @@ class RowViolationCount(ViolationCount):
     """ViolationCount for transformWithState (Rows)."""
 
     def handleInputRows(self, key, rows, timerValues):
-        from pyspark.errors import PySparkRuntimeError
-
-        try:
-            self.dropped.exists()
-            failed = "no"
-        except PySparkRuntimeError:
-            failed = "yes"
-        before = self.violations.get()[0] if self.violations.exists() else 0
-        seen = hot = 0
-        for row in rows:
-            if row.temperature is not None:
-                seen += 1
-                hot += row.temperature > 100
-            self._remember([row.temperature])
-        self.violations.update((before + hot,))
-        yield Row(id=key[0], seen=seen, violations=before + hot, dropped_fails=failed)
+        seen, violations, failed = self._count([row.temperature] for row in rows)
+        yield Row(id=key[0], seen=seen, violations=violations, dropped_fails=failed)
 
 
-class FirstEventTime(_Scenario):
+class FirstEventTime(_NoResources):
     """Emits each id's first event time of the batch as its output event time (Spark's
     'chaining' scenario: a downstream event-time aggregation uses that column)."""
 
@@ -242,7 +220,7 @@ class FirstEventTime(_Scenario):
         yield pd.DataFrame({"id": [key[0]], "outputTimestamp": [first]})
 
 
-class MaxEventTimeTimer(_Scenario):
+class MaxEventTimeTimer(_NoResources):
     """Spark's event-time timer scenario: per id the largest event time seen, in seconds (from
     the pandas timestamp as int64 nanoseconds), a timer at the current watermark that clears it
     and emits '<id>-expired'."""
@@ -268,7 +246,7 @@ class MaxEventTimeTimer(_Scenario):
         yield pd.DataFrame({"id": [key[0]], "timestamp": [largest]})
 
 
-class ListOps(_Scenario):
+class ListOps(_NoResources):
     """List state: put, appendValue, appendList, two iterators read in turns, an element of
     timestamp type; emits the count and both lists as text."""
 
@@ -296,7 +274,7 @@ class ListOps(_Scenario):
                                       f"{[str(v[0]) for v in self.times.get()]}"]})
 
 
-class LargeList(_Scenario):
+class LargeList(_NoResources):
     """A list of 100 two-field elements (one field null) on the first batch, then 90 more by put
     (id '0') or appendList (the others); emits the list before and after."""
 
@@ -325,7 +303,7 @@ class LargeList(_Scenario):
                                                        if e[1] is None)]})
 
 
-class MapOps(_Scenario):
+class MapOps(_NoResources):
     """Map state with DDL schemas: containsKey, getValue, updateValue, keys/values/iterator
     order, removeKey, clear; emits what it saw."""
 
@@ -349,7 +327,7 @@ class MapOps(_Scenario):
                             "after": [str(after_remove) + str(self.counts.exists())]})
 
 
-class MissingValue(_Scenario):
+class MissingValue(_NoResources):
     """A value state never written: exists() is false, get() is None, clear() is harmless."""
 
     def init(self, handle):
@@ -363,7 +341,7 @@ class MissingValue(_Scenario):
         yield pd.DataFrame({"id": [key[0]], "state": [str(before)]})
 
 
-class NestedValue(_Scenario):
+class NestedValue(_NoResources):
     """Nested types in value, list and map state: arrays of arrays, arrays of structs, maps of
     arrays, maps of maps; written on the first batch, read back and extended on the next."""
 
@@ -401,18 +379,22 @@ class NestedValue(_Scenario):
                             "mapped": [str(show(self.by_name.getValue((key[0],))))]})
 
 
-class StructOutput(_Scenario):
+class StructOutput(_NoResources):
     """A struct output column (a dict in a pandas cell) and a struct value state."""
 
     def init(self, handle):
         self.state = handle.getValueState("state", "id int, name string")
 
-    def handleInputRows(self, key, rows, timerValues):
+    def _next_id(self, key, rows) -> int:
         for _ in rows:
             pass
         before = self.state.get()
         ident = int(key[0]) + (before[0] + 1 if before else 0)
         self.state.update((ident, f"name-{ident}"))
+        return ident
+
+    def handleInputRows(self, key, rows, timerValues):
+        ident = self._next_id(key, rows)
         yield pd.DataFrame({"id": [key[0]], "value": [{"id": ident, "name": f"name-{ident}"}]})
 
 
@@ -420,9 +402,5 @@ class RowStructOutput(StructOutput):
     """StructOutput for transformWithState (Rows)."""
 
     def handleInputRows(self, key, rows, timerValues):
-        for _ in rows:
-            pass
-        before = self.state.get()
-        ident = int(key[0]) + (before[0] + 1 if before else 0)
-        self.state.update((ident, f"name-{ident}"))
+        ident = self._next_id(key, rows)
         yield Row(id=key[0], value={"id": ident, "name": f"name-{ident}"})

@@ -6,8 +6,11 @@ WebHDFS endpoint (``_webhdfs.py``)."""
 
 from __future__ import annotations
 
+import errno
 import itertools
+import os
 import shutil
+import socket
 import threading
 import uuid
 
@@ -334,6 +337,46 @@ def test_a_local_path_keeps_the_link_based_storage(tmp_path):
     assert open_storage(str(tmp_path)).kind is StorageKind.LOCAL
     assert open_storage(f"file://{tmp_path}").kind is StorageKind.LOCAL
     assert OperatorCheckpoint(tmp_path, "counts").root == tmp_path / "weir" / "counts"
+
+
+def test_a_local_publish_of_a_taken_name_leaves_the_first_file_and_no_temp_file(tmp_path):
+    storage = open_storage(str(tmp_path))
+    path = tmp_path / "00000000000000000001.changelog.zst"
+    assert storage.create(path, b"first") is True
+    assert storage.create(path, b"second") is False
+    assert storage.read(path) == b"first"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+def test_local_orphan_cleanup_removes_a_dead_writers_temp_and_keeps_a_live_ones(tmp_path):
+    host = socket.gethostname().replace(".", "_") or "host"
+    dead = tmp_path / f".00000000000000000002.snapshot.zst.{host}.999999.0123456789ab.tmp"
+    live = tmp_path / f".00000000000000000002.snapshot.zst.{host}.{os.getpid()}.0123456789ab.tmp"
+    other = tmp_path / "00000000000000000001.changelog.zst"
+    for path in (dead, live, other):
+        path.write_bytes(b"x")
+    storage = open_storage(str(tmp_path))
+    assert storage.clean_orphans(tmp_path, max_age_ms=3_600_000) == [dead]
+    assert storage.clean_orphans(tmp_path, max_age_ms=-1) == [live]   # older than the limit
+    assert [p.name for p in tmp_path.iterdir()] == [other.name]
+
+
+def test_a_file_system_without_hard_links_is_a_location_error_naming_the_fix(tmp_path,
+                                                                           monkeypatch):
+    def no_links(src, dst):          # what NFS without link support or some FUSE mounts answer
+        raise OSError(errno.EPERM, "Operation not permitted", str(src), None, str(dst))
+
+    monkeypatch.setattr(os, "link", no_links)
+    with pytest.raises(CheckpointLocationError, match="does not support hard links"):
+        open_storage(str(tmp_path)).create(tmp_path / "00000000000000000001.changelog.zst",
+                                           b"v")
+    assert list(tmp_path.iterdir()) == []                 # the temp file is gone too
+
+
+def test_a_failed_local_temp_write_is_not_mistaken_for_missing_hard_links(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        open_storage(str(tmp_path)).create(tmp_path / "gone" / "00000000000000000001.changelog"
+                                           ".zst", b"v")
 
 
 # -- HDFS through WebHDFS ----------------------------------------------------------------------
