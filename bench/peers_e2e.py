@@ -95,6 +95,8 @@ __all__ = ["main"]
 class Run:
     wall: float
     rss_mib: float
+    cpu: float = 0.0
+    """CPU seconds (user + system) of every process of the run's tree, from /proc samples."""
 
 
 # -- input ----------------------------------------------------------------------------------
@@ -211,17 +213,21 @@ def snapshot(rev: str, work: Path) -> Path:
     return pkg
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (Linux /proc; [] elsewhere)."""
-    found, todo = [], [pid]
+def _descendants(pid: int, depth: int | None = None) -> list[int]:
+    """Every process below ``pid`` (Linux /proc; [] elsewhere), or those at most ``depth``
+    levels below it."""
+    found, todo = [], [(pid, 0)]
     while todo:
-        for children in Path(f"/proc/{todo.pop()}/task").glob("*/children"):
+        parent, level = todo.pop()
+        if depth is not None and level >= depth:
+            continue
+        for children in Path(f"/proc/{parent}/task").glob("*/children"):
             try:
                 kids = [int(k) for k in children.read_text().split()]
             except OSError:
                 continue
             found += kids
-            todo += kids
+            todo += [(k, level + 1) for k in kids]
     return found
 
 
@@ -235,10 +241,26 @@ def _peak_rss_kib(pid: int) -> int:
     return 0
 
 
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system) ``pid`` spent itself, its children not counted (Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _TICKS
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _timed(cmd: list[str], log: Path, weir_path: Path | None = None) -> Run:
-    """Wall time and max RSS of one whole process: ``wait4`` on it, and the peak RSS of every
-    process below it sampled every 0.1 s (containers forked from a fork server are not the
-    runner's children, so ``wait4`` does not account them)."""
+    """Wall time, max RSS and CPU time of one whole process: ``wait4`` on it, and the peak RSS
+    and CPU time of every process of its tree sampled every 0.1 s (containers forked from a
+    fork server are not the runner's children, so ``wait4`` does not account them). The CPU
+    time is the sum over the tree's processes of what each spent itself, as last sampled (up
+    to 0.1 s of each process's end is missed), the runner's own from ``wait4`` minus the
+    children it reaped. On a busy machine it is the steadier measure: a run's wall time
+    also holds the time it waited for a core."""
     with open(log, "wb") as out:
         started = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
@@ -246,12 +268,18 @@ def _timed(cmd: list[str], log: Path, weir_path: Path | None = None) -> Run:
                                 cwd=str(log.parent))  # ROOT's weir/
         # would come first on sys.path (the working directory) and hide a snapshot
         peak = [0]
+        cpu: dict[int, float] = {}
+        direct: set[int] = set()   # the runner's own children: its rusage holds them
         done = threading.Event()
 
         def sample() -> None:
             while not done.wait(0.1):
+                direct.update(_descendants(proc.pid, depth=1))
                 for pid in _descendants(proc.pid):
                     peak[0] = max(peak[0], _peak_rss_kib(pid))
+                    used = _cpu_s(pid)
+                    if used is not None:
+                        cpu[pid] = max(cpu.get(pid, 0.0), used)
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
@@ -263,7 +291,11 @@ def _timed(cmd: list[str], log: Path, weir_path: Path | None = None) -> Run:
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(map(shlex.quote, cmd))} exited {proc.returncode}:\n"
                          + log.read_text()[-3000:])
-    return Run(wall, max(usage.ru_maxrss, peak[0]) / 1024)
+    # The runner's rusage holds the children it reaped, which were sampled too: count those
+    # once (direct children only; deeper ones are reaped by their own parents).
+    reaped = sum(cpu.get(pid, 0.0) for pid in direct)
+    runner = max(0.0, usage.ru_utime + usage.ru_stime - reaped)
+    return Run(wall, max(usage.ru_maxrss, peak[0]) / 1024, runner + sum(cpu.values()))
 
 
 def run_variant(name: str, work: Path, log_root: Path, n: int, keys: int,
@@ -460,11 +492,15 @@ def _resolve(runs: dict[str, list[Run]], name: str) -> str | None:
     return next((n for n in runs if n.partition("@")[0] == name), None)
 
 
-def _ratio(runs: dict[str, list[Run]], a: str, b: str) -> float | None:
-    """Median over rounds of (events/s of ``a``) / (events/s of ``b``) in the same round."""
+def _ratio(runs: dict[str, list[Run]], a: str, b: str, *, cpu: bool = False) -> float | None:
+    """Median over rounds of (events/s of ``a``) / (events/s of ``b``) in the same round; with
+    ``cpu``, of (CPU time of ``b``) / (CPU time of ``a``): how much less CPU ``a`` needs."""
     a, b = _resolve(runs, a), _resolve(runs, b)
     if a is None or b is None:
         return None
+    if cpu:
+        pairs = [(ra.cpu, rb.cpu) for ra, rb in zip(runs[a], runs[b]) if ra.cpu > 0]
+        return statistics.median(y / x for x, y in pairs) if pairs else None
     return statistics.median(rb.wall / ra.wall for ra, rb in zip(runs[a], runs[b]))
 
 
@@ -472,13 +508,17 @@ def report(runs: dict[str, list[Run]], n: int, keys: int, payload: str = "bytes"
     lines = [f"### {n:,} events, {keys:,} keys, {payload} payload, "
              f"{len(next(iter(runs.values())))} interleaved rounds", "",
              "| variant | events/s (median) | min-max | max RSS MiB (median) | ratio to "
-             f"`{BASELINE}` |", "|---|---:|---:|---:|---:|"]
+             f"`{BASELINE}` | CPU s (median) | CPU ratio to `{BASELINE}` |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
     for name, rs in runs.items():
         rates = sorted(n / r.wall for r in rs)
         ratio = _ratio(runs, name, BASELINE)
+        cpu = _ratio(runs, name, BASELINE, cpu=True)
         lines.append(f"| `{name}` | {statistics.median(rates):,.0f} | {rates[0]:,.0f}-"
                      f"{rates[-1]:,.0f} | {statistics.median(r.rss_mib for r in rs):.0f} | "
-                     + (f"{ratio:.2f}x |" if ratio is not None else "- |"))
+                     + (f"{ratio:.2f}x |" if ratio is not None else "- |")
+                     + f" {statistics.median(r.cpu for r in rs):.2f} | "
+                     + (f"{cpu:.2f}x |" if cpu is not None else "- |"))
     revs = sorted({name.partition("@")[2] for name in runs} - {""})
     goals = [(f"{w}", f"{w}@{rev}", None) for rev in revs for w in WEIR]
     # issue 27's goals: one container >= 0.6x ceiling-1 and >= 2.0x Bytewax at 10k keys,
@@ -493,7 +533,8 @@ def report(runs: dict[str, list[Run]], n: int, keys: int, payload: str = "bytes"
               ("weir-rocksdb-auto", "weir-rocksdb-1", None),
               ("ceiling-2", "ceiling-1", None),
               ("weir-lmdb-auto", "weir-lmdb-1", None)]
-    lines += ["", "| ratio (median of per-round ratios) | measured | goal |", "|---|---:|---|"]
+    lines += ["", "| ratio (median of per-round ratios) | measured | by CPU time | goal |",
+              "|---|---:|---:|---|"]
     seen: set[tuple[str, str]] = set()
     for a, b, goal in goals:
         ratio = _ratio(runs, a, b)
@@ -501,20 +542,21 @@ def report(runs: dict[str, list[Run]], n: int, keys: int, payload: str = "bytes"
             continue
         seen.add((a, b))
         verdict = "-" if goal is None else f">= {goal}x: {'met' if ratio >= goal else 'MISSED'}"
+        by_cpu = _ratio(runs, a, b, cpu=True)
         lines.append(f"| `{_resolve(runs, a)}` / `{_resolve(runs, b)}` | {ratio:.2f}x | "
-                     f"{verdict} |")
+                     + (f"{by_cpu:.2f}x" if by_cpu is not None else "-") + f" | {verdict} |")
     ceiling = _ratio(runs, "ceiling-2", "ceiling-1")
     for auto, one in (("weir-rocksdb-auto", "weir-rocksdb-1"), ("weir-lmdb-auto", "weir-lmdb-1")):
         gain = _ratio(runs, auto, one)
         if ceiling and gain is not None:
             share = gain / ceiling
-            lines.append(f"| `{auto}`/`{one}` over `ceiling-2`/`ceiling-1` | {share:.2f}x | "
+            lines.append(f"| `{auto}`/`{one}` over `ceiling-2`/`ceiling-1` | {share:.2f}x | - | "
                          f">= 0.9x: {'met' if share >= 0.9 else 'MISSED'} |")
     return lines
 
 
 _ROUND_LINE = re.compile(r"^keys\s+([\d,]+) (?:(bytes|json) )?round (\d+) (\S+)\s+[\d,]+ ev/s\s+"
-                         r"([\d.]+) s\s+(\d+) MiB")
+                         r"([\d.]+) s\s+(\d+) MiB(?:.*cpu\s+([\d.]+) s)?")
 
 
 def from_log(path: Path) -> list[str]:
@@ -528,7 +570,8 @@ def from_log(path: Path) -> list[str]:
         if m:
             keys = int(m.group(1).replace(",", ""))
             by_keys.setdefault((keys, m.group(2) or "bytes"), {}).setdefault(
-                m.group(4), []).append(Run(float(m.group(5)), float(m.group(6))))
+                m.group(4), []).append(Run(float(m.group(5)), float(m.group(6)),
+                                           float(m.group(7) or 0.0)))
     out: list[str] = []
     for (keys, payload), runs in by_keys.items():
         out += report(runs, n, keys, payload) + [""]
@@ -614,7 +657,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"keys {keys:>9,} {payload} round {r + 1} {name:<18} "
                           f"{args.n / res.wall:>10,.0f}"
                           f" ev/s  {res.wall:6.2f} s  {res.rss_mib:6.0f} MiB  load "
-                          f"{os.getloadavg()[0]:.1f}", flush=True)
+                          f"{os.getloadavg()[0]:.1f}  cpu {res.cpu:6.2f} s", flush=True)
             out += report(runs, args.n, keys, payload)
             out.append(f"\nload average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at "
                        f"the end; {os.cpu_count()} cores\n")
