@@ -9,7 +9,7 @@ import time
 from weir.engine.model import OutgoingMessageEnvelope, SystemStream
 from weir.engine.task import InitableTask, RequestScope, StreamTask
 
-__all__ = ["PassThrough", "Count", "CountEmit", "CountEcho", "StopAtFirst"]
+__all__ = ["PassThrough", "Count", "CountJson", "CountEmit", "CountEcho", "StopAtFirst"]
 
 OUT = SystemStream("filelog", "bench-out")
 
@@ -84,3 +84,16 @@ class StopAtFirst(StreamTask):
                 with open(path, "w") as out:
                     out.write(repr(StopAtFirst.first_at))
             coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
+
+
+class CountJson(StreamTask, InitableTask):
+    """bench/peers_e2e.py's JSON variant: a running count per ``message["k"]`` (a string; the
+    input stream's ``json`` serde decoded the message) in store ``counts`` (string keys,
+    int64 counts)."""
+
+    def init(self, context):
+        self.counts = context.store("counts")
+
+    def process(self, envelope, collector, coordinator):
+        counts, key = self.counts, envelope.message["k"]
+        counts.put(key, (counts.get(key) or 0) + 1)

@@ -11,9 +11,11 @@ import os
 import random
 import struct
 from collections.abc import Callable
+from enum import Enum
 from pathlib import Path
 
-__all__ = ["event_keys", "key_name", "bytewax_job", "quix_job", "rocksdict_job", "ceiling_job"]
+__all__ = ["event_keys", "event_lines", "json_line", "key_name", "bytewax_job", "quix_job",
+           "rocksdict_job", "ceiling_job", "Payload"]
 
 BATCH = 1_000
 CEILING_PASSES = 8
@@ -33,9 +35,41 @@ def event_keys(n: int, keys: int, seed: int = 12345) -> list[str]:
     return [fmt % rng.randrange(keys) for _ in range(n)]
 
 
-def bytewax_job(batch: int = BATCH) -> Callable[[list[str]], None]:
+class Payload(Enum):
+    """What an event is. ``BYTES``: the key as bytes, nothing to decode (the issue 16 job).
+    ``JSON``: a JSON line with a few fields, ``{"k": "key00042", "n": 7, "src": "bench",
+    "ok": true}``, every system parsing it (orjson, as Weir's ``json`` serde does) and
+    counting by its ``k`` field, a string."""
+
+    BYTES = "bytes"
+    JSON = "json"
+
+
+def json_line(key: str, i: int) -> bytes:
+    """Event ``i`` with key ``key`` as a JSON line (the JSON variant's message bytes, the same
+    for Weir's input stream and the peers)."""
+    return b'{"k":"%s","n":%d,"src":"bench","ok":true}' % (key.encode(), i)
+
+
+def event_lines(n: int, keys: int, seed: int = 12345) -> list[bytes]:
+    """The JSON variant's events: :func:`event_keys` as :func:`json_line` lines."""
+    return [json_line(k, i) for i, k in enumerate(event_keys(n, keys, seed))]
+
+
+def _parse_key(payload: Payload) -> Callable[[object], str]:
+    """The per-event work before counting: the key as it is, or the JSON line parsed
+    (orjson) and its ``k`` field."""
+    if payload is Payload.BYTES:
+        return lambda event: event
+    import orjson
+    loads = orjson.loads
+    return lambda line: loads(line)["k"]
+
+
+def bytewax_job(batch: int = BATCH, payload: Payload = Payload.BYTES) -> Callable[[list], None]:
     """Bytewax: ``TestingSource`` with input batches of ``batch``, ``key_on`` + ``stateful_map``,
-    a sink that drops every item, ``run_main`` (1 worker), no recovery."""
+    a sink that drops every item, ``run_main`` (1 worker), no recovery. With the JSON payload
+    an ``op.map`` parses each line before ``key_on`` takes its ``k`` field."""
     import bytewax.operators as op
     from bytewax.dataflow import Dataflow
     from bytewax.outputs import DynamicSink, StatelessSinkPartition
@@ -56,7 +90,12 @@ def bytewax_job(batch: int = BATCH) -> Callable[[list[str]], None]:
     def run(keys: list[str]) -> None:
         flow = Dataflow("peers-count")
         events = op.input("in", flow, TestingSource(keys, batch_size=batch))
-        keyed = op.key_on("key", events, lambda k: k)
+        if payload is Payload.JSON:
+            import orjson
+            events = op.map("parse", events, orjson.loads)
+            keyed = op.key_on("key", events, lambda m: m["k"])
+        else:
+            keyed = op.key_on("key", events, lambda k: k)
         counts = op.stateful_map("count", keyed, count)
         op.output("out", counts, _DropSink())
         run_main(flow)
@@ -64,20 +103,22 @@ def bytewax_job(batch: int = BATCH) -> Callable[[list[str]], None]:
     return run
 
 
-def quix_job(path: Path, txn: int = BATCH):
+def quix_job(path: Path, txn: int = BATCH, payload: Payload = Payload.BYTES):
     """Quix Streams state layer: ``RocksDBStorePartition`` with Quix's default options,
     ``tx.as_state(prefix=key)`` get/set as a stateful ``sdf.apply`` does, one transaction per
     ``txn`` events closed by ``prepare()`` + ``flush()`` (no Kafka, no changelog producer).
     Returns ``(run, close, handles)``."""
     from quixstreams.state.rocksdb.partition import RocksDBStorePartition
 
+    parse = _parse_key(payload)
+
     partition = RocksDBStorePartition(str(path))
 
     def run(keys: list[str]) -> None:
         tx = partition.begin()
         n = 0
-        for key in keys:
-            state = tx.as_state(prefix=key.encode())
+        for event in keys:
+            state = tx.as_state(prefix=parse(event).encode())
             state.set("count", state.get("count", 0) + 1)
             n += 1
             if n % txn == 0:
@@ -91,12 +132,14 @@ def quix_job(path: Path, txn: int = BATCH):
     return run, partition.close, handles
 
 
-def rocksdict_job(path: Path, batch: int = BATCH) -> Callable[[list[str]], None]:
+def rocksdict_job(path: Path, batch: int = BATCH,
+                  payload: Payload = Payload.BYTES) -> Callable[[list], None]:
     """A hand-written rocksdict loop with a changelog (PERF-FACTS ``rocks-cache-batch1000`` plus
     its changelog): a read-through dict of every key seen, the keys changed in each ``batch``
     events written as one RocksDB ``WriteBatch`` (raw mode, WAL off) and framed
     (``u32 body_len | u16 key_len | key | value``), zstd-L1 compressed, appended to a changelog
-    file; the file is fsynced and the store flushed at the end."""
+    file; the file is fsynced and the store flushed at the end. With the JSON payload each
+    line is parsed (orjson) and counted by its ``k`` field."""
     import os
 
     import zstandard
@@ -109,6 +152,7 @@ def rocksdict_job(path: Path, batch: int = BATCH) -> Callable[[list[str]], None]
         wopts.disable_wal = True
         compress = zstandard.ZstdCompressor(level=1).compress
         pack, unpack, frame = _PACK.pack, _PACK.unpack, _FRAME.pack
+        parse = _parse_key(payload)
         cache: dict[bytes, int] = {}
         dirty: dict[bytes, int] = {}
         with open(path / "changelog.zst", "ab") as log:
@@ -124,8 +168,8 @@ def rocksdict_job(path: Path, batch: int = BATCH) -> Callable[[list[str]], None]
                 dirty.clear()
 
             n = 0
-            for key in keys:
-                k = key.encode()
+            for event in keys:
+                k = parse(event).encode()
                 v = cache.get(k)
                 if v is None:
                     raw = db.get(k)
@@ -143,17 +187,18 @@ def rocksdict_job(path: Path, batch: int = BATCH) -> Callable[[list[str]], None]
     return run
 
 
-def ceiling_job(processes: int, n: int, keys: int) -> None:
+def ceiling_job(processes: int, n: int, keys: int, payload: Payload = Payload.BYTES) -> None:
     """Not a peer: the machine's parallel ceiling (``ceiling-<processes>`` in peers_e2e.py).
-    Pure-Python counting work (draw ``n`` keys, count them in a dict, 8 passes) split over
-    ``processes`` processes started at once (``fork``); returns when all are done."""
+    Pure-Python counting work (draw ``n`` keys, count them in a dict, 8 passes; with the JSON
+    payload each pass parses every line first) split over ``processes`` processes started at
+    once (``fork``); returns when all are done."""
     share = n // processes
     pids = []
     for i in range(processes):
         pid = os.fork()
         if pid == 0:
             try:
-                _count_work(share, keys, seed=12345 + i)
+                _count_work(share, keys, 12345 + i, payload)
             finally:
                 os._exit(0)
         pids.append(pid)
@@ -161,9 +206,18 @@ def ceiling_job(processes: int, n: int, keys: int) -> None:
         os.waitpid(pid, 0)
 
 
-def _count_work(n: int, keys: int, seed: int) -> None:
+def _count_work(n: int, keys: int, seed: int, payload: Payload) -> None:
+    if payload is Payload.JSON:
+        import orjson
+        loads, lines = orjson.loads, event_lines(n, keys, seed)
+        for _ in range(CEILING_PASSES):
+            counts: dict[str, int] = {}
+            for line in lines:
+                key = loads(line)["k"]
+                counts[key] = counts.get(key, 0) + 1
+        return
     events = event_keys(n, keys, seed)
     for _ in range(CEILING_PASSES):
-        counts: dict[str, int] = {}
+        counts = {}
         for key in events:
             counts[key] = counts.get(key, 0) + 1

@@ -33,7 +33,8 @@ Example::
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
@@ -179,6 +180,9 @@ class StreamSerdes(StreamSerdesBase):
     ``deserialize`` returns a new envelope with typed key and message (the same envelope when
     both serdes are bytes, or for a control envelope); ``None`` keys and messages (null keys,
     tombstones) stay ``None``. ``serialize`` gives the bytes to send for an outgoing envelope.
+
+    ``deserialize`` is the consumers' per-message call: it is built once per stream for its
+    pair of serdes (no serde checks per message; ``try`` costs nothing in CPython 3.11+).
     """
 
     system_stream: SystemStream
@@ -186,28 +190,48 @@ class StreamSerdes(StreamSerdesBase):
     msg_serde: SerdeBase | None = None
     key_serde_name: str = NO_SERDE
     msg_serde_name: str = NO_SERDE
+    deserialize: Callable[[IncomingMessageEnvelope], IncomingMessageEnvelope] = field(
+        init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "deserialize", self._deserializer())
+
+    def __reduce__(self):  # the built ``deserialize`` is a closure: rebuild it on unpickling
+        return (type(self), (self.system_stream, self.key_serde, self.msg_serde,
+                             self.key_serde_name, self.msg_serde_name))
 
     @property
     def is_passthrough(self) -> bool:
         return self.key_serde is None and self.msg_serde is None
 
-    def deserialize(self, envelope: IncomingMessageEnvelope) -> IncomingMessageEnvelope:
-        """Typed copy of ``envelope``; raises DeserializationError naming SSP and offset."""
-        if self.is_passthrough or envelope.kind is not EnvelopeKind.MESSAGE:
-            return envelope
-        key, message = envelope.key, envelope.message
-        try:
-            if key is not None and self.key_serde is not None:
-                key = self.key_serde.from_bytes(key)
-        except Exception as exc:
-            raise self._failure("key", self.key_serde_name, envelope, exc) from exc
-        try:
-            if message is not None and self.msg_serde is not None:
-                message = self.msg_serde.from_bytes(message)
-        except Exception as exc:
-            raise self._failure("message", self.msg_serde_name, envelope, exc) from exc
-        return IncomingMessageEnvelope(envelope.ssp, envelope.offset, key, message,
-                                       envelope.timestamp, envelope.size, envelope.kind)
+    def _deserializer(self) -> Callable[[IncomingMessageEnvelope], IncomingMessageEnvelope]:
+        """``deserialize``: the typed copy of an envelope; raises DeserializationError
+        naming SSP and offset."""
+        if self.is_passthrough:
+            return _same_envelope
+        key_from = None if self.key_serde is None else self.key_serde.from_bytes
+        msg_from = None if self.msg_serde is None else self.msg_serde.from_bytes
+        key_name, msg_name, failure = self.key_serde_name, self.msg_serde_name, self._failure
+        make, message_kind = IncomingMessageEnvelope, EnvelopeKind.MESSAGE
+
+        def deserialize(envelope: IncomingMessageEnvelope) -> IncomingMessageEnvelope:
+            if envelope.kind is not message_kind:
+                return envelope
+            key, message = envelope.key, envelope.message
+            if key is not None and key_from is not None:
+                try:
+                    key = key_from(key)
+                except Exception as exc:
+                    raise failure("key", key_name, envelope, exc) from exc
+            if message is not None and msg_from is not None:
+                try:
+                    message = msg_from(message)
+                except Exception as exc:
+                    raise failure("message", msg_name, envelope, exc) from exc
+            return make(envelope.ssp, envelope.offset, key, message, envelope.timestamp,
+                        envelope.size, message_kind)
+
+        return deserialize
 
     def _failure(self, what: str, serde: str, envelope: IncomingMessageEnvelope,
                  exc: Exception) -> DeserializationError:
@@ -246,6 +270,11 @@ class StreamSerdes(StreamSerdesBase):
             raise SerdeError(
                 f"stream '{self.system_stream}': cannot serialize the {what} "
                 f"{_short_repr(obj)} with serde '{name}' ({type(exc).__name__}: {exc})") from exc
+
+
+def _same_envelope(envelope: IncomingMessageEnvelope) -> IncomingMessageEnvelope:
+    """The deserializer of a stream without serdes: bytes as they are."""
+    return envelope
 
 
 def _short_repr(obj: Any, limit: int = 80) -> str:

@@ -297,20 +297,36 @@ class SystemConsumers(EnvelopeSource):
         """Up to ``limit`` envelopes: what as many ``choose()`` calls would return, in the same
         order, while the fast lane serves them (the default chooser, buffered messages, no
         poll due); an empty list when it cannot serve the next one (then call ``choose()``).
-        Saves the run loop a call per message; ``limit`` bounds how long a poll can wait."""
+        Saves the run loop a call per message; ``limit`` bounds how long a poll can wait.
+
+        An SSP with serdes is served too: its next buffered message is deserialized as it
+        enters the chooser, as ``choose()`` does. One that fails to deserialize ends the run
+        before its SSP's envelope is taken; the next ``choose()`` takes that envelope and then
+        stops the job or drops the bad message exactly as it always does."""
         lane = self._lane
         if not lane or self._clock() >= self._next_poll or self._tier_waiting:
             return []
         buffers, plain, out = self._buffers, self._plain, []
+        deserializers = self._deserializers
         popleft, append, take = lane.popleft, lane.append, out.append
         for _ in range(limit):
             envelope = lane[0]
             ssp = envelope.ssp
             buffer = buffers[ssp]
-            if not buffer or envelope.kind is _END_OF_STREAM or ssp not in plain:
+            if not buffer or envelope.kind is _END_OF_STREAM:
                 break
+            if ssp in plain:
+                nxt = buffer.popleft()
+            else:
+                nxt = buffer[0]
+                if nxt.kind is _MESSAGE:
+                    try:
+                        nxt = deserializers[ssp](nxt)
+                    except Exception:  # noqa: BLE001 - choose() raises or drops it
+                        break
+                buffer.popleft()
             popleft()
-            append(buffer.popleft())  # the SSP stays held by the chooser
+            append(nxt)  # the SSP stays held by the chooser
             take(envelope)
         self._counters.chooses += len(out)
         return out

@@ -11,7 +11,8 @@ import pytest
 from weir.engine.chooser import RoundRobinChooser, chooser_from_config
 from weir.engine.consumers.consumers import Refill, SystemConsumers
 from weir.engine.errors import DeserializationError, EngineError
-from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
+from weir.engine.model import (EnvelopeKind, OutgoingMessageEnvelope, SystemStream,
+                               SystemStreamPartition)
 from weir.engine.config.serdes import SerdeManager
 from weir.engine.systems.api import StreamSpec
 from weir.engine.systems.memory import (
@@ -575,6 +576,87 @@ def test_choose_run_returns_what_successive_chooses_would_in_the_same_order(mem,
         got += [(e.ssp.partition, e.offset, e.kind) for e in batch]
     assert got == expected and len(got) >= 21
     assert runs.counters.chooses == one.counters.chooses
+
+
+def _drain_by_runs(sc, limit):
+    """Everything ``sc`` hands out, by ``choose_run`` and ``choose()`` when a run is empty;
+    the run sizes alongside."""
+    got, sizes = [], []
+    while True:
+        batch = sc.choose_run(limit)
+        sizes.append(len(batch))
+        if not batch:
+            e = sc.choose(timeout=0)
+            if e is None:
+                return got, sizes
+            batch = [e]
+        got += batch
+
+
+def _json_uneven(mem, *bad):
+    """Three partitions of JSON messages, ``bad`` = (partition, index) pairs not JSON."""
+    mem.create("s", 3, bounded=True)
+    for p, n in ((0, 7), (1, 2), (2, 12)):
+        mem.send("s", p, *[b"not json" if (p, i) in bad else b'{"p": %d, "i": %d}' % (p, i)
+                           for i in range(n)], key=b"k%d" % p)
+    mem.producer.end_stream("s")
+    return [(mem.ssp("s", p), 0) for p in range(3)]
+
+
+@pytest.mark.parametrize("limit", [1, 3, 64])
+def test_choose_run_deserializes_streams_with_serdes_in_the_order_of_single_chooses(mem, limit):
+    regs = _json_uneven(mem)
+    cfg = mem.config(**{"task.inputs": "SYS.s", "systems.SYS.samza.msg.serde": "json",
+                        "systems.SYS.samza.key.serde": "string"})
+    one = mem.consumers(cfg, serdes=SerdeManager(cfg), registrations=regs)
+    one.start()
+    expected = [(e.ssp.partition, e.offset, e.kind, e.key, e.message) for e in choose_all(one)]
+    runs = mem.consumers(cfg, serdes=SerdeManager(cfg), registrations=regs)
+    runs.start()
+    got, sizes = _drain_by_runs(runs, limit)
+    assert [(e.ssp.partition, e.offset, e.kind, e.key, e.message) for e in got] == expected
+    messages = [x for x in expected if x[2] is EnvelopeKind.MESSAGE]
+    assert len(messages) == 21
+    assert all(key == f"k{p}" and msg["p"] == p for p, _, _, key, msg in messages)
+    assert sum(sizes) >= len(messages) // 2  # served by runs, not one choose() each
+    assert runs.counters.chooses == one.counters.chooses
+
+
+def test_choose_run_stops_in_front_of_a_bad_message_and_choose_raises_naming_its_offset(mem):
+    regs = _json_uneven(mem, (2, 5))
+    cfg = mem.config(**{"task.inputs": "SYS.s", "systems.SYS.samza.msg.serde": "json"})
+
+    def until_error(next_batch):
+        got = []
+        with pytest.raises(DeserializationError) as err:
+            while True:
+                got += next_batch()
+        assert err.value.ssp == mem.ssp("s", 2) and err.value.offset == 5
+        return [(e.ssp.partition, e.offset) for e in got]
+
+    one = mem.consumers(cfg, serdes=SerdeManager(cfg), registrations=regs)
+    one.start()
+    expected = until_error(lambda: [one.choose(timeout=0)])
+    runs = mem.consumers(cfg, serdes=SerdeManager(cfg), registrations=regs)
+    runs.start()
+    # the same envelopes before the error as single chooses hand out, and none after it
+    assert until_error(lambda: runs.choose_run(64) or [runs.choose(timeout=0)]) == expected
+    assert max(o for p, o in expected if p == 2) < 5
+
+
+def test_choose_run_with_dropped_deserialization_errors_hands_out_what_single_chooses_do(mem):
+    regs = _json_uneven(mem, (0, 3), (2, 0), (2, 11))
+    cfg = mem.config(**{"task.inputs": "SYS.s", "systems.SYS.samza.msg.serde": "json",
+                        "task.drop.deserialization.errors": "true"})
+    one = mem.consumers(cfg, serdes=SerdeManager(cfg), registrations=regs)
+    one.start()
+    expected = [(e.ssp.partition, e.offset, e.message) for e in choose_all(one)]
+    runs = mem.consumers(cfg, serdes=SerdeManager(cfg), registrations=regs)
+    runs.start()
+    got, _ = _drain_by_runs(runs, 4)
+    assert [(e.ssp.partition, e.offset, e.message) for e in got] == expected
+    assert (0, 3) not in {(p, o) for p, o, _ in expected}
+    assert runs.counters.deserialization_errors == one.counters.deserialization_errors == 3
 
 
 def test_choose_run_serves_nothing_when_a_poll_is_due_or_the_chooser_is_not_round_robin(mem):
