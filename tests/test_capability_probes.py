@@ -9,8 +9,7 @@ longer matches anything, so the list only shrinks as probes are replaced.
 The entries are of two kinds. Genuine dynamic lookups stay: objects Weir does not define (a
 user class named in config, a user task's optional hooks, third-party exceptions and objects,
 platform constants, argparse namespaces). ``PENDING_*`` entries are capability probes on Weir's
-own seams that are still to be declared (the system SPI, serdes, the run loop's sources,
-typed iterators): a new probe cannot join them, and each one removed must leave the list.
+own seams that are still to be declared (serdes, the run loop's sources): a new probe cannot join them, and each one removed must leave the list.
 """
 
 from __future__ import annotations
@@ -35,7 +34,6 @@ USER_CLASS_AT_THE_EDGE = ("a user class named in config (serde, chooser, applica
 USER_TASK_HOOKS = ("a user task's optional lifecycle hooks: as in Samza, a task may define "
                    "init/window/close/on_end_of_stream without the marker base class")
 PENDING_SERDES = "issue 25, still to declare: the engine's stream serdes (SerdeManager, StreamSerdes)"
-PENDING_ITERATORS = "issue 25, still to declare: `closed` on typed iterators and snapshots"
 PENDING_RUNLOOP = ("issue 25, still to declare: the run loop's envelope sources, choosers and "
                    "task context")
 PENDING_SYSTEMS = ("issue 25, still to declare: the system SPI's optional capabilities (admin "
@@ -81,39 +79,7 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("engine/cli/config.py", "_default_text", "value"): ARGPARSE_AND_STREAMS,
     ("engine/cli/log/target.py", "existing_stream", "partition"): ARGPARSE_AND_STREAMS,
     # -- PENDING_SYSTEMS
-    ("engine/cli/log/inspection.py", "describe_stream", "ended"): PENDING_SYSTEMS,
-    ("engine/cli/log/inspection.py", "list_streams", "list_streams"): PENDING_SYSTEMS,
-    ("engine/cli/log/lifecycle.py", "delete_stream", "delete_stream"): PENDING_SYSTEMS,
-    ("engine/cli/log/stream_info.py", "partition_details", "describe"): PENDING_SYSTEMS,
-    ("engine/cli/log/stream_info.py", "partition_details", "stream_path"): PENDING_SYSTEMS,
-    ("engine/cli/log/stream_info.py", "policy_of", "cleanup_policy"): PENDING_SYSTEMS,
-    ("engine/cli/log/stream_info.py", "stable_offsets", "format"): PENDING_SYSTEMS,
-    ("engine/cli/log/stream_info.py", "stable_offsets", "stream_meta"): PENDING_SYSTEMS,
-    ("engine/cli/log/stream_info.py", "summary", "bytes"): PENDING_SYSTEMS,
-    ("engine/cli/log/stream_info.py", "summary", "ended"): PENDING_SYSTEMS,
-    ("engine/cli/log/tail.py", "tail_stream", "annotate_transactions"): PENDING_SYSTEMS,
-    ("engine/cli/log/tail.py", "tail_stream", "ended"): PENDING_SYSTEMS,
-    ("engine/cli/log/target.py", "system_root", "root"): PENDING_SYSTEMS,
-    ("engine/cli/log/transactions.py", "show_transactions", "open_transactions"): PENDING_SYSTEMS,
     ("engine/consumers/consumers.py", "SystemConsumers.start", "root"): PENDING_SYSTEMS,
-    ("engine/container/checkpoints.py", "_ensure_stream", "cleanup_policy"): PENDING_SYSTEMS,
-    ("engine/container/preflight.py", "_file_log_root", "root"): PENDING_SYSTEMS,
-    ("engine/container/state_reset.py", "_stream_move", "rename_stream"): PENDING_SYSTEMS,
-    ("engine/container/state_reset.py", "_stream_move", "stream_path"): PENDING_SYSTEMS,
-    ("engine/coordinator/run_lock.py", "run_lock_path", "root"): PENDING_SYSTEMS,
-    ("engine/coordinator/stream.py", "CoordinatorStreamStore.where", "root"): PENDING_SYSTEMS,
-    ("engine/systems/api.py", "partition_identities", "identities"): PENDING_SYSTEMS,
-    ("engine/systems/changelog.py", "SystemChangelogSink.__init__", "send_batch"): PENDING_SYSTEMS,
-    ("engine/systems/changelog.py", "SystemChangelogSource._check_not_held_back", "held_back_by"): PENDING_SYSTEMS,
-    ("engine/systems/changelog.py", "SystemChangelogSource._new_consumer", "set_isolation_level"): PENDING_SYSTEMS,
-    ("engine/systems/changelog.py", "SystemChangelogSource.min_compaction_lag_ms", "compaction_min_lag_ms"): PENDING_SYSTEMS,
-    ("engine/systems/changelog.py", "SystemChangelogSource.min_compaction_lag_ms", "stream_settings"): PENDING_SYSTEMS,
-    ("engine/systems/changelog.py", "_check_compacted", "cleanup_policy"): PENDING_SYSTEMS,
-    ("engine/systems/changelog.py", "_check_compacted", "stream_path"): PENDING_SYSTEMS,
-    ("engine/systems/changelog.py", "_check_compacted", "system"): PENDING_SYSTEMS,
-    ("engine/systems/registry.py", "SystemRegistry.partition_counts", "partition_counts"): PENDING_SYSTEMS,
-    ("engine/systems/registry.py", "SystemRegistry.stream_not_found", "root"): PENDING_SYSTEMS,
-    ("engine/systems/registry.py", "process_local_systems", "process_local"): PENDING_SYSTEMS,
     # -- FOREIGN_EXCEPTION
     ("engine/config/files.py", "parse_yaml", "context"): FOREIGN_EXCEPTION,
     ("engine/config/files.py", "parse_yaml", "context_mark"): FOREIGN_EXCEPTION,
@@ -157,10 +123,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("engine/testing/harness.py", "TestHarness.on_end_of_stream", "on_end_of_stream"): USER_TASK_HOOKS,
     # -- ANY_ITERATOR
     ("stores/_iterators.py", "GeneratorIterator.close", "close"): ANY_ITERATOR,
-    # -- PENDING_ITERATORS
-    ("stores/_iterators.py", "MappedIterator._generate", "closed"): PENDING_ITERATORS,
-    ("stores/layers/locked.py", "LockedIterator.closed", "closed"): PENDING_ITERATORS,
-    ("stores/layers/locked.py", "LockedSnapshot.closed", "closed"): PENDING_ITERATORS,
     # -- DECLARED_TYPE
     ("stores/config.py", "ConfigKey.parse", "parse_value"): DECLARED_TYPE,
     ("stores/config.py", "ConfigKey.parse", "type_name"): DECLARED_TYPE,

@@ -53,6 +53,7 @@ from weir.stores._crc import crc32c as _crc
 from weir.engine.errors import (ProducerFencedError, StreamNotFoundError, SystemError_,
                                 TransactionalIdInUseError)
 from weir.engine.model import NO_TIMESTAMP, OutgoingMessageEnvelope, SystemStream, partition_for
+from weir.engine.systems.api import SystemProducerBase
 
 from weir.engine.systems.filelog import _shared
 from weir.engine.systems.filelog._files import FileLock, LockBusy
@@ -115,7 +116,7 @@ class _Batch:
         self.max_ts = -1
 
 
-class TransactionalProducer:
+class TransactionalProducer(SystemProducerBase):
     """A ``SystemProducer`` of a file log system whose every record belongs to a transaction
     of ``transactional_id`` (see the module docstring). ``send``/``send_batch`` from several
     threads are safe; the transaction calls (``prepare``, ``commit``, ``abort``) are made by
