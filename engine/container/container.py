@@ -137,7 +137,6 @@ class Container:
         self.instances: list[TaskInstance] = []
         self.loop: RunLoop | None = None
         self._disposal: StoreDisposal | None = None
-        self.storage_manager: ContainerStorageManager | None = None
         self.adjunct: AdjunctStorage | None = None
         self._sized_stores: dict[str, StoreSpec] = {}  # by name, sized by the budget
         self.consumers: SystemConsumers | None = None
@@ -407,7 +406,6 @@ class Container:
         csm = ContainerStorageManager(managers, restore, progress=self.progress,
                                       title=f"container {self.container_id}")
         csm.restore({name: last[name] for name in storages})
-        self.storage_manager = csm
         out: dict[TaskName, TaskStorage] = {}
         for name, storage in storages.items():
             storage.adopted()

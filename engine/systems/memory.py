@@ -236,11 +236,6 @@ class MemorySystemAdmin(SystemAdminBase):
         with self._state.cond:
             return self._state.stream(stream).spec.bounded
 
-    def stream_spec(self, stream: str) -> StreamSpec:
-        """The spec the stream was created with (policy, bounded)."""
-        with self._state.cond:
-            return self._state.stream(stream).spec
-
     def list_streams(self) -> list[str]:
         """Names of the system's streams, sorted."""
         with self._state.cond:

@@ -122,8 +122,6 @@ class TransactionalProducer(SystemProducerBase):
     threads are safe; the transaction calls (``prepare``, ``commit``, ``abort``) are made by
     one caller while no send is in flight (the task's commit)."""
 
-    transactional = True
-
     def __init__(self, settings: FileLogSettings, transactional_id: str):
         if not transactional_id:
             raise SystemError_("a transactional producer needs a transactional id")
@@ -563,13 +561,6 @@ class TransactionalProducer(SystemProducerBase):
             return None
         with writer.mutex:
             return writer.upcoming - 1
-
-    @property
-    def in_transaction(self) -> bool:
-        """Whether records were sent since the last commit or abort."""
-        txn = self._txn
-        return bool(self._batches) or (txn is not None and txn.state is TxnState.ONGOING
-                                       and bool(txn.partitions))
 
     # -- helpers ---------------------------------------------------------------------------
     def _output(self, stream: SystemStream) -> _Output:
