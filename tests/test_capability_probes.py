@@ -69,6 +69,7 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("engine/app/planner.py", "load_application", "describe"): USER_CLASS_AT_THE_EDGE,
     ("engine/chooser/spec.py", "_load_user_class", "hasattr:?"): USER_CLASS_AT_THE_EDGE,
     ("engine/container/preflight.py", "refuse_task_as_application", "describe"): USER_CLASS_AT_THE_EDGE,
+    ("engine/systems/foreign.py", "_refuse_ignored_capabilities", "hasattr:?"): USER_CLASS_AT_THE_EDGE,
     ("stores/serdes.py", "_CheckedSerde.__init__", "name"): USER_CLASS_AT_THE_EDGE,
     ("stores/serdes.py", "_CheckedSerde.__init__", "prefix_safe"): USER_CLASS_AT_THE_EDGE,
     ("stores/serdes.py", "_load_user_serde", "from_bytes"): USER_CLASS_AT_THE_EDGE,

@@ -132,7 +132,7 @@ class SystemChangelogSource(ChangelogSource):
             self._make_consumer: Any = lambda: systems.consumer(ssp.system)
         else:
             cfg = config if config is not None else {}
-            factory = adapt_factory(systems)
+            factory = adapt_factory(systems, ssp.system)
             self._admin = factory.get_admin(ssp.system, cfg)
             self._make_consumer = lambda: factory.get_consumer(ssp.system, cfg)
 

@@ -6,14 +6,18 @@ producers derived from the other bases; then it overrides the optional capabilit
 One written to the bare ``Protocol`` s (duck typed, as before the bases existed) still works:
 :func:`adapt_factory` wraps it once, in :func:`~weir.engine.systems.registry.resolve_factory`,
 and every admin, consumer and producer it makes is wrapped in a class that forwards the
-required methods and keeps the bases' defaults for the optional capabilities. Nothing is
-looked up on the user's objects beyond the required methods: to offer a capability, derive
-from the base (docs/SYSTEMS.md, "Writing a system").
+required methods and keeps the bases' defaults for the optional capabilities. To offer a
+capability, derive from the base (docs/SYSTEMS.md, "Writing a system"): a duck-typed object
+that defines one by name (a factory's ``process_local``, an admin's ``cleanup_policy``, ...)
+is refused with a ``ConfigError`` naming the system, the capability and the base to derive
+from, rather than having it silently ignored.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
+
+from weir.stores.config import ConfigError
 
 from weir.engine.model import IncomingMessageEnvelope, OutgoingMessageEnvelope, SystemStreamPartition
 from weir.engine.systems.api import (PartitionMetadata, StreamSpec, SystemAdmin, SystemAdminBase,
@@ -21,13 +25,45 @@ from weir.engine.systems.api import (PartitionMetadata, StreamSpec, SystemAdmin,
                                      SystemFactoryBase, SystemProducer, SystemProducerBase)
 
 __all__ = ["adapt_factory", "ForeignFactory", "ForeignAdmin", "ForeignConsumer",
-           "ForeignProducer"]
+           "ForeignProducer", "OPTIONAL_CAPABILITIES"]
+
+OPTIONAL_CAPABILITIES: dict[type, tuple[str, ...]] = {
+    SystemFactoryBase: ("process_local",),
+    SystemAdminBase: ("root", "identities", "partition_counts", "cleanup_policy", "is_bounded",
+                      "min_compaction_lag_ms", "stream_path", "describe", "list_streams",
+                      "delete_stream", "rename_stream", "deletes_streams", "renames_streams"),
+    SystemConsumerBase: ("set_isolation_level", "held_back_by"),
+    SystemProducerBase: ("send_batch",),
+}
+"""The optional capabilities each base declares (``system``, which any admin may carry as its
+name, is not among them): the names a duck-typed object must not define."""
 
 
-def adapt_factory(factory: SystemFactory | SystemFactoryBase) -> SystemFactoryBase:
+def _refuse_ignored_capabilities(obj: object, base: type, system: str | None, *,
+                                 key: str | None = None, origin: str | None = None) -> None:
+    """Raise ConfigError (naming ``key`` set at ``origin``, by default the system's factory
+    key) when ``obj`` (not derived from ``base``) defines an optional capability of ``base``
+    by name: the adapter would ignore it."""
+    defined = [name for name in OPTIONAL_CAPABILITIES[base] if hasattr(obj, name)]
+    if defined:
+        raise ConfigError(
+            f"{type(obj).__qualname__} of system '{system}' defines {', '.join(defined)} but "
+            f"does not derive from weir.engine.systems.api.{base.__name__}, so Weir would "
+            f"ignore {'it' if len(defined) == 1 else 'them'}: derive it from "
+            f"{base.__name__} (docs/SYSTEMS.md, 'Writing a system')",
+            key=key or (None if system is None else f"systems.{system}.factory"),
+            origin=origin)
+
+
+def adapt_factory(factory: SystemFactory | SystemFactoryBase, system: str | None = None, *,
+                  key: str | None = None, origin: str | None = None) -> SystemFactoryBase:
     """``factory`` itself when it derives from :class:`SystemFactoryBase`, else a
-    :class:`ForeignFactory` over it."""
-    return factory if isinstance(factory, SystemFactoryBase) else ForeignFactory(factory)
+    :class:`ForeignFactory` over it (ConfigError naming ``key`` and ``origin`` if it defines
+    a capability by name)."""
+    if isinstance(factory, SystemFactoryBase):
+        return factory
+    _refuse_ignored_capabilities(factory, SystemFactoryBase, system, key=key, origin=origin)
+    return ForeignFactory(factory)
 
 
 class ForeignFactory(SystemFactoryBase):
@@ -39,15 +75,24 @@ class ForeignFactory(SystemFactoryBase):
 
     def get_admin(self, system: str, config: Mapping[str, str]) -> SystemAdminBase:
         admin = self.inner.get_admin(system, config)
-        return admin if isinstance(admin, SystemAdminBase) else ForeignAdmin(admin, system)
+        if isinstance(admin, SystemAdminBase):
+            return admin
+        _refuse_ignored_capabilities(admin, SystemAdminBase, system)
+        return ForeignAdmin(admin, system)
 
     def get_consumer(self, system: str, config: Mapping[str, str]) -> SystemConsumerBase:
         consumer = self.inner.get_consumer(system, config)
-        return consumer if isinstance(consumer, SystemConsumerBase) else ForeignConsumer(consumer)
+        if isinstance(consumer, SystemConsumerBase):
+            return consumer
+        _refuse_ignored_capabilities(consumer, SystemConsumerBase, system)
+        return ForeignConsumer(consumer)
 
     def get_producer(self, system: str, config: Mapping[str, str]) -> SystemProducerBase:
         producer = self.inner.get_producer(system, config)
-        return producer if isinstance(producer, SystemProducerBase) else ForeignProducer(producer)
+        if isinstance(producer, SystemProducerBase):
+            return producer
+        _refuse_ignored_capabilities(producer, SystemProducerBase, system)
+        return ForeignProducer(producer)
 
     def __repr__(self) -> str:
         return f"ForeignFactory({self.inner!r})"

@@ -169,7 +169,8 @@ def resolve_factory(config: Config, system: str) -> SystemFactoryBase:
             f"system factory {spec!r} for system '{system}' lacks {', '.join(missing)}; "
             f"a system factory implements engine.systems.api.SystemFactory",
             key=key or SYSTEM_FACTORY.key(system=system), origin=origin)
-    return adapt_factory(factory)
+    return adapt_factory(factory, system, key=key or SYSTEM_FACTORY.key(system=system),
+                         origin=origin)
 
 
 class SystemRegistry:

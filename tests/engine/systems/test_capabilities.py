@@ -22,7 +22,7 @@ from weir.engine.systems.filelog.transactions import TransactionalProducer
 from weir.engine.systems.foreign import ForeignAdmin, ForeignFactory
 from weir.engine.systems.memory import MemorySystemFactory, reset_memory_systems
 from weir.engine.systems.registry import SystemRegistry, process_local_systems
-from weir.stores.config import Config
+from weir.stores.config import Config, ConfigError
 
 
 class DuckAdmin:
@@ -45,9 +45,6 @@ class DuckAdmin:
 
     def offset_comparator(self, a, b):
         return self.inner.offset_comparator(a, b)
-
-    def cleanup_policy(self, stream):  # not declared through the base: not used
-        raise AssertionError("a duck-typed admin's extra methods are never probed")
 
 
 class DuckConsumer:
@@ -194,3 +191,35 @@ def test_a_changelog_source_adapts_a_duck_typed_factory_given_directly(duck):
                                                partition=0))
     source = SystemChangelogSource(DuckFactory(), SystemStreamPartition(system, "cl", 0))
     assert list(source.read(0, 0)) == [(0, b"k", b"v")]
+
+
+class LocalDuckFactory(DuckFactory):
+    """A duck-typed factory that says its streams are process-local without the base."""
+
+    process_local = True
+
+
+class BatchingDuckFactory(DuckFactory):
+    def get_producer(self, system, config):
+        producer = super().get_producer(system, config)
+        producer.send_batch = lambda *args, **kwargs: 0
+        return producer
+
+
+def test_a_duck_typed_factory_defining_a_capability_is_refused_not_ignored(monkeypatch):
+    module = types.ModuleType("weir_duck_local")
+    module.LocalDuckFactory = LocalDuckFactory
+    monkeypatch.setitem(sys.modules, "weir_duck_local", module)
+    system = f"duck-{uuid.uuid4().hex[:8]}"
+    config = Config({f"systems.{system}.factory": "weir_duck_local:LocalDuckFactory"})
+    with pytest.raises(ConfigError, match=(f"config key 'systems.{system}.factory'.*defines "
+                                           f"process_local but does not derive from .*"
+                                           f"SystemFactoryBase")):
+        SystemRegistry(config).factory(system)
+
+
+def test_a_duck_typed_producer_defining_send_batch_is_refused_not_ignored():
+    system = f"duck-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(ConfigError, match="defines send_batch but does not derive from .*"
+                                          "SystemProducerBase"):
+        ForeignFactory(BatchingDuckFactory()).get_producer(system, {})
