@@ -14,6 +14,7 @@ __all__ = [
     "ConfigError",
     "SystemError_",
     "StreamNotFoundError",
+    "UnsupportedOperationError",
     "CorruptRecordError",
     "PartitionLockedError",
     "DeserializationError",
@@ -50,6 +51,16 @@ class StreamNotFoundError(SystemError_):
                          + (f": {hint}" if hint else
                             f"; create it with `weir log create {stream}` or set the job's inputs right"))
         self.system, self.stream, self.where = system, stream, where
+
+
+class UnsupportedOperationError(SystemError_):
+    """A system cannot do what was asked (its admin keeps the default of an optional
+    capability: engine/systems/api.py); ``system`` and ``operation`` name both."""
+
+    def __init__(self, system: str | None, operation: str, hint: str):
+        name = f"system '{system}'" if system else "this system"
+        super().__init__(f"{name} cannot {operation}; {hint}")
+        self.system, self.operation = system, operation
 
 
 class CorruptRecordError(SystemError_):

@@ -688,6 +688,11 @@ class _Empty:
 
 
 class _EmptyIterator:
+    """Yields nothing; holds nothing, so closing only marks it ``closed``."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
     def __iter__(self) -> Iterator[Any]:
         return iter(())
 
@@ -701,7 +706,7 @@ class _EmptyIterator:
         return None
 
     def close(self) -> None:
-        return None
+        self.closed = True
 
 
 _EMPTY = _Empty()

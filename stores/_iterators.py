@@ -175,7 +175,7 @@ class MappedIterator(_ClosableIterator):
             yield pair
         # Closed under a running loop (this iterator, or the inner one by its store's close):
         # say so rather than end quietly with a partial result.
-        if self._closed or getattr(self._inner, "closed", False):
+        if self._closed or self._inner.closed:
             raise closed_iterator_error(self._store)
 
     def close(self) -> None:

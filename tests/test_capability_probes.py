@@ -6,11 +6,12 @@ anywhere in ``stores/``, ``recovery/`` and ``engine/`` outside :data:`ALLOWED`, 
 allow-list keyed by ``(file, enclosing function, attribute)``. It also fails on an entry that no
 longer matches anything, so the list only shrinks as probes are replaced.
 
-The entries are of two kinds. Genuine dynamic lookups stay: objects Weir does not define (a
-user class named in config, a user task's optional hooks, third-party exceptions and objects,
-platform constants, argparse namespaces). ``PENDING_*`` entries are capability probes on Weir's
-own seams that are still to be declared (the system SPI, serdes, the run loop's sources,
-typed iterators): a new probe cannot join them, and each one removed must leave the list.
+Every entry is a genuine dynamic lookup on an object Weir does not define (a user class named
+in config, adapted once where it is loaded; a user task's optional hooks; third-party exceptions
+and objects; argparse namespaces and text streams), with its reason. Weir's own seams (changelogs,
+engines, store serdes, the system SPI, stream serdes, envelope sources, choosers, the task
+context, typed iterators) declare their capabilities with defaults and are called, never probed:
+no entry may name one of them.
 """
 
 from __future__ import annotations
@@ -33,13 +34,6 @@ USER_CLASS_AT_THE_EDGE = ("a user class named in config (serde, chooser, applica
                           "or adapted once where it is loaded")
 USER_TASK_HOOKS = ("a user task's optional lifecycle hooks: as in Samza, a task may define "
                    "init/window/close/on_end_of_stream without the marker base class")
-PENDING_SERDES = "issue 25, still to declare: the engine's stream serdes (SerdeManager, StreamSerdes)"
-PENDING_ITERATORS = "issue 25, still to declare: `closed` on typed iterators and snapshots"
-PENDING_RUNLOOP = ("issue 25, still to declare: the run loop's envelope sources, choosers and "
-                   "task context")
-PENDING_SYSTEMS = ("issue 25, still to declare: the system SPI's optional capabilities (admin "
-                   "root/cleanup_policy/stream_path/..., consumer set_isolation_level/"
-                   "held_back_by, producer send_batch, factory process_local)")
 
 ALLOWED: dict[tuple[str, str, str], str] = {
     # -- USER_CLASS_AT_THE_EDGE
@@ -47,6 +41,7 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("engine/app/planner.py", "load_application", "describe"): USER_CLASS_AT_THE_EDGE,
     ("engine/chooser/spec.py", "_load_user_class", "hasattr:?"): USER_CLASS_AT_THE_EDGE,
     ("engine/container/preflight.py", "refuse_task_as_application", "describe"): USER_CLASS_AT_THE_EDGE,
+    ("engine/systems/foreign.py", "_refuse_ignored_capabilities", "hasattr:?"): USER_CLASS_AT_THE_EDGE,
     ("stores/serdes.py", "_CheckedSerde.__init__", "name"): USER_CLASS_AT_THE_EDGE,
     ("stores/serdes.py", "_CheckedSerde.__init__", "prefix_safe"): USER_CLASS_AT_THE_EDGE,
     ("stores/serdes.py", "_load_user_serde", "from_bytes"): USER_CLASS_AT_THE_EDGE,
@@ -56,39 +51,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("engine/cli/_console.py", "console", "hasattr:isatty"): ARGPARSE_AND_STREAMS,
     ("engine/cli/config.py", "_default_text", "value"): ARGPARSE_AND_STREAMS,
     ("engine/cli/log/target.py", "existing_stream", "partition"): ARGPARSE_AND_STREAMS,
-    # -- PENDING_SYSTEMS
-    ("engine/cli/log/inspection.py", "describe_stream", "ended"): PENDING_SYSTEMS,
-    ("engine/cli/log/inspection.py", "list_streams", "list_streams"): PENDING_SYSTEMS,
-    ("engine/cli/log/lifecycle.py", "delete_stream", "delete_stream"): PENDING_SYSTEMS,
-    ("engine/cli/log/stream_info.py", "partition_details", "describe"): PENDING_SYSTEMS,
-    ("engine/cli/log/stream_info.py", "partition_details", "stream_path"): PENDING_SYSTEMS,
-    ("engine/cli/log/stream_info.py", "policy_of", "cleanup_policy"): PENDING_SYSTEMS,
-    ("engine/cli/log/stream_info.py", "stable_offsets", "format"): PENDING_SYSTEMS,
-    ("engine/cli/log/stream_info.py", "stable_offsets", "stream_meta"): PENDING_SYSTEMS,
-    ("engine/cli/log/stream_info.py", "summary", "bytes"): PENDING_SYSTEMS,
-    ("engine/cli/log/stream_info.py", "summary", "ended"): PENDING_SYSTEMS,
-    ("engine/cli/log/tail.py", "tail_stream", "annotate_transactions"): PENDING_SYSTEMS,
-    ("engine/cli/log/tail.py", "tail_stream", "ended"): PENDING_SYSTEMS,
-    ("engine/cli/log/target.py", "system_root", "root"): PENDING_SYSTEMS,
-    ("engine/cli/log/transactions.py", "show_transactions", "open_transactions"): PENDING_SYSTEMS,
-    ("engine/container/checkpoints.py", "_ensure_stream", "cleanup_policy"): PENDING_SYSTEMS,
-    ("engine/container/preflight.py", "_file_log_root", "root"): PENDING_SYSTEMS,
-    ("engine/container/state_reset.py", "_stream_move", "rename_stream"): PENDING_SYSTEMS,
-    ("engine/container/state_reset.py", "_stream_move", "stream_path"): PENDING_SYSTEMS,
-    ("engine/coordinator/run_lock.py", "run_lock_path", "root"): PENDING_SYSTEMS,
-    ("engine/coordinator/stream.py", "CoordinatorStreamStore.where", "root"): PENDING_SYSTEMS,
-    ("engine/systems/api.py", "partition_identities", "identities"): PENDING_SYSTEMS,
-    ("engine/systems/changelog.py", "SystemChangelogSink.__init__", "send_batch"): PENDING_SYSTEMS,
-    ("engine/systems/changelog.py", "SystemChangelogSource._check_not_held_back", "held_back_by"): PENDING_SYSTEMS,
-    ("engine/systems/changelog.py", "SystemChangelogSource._new_consumer", "set_isolation_level"): PENDING_SYSTEMS,
-    ("engine/systems/changelog.py", "SystemChangelogSource.min_compaction_lag_ms", "compaction_min_lag_ms"): PENDING_SYSTEMS,
-    ("engine/systems/changelog.py", "SystemChangelogSource.min_compaction_lag_ms", "stream_settings"): PENDING_SYSTEMS,
-    ("engine/systems/changelog.py", "_check_compacted", "cleanup_policy"): PENDING_SYSTEMS,
-    ("engine/systems/changelog.py", "_check_compacted", "stream_path"): PENDING_SYSTEMS,
-    ("engine/systems/changelog.py", "_check_compacted", "system"): PENDING_SYSTEMS,
-    ("engine/systems/registry.py", "SystemRegistry.partition_counts", "partition_counts"): PENDING_SYSTEMS,
-    ("engine/systems/registry.py", "SystemRegistry.stream_not_found", "root"): PENDING_SYSTEMS,
-    ("engine/systems/registry.py", "process_local_systems", "process_local"): PENDING_SYSTEMS,
     # -- FOREIGN_EXCEPTION
     ("engine/config/files.py", "parse_yaml", "context"): FOREIGN_EXCEPTION,
     ("engine/config/files.py", "parse_yaml", "context_mark"): FOREIGN_EXCEPTION,
@@ -130,10 +92,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("engine/testing/harness.py", "TestHarness.on_end_of_stream", "on_end_of_stream"): USER_TASK_HOOKS,
     # -- ANY_ITERATOR
     ("stores/_iterators.py", "GeneratorIterator.close", "close"): ANY_ITERATOR,
-    # -- PENDING_ITERATORS
-    ("stores/_iterators.py", "MappedIterator._generate", "closed"): PENDING_ITERATORS,
-    ("stores/layers/locked.py", "LockedIterator.closed", "closed"): PENDING_ITERATORS,
-    ("stores/layers/locked.py", "LockedSnapshot.closed", "closed"): PENDING_ITERATORS,
     # -- DECLARED_TYPE
     ("stores/config.py", "ConfigKey.parse", "parse_value"): DECLARED_TYPE,
     ("stores/config.py", "ConfigKey.parse", "type_name"): DECLARED_TYPE,

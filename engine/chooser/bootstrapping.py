@@ -36,7 +36,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from weir.engine.model import IncomingMessageEnvelope, SystemStream, SystemStreamPartition
 from weir.engine.systems.api import PartitionMetadata
@@ -144,10 +144,6 @@ class BootstrapLag:
         del self._lag_counts[ss]
         if self._held.pop(ss, 0) > 0:
             self._ready -= 1
-
-    def catch_up_all(self, ssps: Iterable[SystemStreamPartition]) -> None:
-        for ssp in list(ssps):
-            self.mark_caught_up(ssp)
 
 
 class BootstrappingChooser:

@@ -39,7 +39,7 @@ from weir.stores.errors import ConfigError
 from weir.engine.config.job import JobConfig
 from weir.engine.model import SystemStream, SystemStreamPartition
 from weir.engine.errors import SystemError_
-from weir.engine.systems.api import CleanupPolicy, StreamSpec
+from weir.engine.systems.api import CleanupPolicy, StreamSpec, SystemAdminBase
 from weir.engine.systems.changelog import SystemChangelogSink, SystemChangelogSource
 
 __all__ = ["CheckpointKind", "CheckpointSettings", "StreamCheckpointLog",
@@ -193,7 +193,7 @@ def open_checkpoint_manager(settings: CheckpointSettings, job: JobConfig, regist
     return _ClosingStreamManager(log, partitions, job_config=job_config)
 
 
-def _ensure_stream(admin: Any, settings: CheckpointSettings, partitions: int) -> None:
+def _ensure_stream(admin: SystemAdminBase, settings: CheckpointSettings, partitions: int) -> None:
     """Create the checkpoint stream, compacted, or check the one there."""
     name = f"{settings.system}.{settings.stream}"
     if admin.stream_exists(settings.stream):
@@ -204,8 +204,8 @@ def _ensure_stream(admin: Any, settings: CheckpointSettings, partitions: int) ->
                 f"{partitions} (one per task's changelog partition); keep the job's partition "
                 f"count, or start the job's state over with `weir checkpoint reset <job config> "
                 f"--yes` (moves checkpoints, local stores and changelogs aside together)")
-        policy_of = getattr(admin, "cleanup_policy", None)
-        if callable(policy_of) and policy_of(settings.stream) is not CleanupPolicy.COMPACT:
+        policy = admin.cleanup_policy(settings.stream)  # None: the system does not tell
+        if policy is not None and policy is not CleanupPolicy.COMPACT:
             raise SystemError_(
                 f"checkpoint stream '{name}' exists but is not compacted; retention could "
                 f"delete checkpoints. Make it compacted while the job is stopped (file log: "

@@ -60,7 +60,6 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from weir.recovery.checkpoint import Checkpoint
-from weir.recovery.container_storage import ContainerStorageManager
 from weir.recovery.storage import ProgressMode
 from weir.stores.layers.cached import CachedLayer
 from weir.stores.layers.stack import layers_of
@@ -146,7 +145,6 @@ class Container:
         self.instances: list[TaskInstance] = []
         self.loop: RunLoop | None = None
         self._disposal: StoreDisposal | None = None
-        self.storage_manager: ContainerStorageManager | None = None
         self.adjunct: AdjunctStorage | None = None
         self._sized_stores: dict[str, StoreSpec] = {}  # by name, sized by the budget
         self.consumers: SystemConsumers | None = None
@@ -385,9 +383,7 @@ class Container:
         restore = ContainerRestore(self.container_id, self.model, self.job, self.registry,
                                    self.config, self.settings, self.outputs, self._closers,
                                    close_storage=self._close_storage, progress=self.progress)
-        storages = restore.restore(specs, last, checkpoints)
-        self.storage_manager = restore.storage_manager
-        return storages
+        return restore.restore(specs, last, checkpoints)
 
     def _start_consumers(self) -> None:
         systems = sorted({ssp.system for t in self.model.tasks.values() for ssp in t.ssps})

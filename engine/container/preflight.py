@@ -201,7 +201,7 @@ def _file_log_root(registry: SystemRegistry, system: str) -> str | None:
         return None
     if not isinstance(registry.factory(system), FileLogSystemFactory):
         return None
-    return getattr(registry.admin(system), "root", None)
+    return registry.admin(system).root
 
 
 def check_directories(directories: Iterable[_Directory]) -> None:

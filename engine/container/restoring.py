@@ -51,7 +51,6 @@ class ContainerRestore:
         self._registry, self._config, self._settings = registry, config, settings
         self._outputs, self._steps, self._close_storage = outputs, steps, close_storage
         self._progress = progress
-        self.storage_manager: ContainerStorageManager | None = None
 
     def restore(self, specs: list[StoreSpec], last: Mapping[TaskName, Checkpoint | None],
                 checkpoints: Any) -> dict[TaskName, TaskStorage]:
@@ -78,7 +77,6 @@ class ContainerRestore:
         csm = ContainerStorageManager(managers, restore, progress=self._progress,
                                       title=f"container {self._id}")
         csm.restore({name: last[name] for name in storages})
-        self.storage_manager = csm
         out: dict[TaskName, TaskStorage] = {}
         for name, storage in storages.items():
             storage.adopted()

@@ -318,8 +318,7 @@ def _stream_move(registry: Any, ss: SystemStream | None, suffix: str, what: str,
         return None
     if isinstance(admin, MemorySystemAdmin):
         return None  # in process memory only: gone with the process that wrote it
-    rename = getattr(admin, "rename_stream", None)
-    if not callable(rename):
+    if not admin.renames_streams:
         raise RecoveryError(
             f"cannot reset: the {what} '{ss.system}.{ss.stream}' is on a system that cannot "
             f"move streams aside; nothing was changed. Move or delete that stream with the "
@@ -328,9 +327,13 @@ def _stream_move(registry: Any, ss: SystemStream | None, suffix: str, what: str,
     if admin.stream_exists(new_name):
         raise RecoveryError(f"cannot move the {what} '{ss.system}.{ss.stream}' aside: "
                             f"'{new_name}' exists; nothing was changed, try again")
-    path = getattr(admin, "stream_path", lambda s: f"{ss.system}.{s}")
-    return ResetMove(what, kind, str(path(ss.stream)), str(path(new_name)),
-                     lambda r=rename, s=ss.stream, n=new_name: r(s, n))
+
+    def where(stream: str) -> str:
+        path = admin.stream_path(stream)
+        return f"{ss.system}.{stream}" if path is None else str(path)
+
+    return ResetMove(what, kind, where(ss.stream), where(new_name),
+                     lambda r=admin.rename_stream, s=ss.stream, n=new_name: r(s, n))
 
 
 def _free(target: Path) -> None:

@@ -95,14 +95,6 @@ class SourceWatermarks:
         """The partition ended: it no longer holds event time back."""
         self._clocks[ssp].ended = True
 
-    def partition_watermark(self, ssp: SystemStreamPartition) -> int:
-        clock = self._clocks[ssp]
-        if clock.ended:
-            return WATERMARK_MAX
-        if clock.max_ts == _NEVER:
-            return WATERMARK_NOT_EXIST
-        return max(WATERMARK_NOT_EXIST, clock.max_ts - self.out_of_orderness_ms - 1)
-
     def stream_watermark(self, ss: SystemStream, *, now_ms: int) -> int:
         """The watermark of stream ``ss`` over the task's partitions: the minimum over those
         not idle, never lower than before (see the module docstring)."""

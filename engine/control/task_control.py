@@ -217,14 +217,6 @@ class TaskControl:
         stream within ``task.watermark.interval.ms`` of its last send)."""
         self._tick_requested = True
 
-    @property
-    def intermediate_ssps(self) -> frozenset[SystemStreamPartition]:
-        return frozenset(self._intermediate)
-
-    @property
-    def source_ssps(self) -> frozenset[SystemStreamPartition]:
-        return self._source_ssps
-
     def clock(self, ssp: SystemStreamPartition) -> PartitionClock | None:
         """The event-time clock of a source partition (None for an intermediate one): call
         ``observe(ts)`` for each message processed."""

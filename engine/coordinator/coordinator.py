@@ -166,7 +166,6 @@ class _Counters:
     catch_up_failures: int = 0
     config_changes: int = 0
     config_refused: int = 0
-    model_versions: int = 0
     locality_writes: int = 0
     restarts_planned: int = 0
     started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
@@ -287,7 +286,6 @@ class JobCoordinator:
         for old in sorted(self._history)[:-_HISTORY]:
             del self._history[old]
         self._snapshot = snapshot
-        self.counters.model_versions = snapshot.version
 
     def _warn_moved_directories(self, previous: CoordinatorState, config: Config) -> None:
         if previous.is_new:

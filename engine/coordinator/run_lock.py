@@ -70,8 +70,8 @@ lists only directories with a ``stream.json`` as streams)."""
 def run_lock_path(registry: Any, settings: CoordinatorSettings) -> Path | None:
     """The run lock file of the job whose coordinator stream ``settings`` names; None when its
     system keeps no files on this machine (its admin has no ``root`` directory)."""
-    root = getattr(registry.admin(settings.system), "root", None)
-    if not isinstance(root, str):
+    root = registry.admin(settings.system).root
+    if root is None:
         return None
     return Path(root) / RUN_LOCK_DIR / f"{settings.stream}.LOCK"
 

@@ -106,7 +106,7 @@ class CoordinatorStreamStore:
     @property
     def where(self) -> str:
         """The ``weir log`` options that find this stream from any directory."""
-        root = getattr(self.registry.admin(self.ssp.system), "root", None)
+        root = self.registry.admin(self.ssp.system).root
         where = f"--system {shlex.quote(self.ssp.system)}"
         return where + (f" --root {shlex.quote(os.path.abspath(root))}" if root else "")
 

@@ -225,12 +225,6 @@ class JobModel:
                 return container.tasks[name]  # type: ignore[index]
         raise KeyError(f"no task named {name!r} in the job model")
 
-    def container_of(self, task_name: str) -> str:
-        for cid, container in self.containers.items():
-            if task_name in container.tasks:
-                return cid
-        raise KeyError(f"no task named {task_name!r} in the job model")
-
     def task_assignment(self) -> dict[TaskName, str]:
         """Task name -> container id."""
         return {name: cid for cid, c in self.containers.items() for name in c.tasks}

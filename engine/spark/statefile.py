@@ -109,9 +109,6 @@ class VersionFile:
     def records(self) -> int:
         return sum(s.records for s in self.sections)
 
-    def store_sections(self) -> list[str]:
-        return [s.name for s in self.sections if not s.name.startswith("@")]
-
 
 def encode_version(kind: VersionKind, operator: str, partition: int, version: int,
                    sections: Iterable[tuple[str, Sequence[bytes], Sequence[bytes | None]]], *,

@@ -8,26 +8,45 @@ Offsets: ``register(ssp, offset)`` takes the offset of the *first record to read
 :class:`PartitionMetadata` gives ``oldest`` (first retained record), ``newest`` (last record,
 ``oldest - 1`` when the partition is empty) and ``upcoming`` (``newest + 1``, the offset the
 next appended record will get).
+
+The four ``Protocol`` classes are what any system must provide. The ``*Base`` classes
+(:class:`SystemAdminBase`, :class:`SystemConsumerBase`, :class:`SystemProducerBase`,
+:class:`SystemFactoryBase`) declare, besides, every *optional* capability the engine and the
+``weir log`` tools use, each with a default that means "this system cannot do better"
+(docs/ARCHITECTURE.md, "Seams"): the file log and the memory system derive from them and
+override what they can do. A user system derives from them too; one that does not is adapted
+where its factory is loaded (:mod:`weir.engine.systems.foreign`) and gets the defaults.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
-from weir.engine.model import IncomingMessageEnvelope, OutgoingMessageEnvelope, SystemStreamPartition
+from weir.engine.errors import SystemError_, UnsupportedOperationError
+from weir.engine.model import (IncomingMessageEnvelope, OutgoingMessageEnvelope, SystemStream,
+                               SystemStreamPartition, make_outgoing)
+
+if TYPE_CHECKING:
+    from weir.engine.systems.filelog.transactions import OpenTransaction
 
 __all__ = [
     "CleanupPolicy",
     "OffsetType",
+    "PartitionInfo",
     "PartitionMetadata",
     "StreamSpec",
     "SystemAdmin",
+    "SystemAdminBase",
     "SystemConsumer",
+    "SystemConsumerBase",
     "SystemProducer",
+    "SystemProducerBase",
     "SystemFactory",
+    "SystemFactoryBase",
     "partition_identities",
 ]
 
@@ -81,18 +100,24 @@ class StreamSpec:
     config: Mapping[str, str] = field(default_factory=dict)
 
 
-def partition_identities(admin: "SystemAdmin", ssps: Iterable[SystemStreamPartition]
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    """What a system tells about one partition's storage (``weir log describe`` / ``list``):
+    ``segments`` (file log), ``bytes`` and whether the partition ``ended``; None where the
+    system cannot tell."""
+
+    partition: int
+    segments: int | None = None
+    bytes: int | None = None
+    ended: bool | None = None
+
+
+def partition_identities(admin: "SystemAdminBase", ssps: Iterable[SystemStreamPartition]
                          ) -> dict[SystemStreamPartition, str | None]:
-    """The identity of each partition (None: unknown). Uses the admin's cheap
-    ``identities(ssps)`` when it has one (the file log and memory systems: no record
-    counting), else its :meth:`SystemAdmin.metadata`."""
+    """The identity of each partition (None: unknown): the admin's
+    :meth:`SystemAdminBase.identities`."""
     ssps = list(ssps)
-    if not ssps:
-        return {}
-    cheap = getattr(admin, "identities", None)
-    if callable(cheap):
-        return dict(cheap(ssps))
-    return {ssp: md.identity for ssp, md in admin.metadata(ssps).items()}
+    return dict(admin.identities(ssps)) if ssps else {}
 
 
 @runtime_checkable
@@ -151,3 +176,189 @@ class SystemFactory(Protocol):
     def get_admin(self, system: str, config: Mapping[str, str]) -> SystemAdmin: ...
     def get_consumer(self, system: str, config: Mapping[str, str]) -> SystemConsumer: ...
     def get_producer(self, system: str, config: Mapping[str, str]) -> SystemProducer: ...
+
+
+# -- the bases: required methods abstract, optional capabilities with their defaults -----------
+
+class SystemAdminBase(ABC):
+    """The base of every system admin: :class:`SystemAdmin`'s methods, and the optional
+    capabilities with the defaults of a system that cannot do better.
+
+    Capabilities and defaults: ``system`` (the system's name; None: not known) and ``root``
+    (the directory the system keeps its streams in: the file log's root; None: none on this
+    machine); :meth:`identities` (from :meth:`metadata`); :meth:`partition_counts` (one
+    :meth:`partition_count` per existing stream); :meth:`cleanup_policy` and
+    :meth:`is_bounded` and :meth:`min_compaction_lag_ms` (None: the system does not tell);
+    :meth:`stream_path` (None: no path);
+    :meth:`describe` (nothing known per partition); :meth:`list_streams`,
+    :meth:`delete_stream` and :meth:`rename_stream` raise
+    :class:`~weir.engine.errors.UnsupportedOperationError` naming the system, and
+    ``deletes_streams`` / ``renames_streams`` (default False) say beforehand whether
+    :meth:`delete_stream` / :meth:`rename_stream` work (a command checks before it changes
+    anything).
+    """
+
+    system: str | None = None
+    root: str | None = None
+    deletes_streams: ClassVar[bool] = False
+    renames_streams: ClassVar[bool] = False
+
+    @abstractmethod
+    def metadata(self, ssps: Iterable[SystemStreamPartition]
+                 ) -> dict[SystemStreamPartition, PartitionMetadata]:
+        """Metadata of many SSPs in one call. Raises StreamNotFoundError for a missing stream."""
+
+    @abstractmethod
+    def partition_count(self, stream: str) -> int: ...
+
+    @abstractmethod
+    def stream_exists(self, stream: str) -> bool: ...
+
+    @abstractmethod
+    def create_stream(self, spec: StreamSpec) -> bool:
+        """Create the stream; False if it already existed with the same partition count
+        (a different count raises)."""
+
+    @abstractmethod
+    def offset_comparator(self, a: int, b: int) -> int:
+        """-1, 0 or 1, like Java's compareTo."""
+
+    # -- optional capabilities -----------------------------------------------------------------
+    def identities(self, ssps: Sequence[SystemStreamPartition]
+                   ) -> dict[SystemStreamPartition, str | None]:
+        """Each partition's identity (None: unknown). Default: :meth:`metadata`'s; a system
+        that can tell without counting records overrides it."""
+        return {ssp: md.identity for ssp, md in self.metadata(ssps).items()}
+
+    def partition_counts(self, streams: Sequence[str]) -> dict[str, int]:
+        """The partition count of each of ``streams`` that exists (a missing stream is left
+        out: the caller names it in its error). Default: one call per stream."""
+        return {stream: self.partition_count(stream) for stream in streams
+                if self.stream_exists(stream)}
+
+    def cleanup_policy(self, stream: str) -> CleanupPolicy | None:
+        """The stream's cleanup policy; None when the system does not tell (then nothing
+        checks that a changelog or checkpoint stream is compacted)."""
+        return None
+
+    def is_bounded(self, stream: str) -> bool | None:
+        """Whether the stream is bounded (ends with end-of-stream); None: not told."""
+        return None
+
+    def min_compaction_lag_ms(self, stream: str) -> int | None:
+        """How long after a record is written compaction may remove the values it supersedes
+        (the file log's ``compaction.min.lag.ms``); None when the system does not say."""
+        return None
+
+    def stream_path(self, stream: str) -> str | None:
+        """Where the stream's files are (named in errors and by ``weir checkpoint reset``);
+        None when the system keeps no files on this machine."""
+        return None
+
+    def describe(self, stream: str) -> Sequence[PartitionInfo]:
+        """What the system tells about each partition's storage; empty: nothing."""
+        return ()
+
+    def list_streams(self) -> list[str]:
+        """The system's streams, sorted."""
+        raise UnsupportedOperationError(self.system, "list its streams",
+                                        "name a stream: `weir log describe STREAM`")
+
+    def delete_stream(self, stream: str) -> object:
+        """Delete ``stream`` and every record in it. Works where ``deletes_streams`` is True."""
+        raise UnsupportedOperationError(self.system, "delete streams",
+                                        "only the file log can")
+
+    def rename_stream(self, stream: str, new_name: str) -> str:
+        """Rename ``stream`` (``weir checkpoint reset`` moves changelogs aside); returns where
+        it went. Works where ``renames_streams`` is True."""
+        raise UnsupportedOperationError(self.system, "move streams aside",
+                                        "move or delete the stream with the system's own tools")
+
+
+class SystemConsumerBase(ABC):
+    """The base of every system consumer: :class:`SystemConsumer`'s methods and the optional
+    capabilities of a transactional system, with the defaults of one without transactions
+    (every record is committed): :meth:`set_isolation_level` does nothing and
+    :meth:`held_back_by` is None."""
+
+    @abstractmethod
+    def register(self, ssp: SystemStreamPartition, offset: int) -> None: ...
+
+    @abstractmethod
+    def start(self) -> None: ...
+
+    @abstractmethod
+    def poll(self, ssps: Collection[SystemStreamPartition],
+             timeout: float) -> dict[SystemStreamPartition, list[IncomingMessageEnvelope]]:
+        """See :meth:`SystemConsumer.poll`."""
+
+    @abstractmethod
+    def stop(self) -> None: ...
+
+    def set_isolation_level(self, level: str) -> None:
+        """``read_committed`` or ``read_uncommitted``, before ``start``. Default: nothing to
+        set (a system without transactions has only committed records)."""
+        return None
+
+    def held_back_by(self, ssp: SystemStreamPartition) -> "OpenTransaction | None":
+        """The open transaction that holds ``ssp``'s ``read_committed`` reader back; default
+        None (no transactions)."""
+        return None
+
+
+class SystemProducerBase(ABC):
+    """The base of every system producer: :class:`SystemProducer`'s methods and the optional
+    :meth:`send_batch`, by default one :meth:`send` per record."""
+
+    @abstractmethod
+    def register(self, source: str) -> None: ...
+
+    @abstractmethod
+    def start(self) -> None: ...
+
+    @abstractmethod
+    def send(self, source: str, envelope: OutgoingMessageEnvelope) -> None:
+        """See :meth:`SystemProducer.send`."""
+
+    @abstractmethod
+    def flush(self, source: str) -> None:
+        """Make everything sent by ``source`` durable before returning."""
+
+    @abstractmethod
+    def stop(self) -> None: ...
+
+    def send_batch(self, source: str, stream: SystemStream, partition: int,
+                   items: Iterable[tuple[bytes | None, bytes | None]], *,
+                   require_keys: bool = False) -> int:
+        """Send raw ``(key, value)`` records to one partition of ``stream`` in order (a store's
+        changelog write-down); returns how many. ``require_keys`` refuses a null key with
+        ``SystemError_``. Default: one :meth:`send` per record; the file log's writes the batch
+        under one writer lock."""
+        send = self.send
+        n = 0
+        for key, value in items:
+            if require_keys and key is None:
+                raise SystemError_(f"stream '{stream.system}.{stream.stream}' partition "
+                                   f"{partition} (source '{source}'): a changelog record "
+                                   f"needs a key")
+            send(source, make_outgoing(stream, value, key, None, partition))
+            n += 1
+        return n
+
+
+class SystemFactoryBase(ABC):
+    """The base of every system factory. ``process_local`` (default False): the system's
+    streams live in one process's memory (the memory system), so a job that uses it cannot
+    spread its tasks over processes."""
+
+    process_local: ClassVar[bool] = False
+
+    @abstractmethod
+    def get_admin(self, system: str, config: Mapping[str, str]) -> SystemAdminBase: ...
+
+    @abstractmethod
+    def get_consumer(self, system: str, config: Mapping[str, str]) -> SystemConsumerBase: ...
+
+    @abstractmethod
+    def get_producer(self, system: str, config: Mapping[str, str]) -> SystemProducerBase: ...

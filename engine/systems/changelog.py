@@ -46,7 +46,10 @@ from weir.stores.changelog import (NO_BULK_READER, NO_OFFSET, UNKNOWN_IDENTITY, 
 
 from weir.engine.errors import ChangelogNotCompactedError, OpenTransactionError, SystemError_
 from weir.engine.model import SystemStream, SystemStreamPartition, make_outgoing
-from weir.engine.systems.api import CleanupPolicy, PartitionMetadata, StreamSpec, SystemAdmin, SystemFactory, SystemProducer
+from weir.engine.systems.api import (CleanupPolicy, PartitionMetadata, StreamSpec, SystemAdminBase,
+                                     SystemConsumerBase, SystemFactory, SystemFactoryBase,
+                                     SystemProducerBase)
+from weir.engine.systems.foreign import adapt_factory
 
 if TYPE_CHECKING:
     from weir.engine.systems.registry import SystemRegistry
@@ -71,21 +74,21 @@ class SystemChangelogSink(ChangelogSink):
     registered for ``source_name`` and started by its owner (the container).
 
     Batches (a store's write-down) go through ``append_all(pairs)`` or
-    ``append_columns(keys, values)``: when the producer has ``send_batch`` (the file log's
-    does) the whole batch is one call down to the partition writer, without an envelope per
-    record; otherwise each change is sent as with ``append``.
+    ``append_columns(keys, values)``: one ``producer.send_batch`` (the file log's writes the
+    whole batch under one writer lock, without an envelope per record; the default of
+    :class:`~weir.engine.systems.api.SystemProducerBase` sends each change as ``append``).
     """
 
     __slots__ = ("producer", "ssp", "source_name", "_ss", "_send", "_send_batch")
 
-    def __init__(self, producer: SystemProducer, ssp: SystemStreamPartition, source_name: str):
+    def __init__(self, producer: SystemProducerBase, ssp: SystemStreamPartition,
+                 source_name: str):
         self.producer = producer
         self.ssp = ssp
         self.source_name = source_name
         self._ss = SystemStream(ssp.system, ssp.stream)
         self._send = producer.send
-        send_batch = getattr(producer, "send_batch", None)
-        self._send_batch = send_batch if callable(send_batch) else None
+        self._send_batch = producer.send_batch
 
     def append(self, key: bytes, value: bytes | None) -> None:
         if key is None:
@@ -96,16 +99,8 @@ class SystemChangelogSink(ChangelogSink):
 
     def append_all(self, items: Iterable[tuple[bytes, bytes | None]]) -> int:
         """Append ``(key, value)`` changes in order; returns how many."""
-        send_batch = self._send_batch
-        if send_batch is not None:
-            return send_batch(self.source_name, self._ss, self.ssp.partition, items,
-                              require_keys=True)
-        n = 0
-        append = self.append
-        for key, value in items:
-            append(key, value)
-            n += 1
-        return n
+        return self._send_batch(self.source_name, self._ss, self.ssp.partition, items,
+                                require_keys=True)
 
     def append_columns(self, keys: Sequence[bytes], values: Sequence[bytes | None]) -> int:
         """``append_all`` of two parallel lists (``values[i]`` is the value of ``keys[i]``)."""
@@ -121,31 +116,31 @@ class SystemChangelogSink(ChangelogSink):
 class SystemChangelogSource(ChangelogSource):
     """The :class:`~weir.stores.changelog.ChangelogSource` of one changelog partition.
 
-    ``systems`` is a :class:`~weir.engine.systems.registry.SystemRegistry` or a
-    :class:`~weir.engine.systems.api.SystemFactory` (then ``config`` is what the factory is given).
+    ``systems`` is a :class:`~weir.engine.systems.registry.SystemRegistry` or a system factory
+    (then ``config`` is what the factory is given; a duck-typed one is adapted:
+    :mod:`weir.engine.systems.foreign`).
     The admin is made once; each :meth:`read` uses a new consumer and stops it when done
     (also when the caller abandons the iterator and it is closed or collected).
     """
 
-    def __init__(self, systems: "SystemRegistry | SystemFactory", ssp: SystemStreamPartition,
-                 config: Mapping[str, str] | None = None):
+    def __init__(self, systems: "SystemRegistry | SystemFactory | SystemFactoryBase",
+                 ssp: SystemStreamPartition, config: Mapping[str, str] | None = None):
         self.ssp = ssp
         from weir.engine.systems.registry import SystemRegistry
         if isinstance(systems, SystemRegistry):
-            self._admin: SystemAdmin = systems.admin(ssp.system)
-            self._make_consumer = lambda: systems.consumer(ssp.system)
+            self._admin: SystemAdminBase = systems.admin(ssp.system)
+            self._make_consumer: Any = lambda: systems.consumer(ssp.system)
         else:
             cfg = config if config is not None else {}
-            self._admin = systems.get_admin(ssp.system, cfg)
-            self._make_consumer = lambda: systems.get_consumer(ssp.system, cfg)
+            factory = adapt_factory(systems, ssp.system)
+            self._admin = factory.get_admin(ssp.system, cfg)
+            self._make_consumer = lambda: factory.get_consumer(ssp.system, cfg)
 
-    def _new_consumer(self) -> Any:
+    def _new_consumer(self) -> SystemConsumerBase:
         """A consumer that reads committed data only (where the system has transactions),
         whatever ``consumer.isolation.level`` says: restore rebuilds committed state."""
         consumer = self._make_consumer()
-        set_isolation = getattr(consumer, "set_isolation_level", None)
-        if callable(set_isolation):
-            set_isolation("read_committed")
+        consumer.set_isolation_level("read_committed")
         return consumer
 
     @property
@@ -188,11 +183,7 @@ class SystemChangelogSource(ChangelogSource):
         """How long after a record is written compaction may remove the values it
         supersedes (the file log's ``compaction.min.lag.ms`` of the stream); None when the
         system does not say."""
-        settings_of = getattr(self._admin, "stream_settings", None)
-        if not callable(settings_of):
-            return None
-        lag = getattr(settings_of(self.ssp.stream), "compaction_min_lag_ms", None)
-        return lag if isinstance(lag, int) else None
+        return self._admin.min_compaction_lag_ms(self.ssp.stream)
 
     def bulk_reader(self) -> BulkReader | Literal[Unavailable.NO_BULK_READER]:
         """A picklable ``reader(start, end, into=None)`` yielding batches (see
@@ -273,11 +264,10 @@ class SystemChangelogSource(ChangelogSource):
         finally:
             consumer.stop()
 
-    def _check_not_held_back(self, consumer: Any, last: int) -> None:
+    def _check_not_held_back(self, consumer: SystemConsumerBase, last: int) -> None:
         """A read that stops before ``last`` because a transaction is still open there would
         return too few records: raise instead (restore must never rebuild part of a state)."""
-        held_back_by = getattr(consumer, "held_back_by", None)
-        txn = held_back_by(self.ssp) if callable(held_back_by) else None
+        txn = consumer.held_back_by(self.ssp)
         if txn is None or txn.first_offset > last:
             return
         raise OpenTransactionError(
@@ -296,7 +286,7 @@ class SystemChangelogSource(ChangelogSource):
         return f"SystemChangelogSource({self.ssp})"
 
 
-def ensure_changelog_stream(admin: SystemAdmin, stream: str, partitions: int, *,
+def ensure_changelog_stream(admin: SystemAdminBase, stream: str, partitions: int, *,
                             store: str | None = None,
                             min_compaction_lag_ms: int | None = None) -> bool:
     """Create ``stream`` as a compacted changelog with ``partitions`` partitions; False if it
@@ -321,19 +311,13 @@ def ensure_changelog_stream(admin: SystemAdmin, stream: str, partitions: int, *,
                                           config=config))
 
 
-def _check_compacted(admin: SystemAdmin, stream: str, store: str | None) -> None:
-    policy_of = getattr(admin, "cleanup_policy", None)
-    if not callable(policy_of):
-        return
-    policy = policy_of(stream)
-    if policy is CleanupPolicy.COMPACT:
-        return
-    system = getattr(admin, "system", None)
-    name = f"{system}.{stream}" if system else stream
-    where = ""
-    path_of = getattr(admin, "stream_path", None)
-    if callable(path_of):
-        where = f" ({path_of(stream)}/stream.json)"
+def _check_compacted(admin: SystemAdminBase, stream: str, store: str | None) -> None:
+    policy = admin.cleanup_policy(stream)
+    if policy is None or policy is CleanupPolicy.COMPACT:
+        return  # None: the system does not tell its policy
+    name = f"{admin.system}.{stream}" if admin.system else stream
+    path = admin.stream_path(stream)
+    where = "" if path is None else f" ({path}/stream.json)"
     owner = f" of store '{store}'" if store else ""
     key = f"stores.{store}.changelog" if store else "stores.<store>.changelog"
     raise ChangelogNotCompactedError(

@@ -53,7 +53,9 @@ from weir.engine.model import (
     SystemStreamPartition,
     partition_for,
 )
-from weir.engine.systems.api import CleanupPolicy, PartitionMetadata, StreamSpec
+from weir.engine.systems.api import (CleanupPolicy, PartitionInfo, PartitionMetadata, StreamSpec,
+                                     SystemAdminBase, SystemConsumerBase, SystemFactoryBase,
+                                     SystemProducerBase)
 
 __all__ = [
     "MEMORY_FETCH_MAX_RECORDS",
@@ -71,15 +73,12 @@ MEMORY_FETCH_MAX_RECORDS = declare(
     component="memory system")
 
 
-@dataclass(frozen=True, slots=True)
-class MemoryPartitionInfo:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryPartitionInfo(PartitionInfo):
     """What ``weir log describe`` shows for one partition of a memory stream (which has no
-    segments)."""
+    segments), and its metadata."""
 
-    partition: int
     metadata: PartitionMetadata
-    bytes: int
-    ended: bool
 
 
 # --------------------------------------------------------------------------------------
@@ -173,7 +172,7 @@ def _end_stream(state: _SystemState, stream: str) -> None:
 # admin
 # --------------------------------------------------------------------------------------
 
-class MemorySystemAdmin:
+class MemorySystemAdmin(SystemAdminBase):
     """Creates and describes the streams of one memory system."""
 
     def __init__(self, system: str):
@@ -233,23 +232,22 @@ class MemorySystemAdmin:
         with self._state.cond:
             return self._state.stream(stream).spec.cleanup_policy
 
-    def stream_spec(self, stream: str) -> StreamSpec:
-        """The spec the stream was created with (policy, bounded)."""
+    def is_bounded(self, stream: str) -> bool:
         with self._state.cond:
-            return self._state.stream(stream).spec
+            return self._state.stream(stream).spec.bounded
 
     def list_streams(self) -> list[str]:
         """Names of the system's streams, sorted."""
         with self._state.cond:
             return sorted(self._state.streams)
 
-    def describe(self, stream: str) -> list[MemoryPartitionInfo]:
+    def describe(self, stream: str) -> list[MemoryPartitionInfo]:  # type: ignore[override]
         """Per-partition metadata, size and ended flag (for ``weir log describe``)."""
         with self._state.cond:
             s = self._state.stream(stream)
-            return [MemoryPartitionInfo(p, PartitionMetadata(0, len(part.records) - 1,
-                                                             len(part.records)),
-                                        part.nbytes, part.ended)
+            return [MemoryPartitionInfo(p, bytes=part.nbytes, ended=part.ended,
+                                        metadata=PartitionMetadata(0, len(part.records) - 1,
+                                                                   len(part.records)))
                     for p, part in enumerate(s.partitions)]
 
 
@@ -266,7 +264,7 @@ class _Position:
         self.eos_sent = False
 
 
-class MemorySystemConsumer:
+class MemorySystemConsumer(SystemConsumerBase):
     """Reads registered SSPs of one memory system; each consumer has its own positions."""
 
     def __init__(self, system: str, fetch_max: int = 1000):
@@ -375,7 +373,7 @@ def _as_bytes(value, what: str, envelope: OutgoingMessageEnvelope) -> bytes | No
         f"(systems.<system>.streams.<stream>.samza.{'key' if what == 'key' else 'msg'}.serde)")
 
 
-class MemorySystemProducer:
+class MemorySystemProducer(SystemProducerBase):
     """Appends to the streams of one memory system. Records are visible on ``send``."""
 
     def __init__(self, system: str):
@@ -441,7 +439,7 @@ class MemorySystemProducer:
 # factory
 # --------------------------------------------------------------------------------------
 
-class MemorySystemFactory:
+class MemorySystemFactory(SystemFactoryBase):
     """``systems.<name>.factory=memory``: admins, consumers and producers over the streams of
     system ``<name>`` in this process."""
 

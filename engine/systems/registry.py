@@ -8,7 +8,9 @@
 - Samza's ``org.apache.samza.system.kafka.KafkaSystemFactory``: the file log (Weir has no
   Kafka client; ``weir config show`` and ``weir run`` say so in a note);
 - ``module:Class`` or a dotted ``package.module.Class`` naming a class (instantiated without
-  arguments) or a factory object with ``get_admin``/``get_consumer``/``get_producer``.
+  arguments) or a factory object with ``get_admin``/``get_consumer``/``get_producer``: a
+  :class:`~weir.engine.systems.api.SystemFactoryBase`, or a duck-typed factory adapted once
+  here (:mod:`weir.engine.systems.foreign`).
 
 Built-in defaults: a system *named* ``filelog`` or ``memory`` with no factory configured uses
 the built-in of that name, so ``weir log --root DIR`` and small test configs need no
@@ -41,7 +43,9 @@ from weir.stores.config import Config, ConfigError, declare
 from weir.engine.errors import StreamNotFoundError
 from weir.engine.model import SystemStream, SystemStreamPartition
 from weir.engine.config.serdes import SerdeManager, StreamSerdes
-from weir.engine.systems.api import PartitionMetadata, SystemAdmin, SystemConsumer, SystemFactory, SystemProducer
+from weir.engine.systems.api import (PartitionMetadata, SystemAdminBase, SystemConsumerBase,
+                                     SystemFactoryBase, SystemProducerBase)
+from weir.engine.systems.foreign import adapt_factory
 
 __all__ = [
     "SYSTEM_FACTORY",
@@ -106,7 +110,7 @@ def process_local_systems(config: Config, named: Iterable[str] = ()) -> list[str
             factory = resolve_factory(config, system)
         except ConfigError:
             continue  # reported where the system is used
-        if getattr(factory, "process_local", False):
+        if factory.process_local:
             out.append(system)
     return out
 
@@ -125,9 +129,10 @@ def _import_target(spec: str) -> Any:
     return obj
 
 
-def resolve_factory(config: Config, system: str) -> SystemFactory:
-    """The factory of ``system``. Raises ConfigError naming the key and where it was set when
-    the factory is unset (for a non-default system), unknown or cannot be imported."""
+def resolve_factory(config: Config, system: str) -> SystemFactoryBase:
+    """The factory of ``system`` (a duck-typed one adapted: :func:`adapt_factory`). Raises
+    ConfigError naming the key and where it was set when the factory is unset (for a
+    non-default system), unknown or cannot be imported."""
     key = _factory_key(config, system)
     if key is None:
         if system in DEFAULT_SYSTEMS:
@@ -164,7 +169,8 @@ def resolve_factory(config: Config, system: str) -> SystemFactory:
             f"system factory {spec!r} for system '{system}' lacks {', '.join(missing)}; "
             f"a system factory implements engine.systems.api.SystemFactory",
             key=key or SYSTEM_FACTORY.key(system=system), origin=origin)
-    return factory
+    return adapt_factory(factory, system, key=key or SYSTEM_FACTORY.key(system=system),
+                         origin=origin)
 
 
 class SystemRegistry:
@@ -176,8 +182,8 @@ class SystemRegistry:
 
     def __init__(self, config: Config):
         self.config = config if isinstance(config, Config) else Config(config)
-        self._factories: dict[str, SystemFactory] = {}
-        self._admins: dict[str, SystemAdmin] = {}
+        self._factories: dict[str, SystemFactoryBase] = {}
+        self._admins: dict[str, SystemAdminBase] = {}
         self._lock = threading.Lock()
         self.serdes = SerdeManager(self.config)
 
@@ -186,14 +192,14 @@ class SystemRegistry:
         """Configured system names (those with a ``systems.<name>.factory``)."""
         return configured_systems(self.config)
 
-    def factory(self, system: str) -> SystemFactory:
+    def factory(self, system: str) -> SystemFactoryBase:
         with self._lock:
             factory = self._factories.get(system)
             if factory is None:
                 factory = self._factories[system] = resolve_factory(self.config, system)
             return factory
 
-    def admin(self, system: str) -> SystemAdmin:
+    def admin(self, system: str) -> SystemAdminBase:
         """The system's admin, created on first use and cached."""
         admin = self._admins.get(system)
         if admin is not None:
@@ -205,14 +211,14 @@ class SystemRegistry:
                 admin = self._admins[system] = factory.get_admin(system, self.config)
             return admin
 
-    def admin_for(self, ss: SystemStream | SystemStreamPartition) -> SystemAdmin:
+    def admin_for(self, ss: SystemStream | SystemStreamPartition) -> SystemAdminBase:
         return self.admin(ss.system)
 
-    def consumer(self, system: str) -> SystemConsumer:
+    def consumer(self, system: str) -> SystemConsumerBase:
         """A new consumer of ``system`` (register, start, poll, stop it yourself)."""
         return self.factory(system).get_consumer(system, self.config)
 
-    def producer(self, system: str) -> SystemProducer:
+    def producer(self, system: str) -> SystemProducerBase:
         """A new producer of ``system`` (register, start, stop it yourself)."""
         return self.factory(system).get_producer(system, self.config)
 
@@ -223,8 +229,8 @@ class SystemRegistry:
     def stream_not_found(self, system: str, stream: str, hint: str = "") -> StreamNotFoundError:
         """The error for a missing stream of ``system``, naming where it was looked for (the
         admin's ``root`` directory, for systems that keep streams in one)."""
-        root = getattr(self.admin(system), "root", None)
-        where = f"{root} (systems.{system}.root)" if isinstance(root, str) else None
+        root = self.admin(system).root
+        where = f"{root} (systems.{system}.root)" if root is not None else None
         if not hint:
             create = f"weir log create {stream}" + (f" --root {root}" if where else "")
             hint = f"create it with `{create}` or set the job's inputs right"
@@ -232,21 +238,15 @@ class SystemRegistry:
 
     # -- batched admin calls -------------------------------------------------------------
     def partition_counts(self, streams: Iterable[SystemStream]) -> dict[SystemStream, int]:
-        """Partition count of each stream, one admin per system. A missing stream raises
-        StreamNotFoundError."""
+        """Partition count of each stream, one ``admin.partition_counts`` call per system. A
+        missing stream raises StreamNotFoundError."""
         out: dict[SystemStream, int] = {}
         for system, group in _group_by_system(streams).items():
-            admin = self.admin(system)
-            batched = getattr(admin, "partition_counts", None)
-            if callable(batched):
-                counts = batched([ss.stream for ss in group])
-                for ss in group:
-                    out[ss] = counts[ss.stream]
-                continue
+            counts = self.admin(system).partition_counts([ss.stream for ss in group])
             for ss in group:
-                if not admin.stream_exists(ss.stream):
+                if ss.stream not in counts:
                     raise self.stream_not_found(system, ss.stream)
-                out[ss] = admin.partition_count(ss.stream)
+                out[ss] = counts[ss.stream]
         return out
 
     def metadata(self, ssps: Iterable[SystemStreamPartition]) -> dict[SystemStreamPartition, PartitionMetadata]:

@@ -75,7 +75,7 @@ class LockedIterator:
 
     @property
     def closed(self) -> bool:
-        return bool(getattr(self._inner, "closed", False))
+        return self._inner.closed
 
     def __enter__(self) -> Self:
         return self
@@ -104,7 +104,7 @@ class LockedSnapshot:
 
     @property
     def closed(self) -> bool:
-        return bool(getattr(self._inner, "closed", False))
+        return self._inner.closed
 
     def __enter__(self) -> Self:
         return self

@@ -54,6 +54,10 @@ class SerializedSnapshot:
     def close(self) -> None:
         self._inner.close()
 
+    @property
+    def closed(self) -> bool:
+        return self._inner.closed
+
     def __enter__(self) -> "SerializedSnapshot":
         return self
 

@@ -8,11 +8,12 @@ import json
 
 from rich.table import Table
 
-from weir.engine.errors import EngineError
 from weir.engine.model import SystemStreamPartition
+from weir.engine.systems.api import PartitionInfo
 from weir.engine.cli._console import console as _console
-from weir.engine.cli.log.stream_info import (attr_text, human_bytes, partition_details,
-                                             stable_offsets, summary, traits)
+from weir.engine.cli.log.stream_info import (human_bytes, partition_details,
+                                             stable_offsets, summary, traits,
+                                             value_text)
 from weir.engine.cli.log.target import existing_stream, target, where
 
 __all__ = ["describe_stream", "list_streams"]
@@ -24,7 +25,7 @@ def describe_stream(args: argparse.Namespace) -> int:
     system = ss.system
     ssps = [SystemStreamPartition(system, args.stream, p) for p in range(count)]
     metadata = admin.metadata(ssps)
-    details = partition_details(admin, args.stream, count)
+    details = partition_details(admin, args.stream)
     title = f"{system}.{args.stream}: {count} partition(s)" + traits(admin, args.stream)
     table = Table(title=title + where(reg, system))
     stable = stable_offsets(admin, args.stream)
@@ -34,14 +35,14 @@ def describe_stream(args: argparse.Namespace) -> int:
         table.add_column(column, justify="left" if column == "ended" else "right")
     total = 0
     for ssp in ssps:
-        md, info = metadata[ssp], details.get(ssp.partition)
+        md, info = metadata[ssp], details.get(ssp.partition, PartitionInfo(ssp.partition))
         total += md.upcoming - md.oldest
         row = [str(ssp.partition), str(md.oldest), str(md.newest), str(md.upcoming)]
         if stable:
             lso, open_txns = stable[ssp.partition]
             row.append(f"{lso} ({len(open_txns)} open)" if open_txns else str(lso))
-        table.add_row(*row, attr_text(info, "segments"), attr_text(info, "bytes", "{:,}"),
-                      {True: "yes", False: "no"}.get(getattr(info, "ended", None), "-"))
+        table.add_row(*row, value_text(info.segments), value_text(info.bytes, "{:,}"),
+                      {True: "yes", False: "no"}.get(info.ended, "-"))
     console = _console()
     console.print(table)
     console.print(f"{total:,} offset(s) across {count} partition(s)"
@@ -54,11 +55,7 @@ def list_streams(args: argparse.Namespace) -> int:
     """``weir log list``: a table of the system's streams (``--json``: one object a line)."""
     reg, system = target(args)
     admin = reg.admin(system)
-    list_all = getattr(admin, "list_streams", None)
-    if not callable(list_all):
-        raise EngineError(f"system '{system}' cannot list its streams (its admin has no "
-                          f"list_streams); name a stream: `weir log describe STREAM`")
-    rows = [summary(admin, system, stream) for stream in list_all()]
+    rows = [summary(admin, system, stream) for stream in admin.list_streams()]
     if args.json:
         for row in rows:
             print(json.dumps(row.as_json()))

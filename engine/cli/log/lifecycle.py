@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from weir.engine.errors import EngineError
+from weir.engine.errors import EngineError, UnsupportedOperationError
 from weir.engine.systems.api import CleanupPolicy, StreamSpec
 from weir.engine.cli.log.stream_info import human_bytes, summary
 from weir.engine.cli.log.target import existing_stream, system_root, target, where
@@ -28,10 +28,8 @@ def create_stream(args: argparse.Namespace) -> int:
 def delete_stream(args: argparse.Namespace) -> int:
     """``weir log delete STREAM --yes``: the stream and every record in it."""
     reg, ss, admin, _ = existing_stream(args)
-    delete = getattr(admin, "delete_stream", None)
-    if not callable(delete):
-        raise EngineError(f"system '{ss.system}' cannot delete streams (its admin has no "
-                          f"delete_stream); only the file log can")
+    if not admin.deletes_streams:
+        raise UnsupportedOperationError(ss.system, "delete streams", "only the file log can")
     row = summary(admin, ss.system, args.stream)
     size = "" if row.bytes is None else f", {human_bytes(row.bytes)}"
     root = system_root(reg, ss.system)
@@ -40,6 +38,6 @@ def delete_stream(args: argparse.Namespace) -> int:
     if not args.yes:
         raise EngineError(f"not deleting {what}; deleting a stream removes every record in "
                           f"it and cannot be undone: run again with --yes")
-    delete(args.stream)
+    admin.delete_stream(args.stream)
     print(f"deleted {what}")
     return 0

@@ -5,20 +5,19 @@ offsets of a file-log stream that has held transactions, and the one-row summary
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
 from weir.stores.units import human_bytes
 
 from weir.engine.model import SystemStreamPartition
-from weir.engine.systems.api import CleanupPolicy
+from weir.engine.systems.api import CleanupPolicy, PartitionInfo, SystemAdminBase
 
 __all__ = ["StreamSummary", "summary", "partition_details", "policy_of", "traits",
-           "stable_offsets", "attr_text", "human_bytes"]
+           "stable_offsets", "value_text", "human_bytes"]
 
 
-def traits(admin: Any, stream: str) -> str:
+def traits(admin: SystemAdminBase, stream: str) -> str:
     """``", compact, bounded"`` where the admin tells."""
     policy, bounded = policy_of(admin, stream)
     if policy is None:
@@ -26,61 +25,29 @@ def traits(admin: Any, stream: str) -> str:
     return f", {policy.value}" + (", bounded" if bounded else "")
 
 
-def policy_of(admin: Any, stream: str) -> tuple[CleanupPolicy | None, bool | None]:
-    """The stream's cleanup policy and whether it is bounded, where the admin tells (file
-    log: ``stream_meta``; memory: ``stream_spec``; else ``cleanup_policy`` alone)."""
-    for name in ("stream_meta", "stream_spec"):
-        describe = getattr(admin, name, None)
-        if callable(describe):
-            m = describe(stream)
-            return m.cleanup_policy, m.bounded
-    policy = getattr(admin, "cleanup_policy", None)
-    return (policy(stream), None) if callable(policy) else (None, None)
+def policy_of(admin: SystemAdminBase, stream: str) -> tuple[CleanupPolicy | None, bool | None]:
+    """The stream's cleanup policy and whether it is bounded (None: the admin does not
+    tell)."""
+    return admin.cleanup_policy(stream), admin.is_bounded(stream)
 
 
-def stable_offsets(admin: Any, stream: str) -> dict[int, Any]:
-    """The file log's last stable offsets, for a stream that has held transactions."""
-    meta = getattr(admin, "stream_meta", None)
-    if not callable(meta) or getattr(meta(stream), "format", 1) < 2:
+def stable_offsets(admin: SystemAdminBase, stream: str) -> dict[int, Any]:
+    """The file log's last stable offsets, for a stream that has held transactions (other
+    systems have no transactions: nothing)."""
+    from weir.engine.systems.filelog.admin import FileLogAdmin
+    if not isinstance(admin, FileLogAdmin) or admin.stream_meta(stream).format < 2:
         return {}
     return admin.open_transactions(stream)
 
 
-@dataclass(frozen=True, slots=True)
-class _PartitionFiles:
-    partition: int
-    segments: int
-    bytes: int
-    ended: bool
+def partition_details(admin: SystemAdminBase, stream: str) -> dict[int, PartitionInfo]:
+    """Segments, bytes and ended flag per partition, where the system can tell
+    (``admin.describe``)."""
+    return {info.partition: info for info in admin.describe(stream)}
 
 
-def partition_details(admin: Any, stream: str, count: int) -> dict[int, Any]:
-    """Segments, bytes and ended flag per partition, where the system can tell: an admin's
-    ``describe(stream)`` (memory), or the file log's partition directories."""
-    describe = getattr(admin, "describe", None)
-    if callable(describe):
-        return {info.partition: info for info in describe(stream)}
-    stream_path = getattr(admin, "stream_path", None)
-    if not callable(stream_path):
-        return {}
-    from weir.engine.systems.filelog.segment import list_segments
-    from weir.engine.systems.filelog.stream import read_end_marker
-    out = {}
-    for p in range(count):
-        directory = os.path.join(stream_path(stream), str(p))
-        try:
-            segments = list_segments(directory)
-        except FileNotFoundError:
-            segments = []
-        size = sum(os.path.getsize(seg.path) for seg in segments if os.path.exists(seg.path))
-        ended = os.path.isdir(directory) and read_end_marker(directory) is not None
-        out[p] = _PartitionFiles(p, len(segments), size, ended)
-    return out
-
-
-def attr_text(info: Any, name: str, fmt: str = "{}") -> str:
-    """Attribute ``name`` of ``info`` formatted with ``fmt``; ``-`` when it has none."""
-    value = getattr(info, name, None)
+def value_text(value: object, fmt: str = "{}") -> str:
+    """``value`` formatted with ``fmt``; ``-`` when it is None (not known)."""
     return "-" if value is None else fmt.format(value)
 
 
@@ -118,14 +85,15 @@ class StreamSummary:
         return f"{self.ended_partitions}/{self.partitions}"
 
 
-def summary(admin: Any, system: str, stream: str) -> StreamSummary:
+def summary(admin: SystemAdminBase, system: str, stream: str) -> StreamSummary:
     """The :class:`StreamSummary` of ``stream``."""
     count = admin.partition_count(stream)
     metadata = admin.metadata([SystemStreamPartition(system, stream, p) for p in range(count)])
     records = sum(md.upcoming - md.oldest for md in metadata.values())
-    details = partition_details(admin, stream, count)
-    sizes = [getattr(details.get(p), "bytes", None) for p in range(count)]
-    ended = [getattr(details.get(p), "ended", None) for p in range(count)]
+    details = partition_details(admin, stream)
+    unknown = PartitionInfo(-1)
+    sizes = [details.get(p, unknown).bytes for p in range(count)]
+    ended = [details.get(p, unknown).ended for p in range(count)]
     policy, bounded = policy_of(admin, stream)
     return StreamSummary(
         stream, count, records, None if None in sizes else sum(sizes), policy, bounded,

@@ -45,11 +45,13 @@ def tail_stream(args: argparse.Namespace) -> int:
     partitions = [args.partition] if args.partition is not None else list(range(count))
     ssps = [SystemStreamPartition(system, args.stream, p) for p in partitions]
     metadata = admin.metadata(ssps)
-    details = partition_details(admin, args.stream, count)
-    ended = {ssp for ssp in ssps if getattr(details.get(ssp.partition), "ended", None) is True}
+    details = partition_details(admin, args.stream)
+    ended = {ssp for ssp in ssps
+             if ssp.partition in details and details[ssp.partition].ended is True}
     serdes = reg.serdes_for(ss)
     consumer = reg.consumer(system)
-    if callable(getattr(consumer, "annotate_transactions", None)):  # the file log
+    from weir.engine.systems.filelog.consumer import FileLogConsumer
+    if isinstance(consumer, FileLogConsumer):  # the file log's transaction markers
         consumer.set_isolation_level("read_uncommitted" if args.read_uncommitted
                                      else "read_committed")
         consumer.annotate_transactions()

@@ -42,8 +42,7 @@ def _parse_sets(items: list[str]) -> dict[str, str]:
 
 def system_root(reg: SystemRegistry, system: str) -> str | None:
     """The directory the system keeps its streams in (the file log's root), if it has one."""
-    root = getattr(reg.admin(system), "root", None)
-    return root if isinstance(root, str) else None
+    return reg.admin(system).root
 
 
 def where(reg: SystemRegistry, system: str) -> str:

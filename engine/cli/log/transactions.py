@@ -20,7 +20,8 @@ __all__ = ["show_transactions"]
 def show_transactions(args: argparse.Namespace) -> int:
     """``weir log transactions STREAM``: a table of the open transactions."""
     reg, ss, admin, count = existing_stream(args)
-    if not callable(getattr(admin, "open_transactions", None)):
+    from weir.engine.systems.filelog.admin import FileLogAdmin
+    if not isinstance(admin, FileLogAdmin):
         raise EngineError(f"system '{ss.system}' has no transactions (only the file log has)")
     from weir.engine.systems.filelog.abandoned import complete_abandoned
     from weir.engine.systems.filelog.producer_state import producer_states

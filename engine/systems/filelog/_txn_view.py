@@ -156,8 +156,3 @@ class TxnView:
             if queue and queue[0][0] <= offset:
                 return queue[0][2]
         return Outcome.OPEN
-
-    def forget_before(self, offset: int) -> None:
-        """Drop what the delivery has passed (fenced batches before ``offset``)."""
-        if self.fenced:
-            self.fenced = {o for o in self.fenced if o >= offset}

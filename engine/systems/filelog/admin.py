@@ -25,7 +25,8 @@ from weir.stores.filesafety import fsync_dir
 from weir.engine.errors import CorruptRecordError, PartitionLockedError, StreamNotFoundError, SystemError_
 from weir.engine.model import SystemStreamPartition
 
-from weir.engine.systems.api import CleanupPolicy, PartitionMetadata, StreamSpec
+from weir.engine.systems.api import (CleanupPolicy, PartitionInfo, PartitionMetadata, StreamSpec,
+                                     SystemAdminBase)
 from weir.engine.systems.filelog import _shared
 from weir.engine.systems.filelog.deletion import (DeletedStream, delete_stream, hold_partitions,
                                                  release_partitions)
@@ -39,7 +40,7 @@ from weir.engine.systems.filelog.settings import (CONSUMER_RESET, FileLogSetting
                                                   StreamSettings)
 from weir.engine.systems.filelog.stream import (TRANSACTIONAL_FORMAT, StreamMeta, create_stream,
                                                 list_streams, load_meta, partition_dir,
-                                                stream_dir)
+                                                read_end_marker, stream_dir)
 from weir.engine.systems.filelog.writer import PartitionWriter, WriterSharing
 
 __all__ = ["FileLogAdmin"]
@@ -53,8 +54,11 @@ class _ActiveScan:
     count: int
 
 
-class FileLogAdmin:
+class FileLogAdmin(SystemAdminBase):
     """``SystemAdmin`` of a file log system rooted at ``settings.root``."""
+
+    deletes_streams = True
+    renames_streams = True
 
     def __init__(self, settings: FileLogSettings):
         self.settings = settings
@@ -128,6 +132,28 @@ class FileLogAdmin:
 
     def stream_settings(self, stream: str) -> StreamSettings:
         return self.settings.for_stream(stream, self.stream_meta(stream).config)
+
+    def is_bounded(self, stream: str) -> bool:
+        return self.stream_meta(stream).bounded
+
+    def min_compaction_lag_ms(self, stream: str) -> int:
+        """The stream's ``compaction.min.lag.ms``."""
+        return self.stream_settings(stream).compaction_min_lag_ms
+
+    def describe(self, stream: str) -> list[PartitionInfo]:
+        """Segments, bytes and the end marker of each partition, from its directory."""
+        out = []
+        for p in range(self.partition_count(stream)):
+            directory = partition_dir(self.root, stream, p)
+            try:
+                segments = list_segments(directory)
+            except FileNotFoundError:
+                segments = []
+            size = sum(os.path.getsize(seg.path) for seg in segments
+                       if os.path.exists(seg.path))
+            ended = os.path.isdir(directory) and read_end_marker(directory) is not None
+            out.append(PartitionInfo(p, len(segments), size, ended))
+        return out
 
     def list_streams(self) -> list[str]:
         return list_streams(self.root)

@@ -42,7 +42,7 @@ from weir.stores.changelog import ChangelogBatch
 
 from weir.engine.errors import OpenTransactionError, SystemError_
 from weir.engine.systems.filelog._format import MAX_BODY, NULL_LEN, TAG_MIN, ParseStop
-from weir.engine.systems.filelog.reader import PartitionReader, partition_bounds
+from weir.engine.systems.filelog.reader import PartitionReader
 from weir.engine.systems.filelog.segment import list_segments
 from weir.engine.systems.filelog.settings import OffsetReset
 from weir.engine.systems.filelog.stream import partition_dir
@@ -216,8 +216,3 @@ def changelog_parts(location: ChangelogLocation, start: int, end: int, parts: in
     bounds = [start, *cuts]
     return [(lo, bounds[i + 1] - 1 if i + 1 < len(bounds) else end)
             for i, lo in enumerate(bounds)]
-
-
-def partition_range(location: ChangelogLocation) -> tuple[int, int]:
-    """``(oldest, upcoming)`` of the partition (for tools and tests)."""
-    return partition_bounds(location.root, location.stream, location.partition)

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 from weir.engine.errors import SystemError_
 from weir.engine.model import IncomingMessageEnvelope, SystemStreamPartition
+from weir.engine.systems.api import SystemConsumerBase
 
 from weir.engine.systems.filelog._txn_format import Marker as TransactionMarker
 from weir.engine.systems.filelog._txn_view import OpenTransaction, Outcome
@@ -85,7 +86,7 @@ class _Input:
         self.at_end = False
 
 
-class FileLogConsumer:
+class FileLogConsumer(SystemConsumerBase):
     """``SystemConsumer`` of a file log system."""
 
     def __init__(self, settings: FileLogSettings):

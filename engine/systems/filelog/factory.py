@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from weir.engine.systems.api import StreamSpec  # noqa: F401  (used in the example)
+from weir.engine.systems.api import StreamSpec, SystemFactoryBase  # noqa: F401  (StreamSpec: the example)
 from weir.engine.systems.filelog.admin import FileLogAdmin
 from weir.engine.systems.filelog.consumer import FileLogConsumer
 from weir.engine.systems.filelog.producer import FileLogProducer
@@ -23,7 +23,7 @@ from weir.engine.systems.filelog.settings import FileLogSettings
 __all__ = ["FileLogSystemFactory"]
 
 
-class FileLogSystemFactory:
+class FileLogSystemFactory(SystemFactoryBase):
     """Makes the admin, consumer and producer of a file log system from its config."""
 
     def get_admin(self, system: str, config: Mapping[str, str]) -> FileLogAdmin:

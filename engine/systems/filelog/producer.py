@@ -30,6 +30,7 @@ from collections.abc import Iterable
 
 from weir.engine.errors import SystemError_
 from weir.engine.model import NO_TIMESTAMP, OutgoingMessageEnvelope, SystemStream, partition_for
+from weir.engine.systems.api import SystemProducerBase
 
 from weir.engine.systems.filelog import _shared
 from weir.engine.systems.filelog.settings import FileLogSettings
@@ -51,7 +52,7 @@ class _Output:
         self.next_rr = 0
 
 
-class FileLogProducer:
+class FileLogProducer(SystemProducerBase):
     """``SystemProducer`` of a file log system."""
 
     def __init__(self, settings: FileLogSettings):

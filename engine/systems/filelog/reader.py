@@ -162,12 +162,6 @@ class PartitionReader:
             self._scout.close()
 
     # -- transactions ----------------------------------------------------------------------
-    @property
-    def last_stable_offset(self) -> int | None:
-        """What the scout knows of the last stable offset (None before any transaction was
-        met)."""
-        return self.view.lso() if self.view is not None else None
-
     def held_back_by(self) -> OpenTransaction | None:
         """The open transaction this reader waits for, if it waits for one."""
         view = self.view

@@ -53,6 +53,7 @@ from weir.stores._crc import crc32c as _crc
 from weir.engine.errors import (ProducerFencedError, StreamNotFoundError, SystemError_,
                                 TransactionalIdInUseError)
 from weir.engine.model import NO_TIMESTAMP, OutgoingMessageEnvelope, SystemStream, partition_for
+from weir.engine.systems.api import SystemProducerBase
 
 from weir.engine.systems.filelog import _shared
 from weir.engine.systems.filelog._files import FileLock, LockBusy
@@ -115,13 +116,11 @@ class _Batch:
         self.max_ts = -1
 
 
-class TransactionalProducer:
+class TransactionalProducer(SystemProducerBase):
     """A ``SystemProducer`` of a file log system whose every record belongs to a transaction
     of ``transactional_id`` (see the module docstring). ``send``/``send_batch`` from several
     threads are safe; the transaction calls (``prepare``, ``commit``, ``abort``) are made by
     one caller while no send is in flight (the task's commit)."""
-
-    transactional = True
 
     def __init__(self, settings: FileLogSettings, transactional_id: str):
         if not transactional_id:
@@ -562,13 +561,6 @@ class TransactionalProducer:
             return None
         with writer.mutex:
             return writer.upcoming - 1
-
-    @property
-    def in_transaction(self) -> bool:
-        """Whether records were sent since the last commit or abort."""
-        txn = self._txn
-        return bool(self._batches) or (txn is not None and txn.state is TxnState.ONGOING
-                                       and bool(txn.partitions))
 
     # -- helpers ---------------------------------------------------------------------------
     def _output(self, stream: SystemStream) -> _Output:

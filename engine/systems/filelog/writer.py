@@ -125,7 +125,6 @@ class PartitionWriter:
             if os.path.exists(meta_path):  # create_stream made it: something deleted it since
                 raise PartitionMissingError(meta.name, partition, self._dir, meta_path)
             os.makedirs(self._dir, exist_ok=True)  # a writer without a created stream (tools)
-        self._sharing = sharing
         self._lock = FileLock(os.path.join(self._dir, WRITER_LOCK))
         self._producers = FlockFile(os.path.join(self._dir, PRODUCERS_LOCK))
         self._append: FlockFile | None = None
