@@ -56,11 +56,10 @@ _.get_bool
 _.get_list
 _.flat_map  # engine/app/api.py (docs/APPLICATIONS.md)
 _.session_window  # engine/app/windows.py (docs/APPLICATIONS.md)
+_.is_first  # engine/app/windows.py: a pane's information for user code, beside index/late
 
 # -- not reviewed this wave: in modules another engineer owns (engine/app/, engine/runloop/,
 #    engine/spark/storage.py); probably dead, to be deleted or justified there ---------------
 _.by_id  # engine/app/graph.py
 _.assign  # engine/app/windows.py
-_.is_first  # engine/app/windows.py
-_.last_checkpoint  # engine/runloop/instance.py (assigned, never read)
 _.modified_ms  # engine/spark/storage.py (a listing's field)

@@ -380,7 +380,6 @@ class TaskInstance:
         self._checkpoints = checkpoints
         self._extras = checkpoint_extras
         self._transaction = transaction
-        self.last_checkpoint: Checkpoint | None = None
         # What the last commit recorded (offsets, collector.sent), None before the first, and
         # whether an operation (window, control, end of stream) ran since: needs_commit().
         self._committed: tuple[dict[SystemStreamPartition, int], int] | None = None
@@ -574,7 +573,6 @@ class TaskInstance:
                 extras.update(transaction.prepare())
             checkpoint = Checkpoint(offsets, changelog, extras)
             self._checkpoints.write(self.task_name, checkpoint)
-            self.last_checkpoint = checkpoint
         elif transaction is not None:
             transaction.prepare()
         if transaction is not None:
