@@ -329,8 +329,6 @@ class JobTaskRunner:
 
     # -- the task function ---------------------------------------------------------------------
     def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-
         started = time.perf_counter()
         self._import_path()
         where = task_batch()

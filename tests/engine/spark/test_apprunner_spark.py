@@ -52,7 +52,7 @@ def test_pageviews_on_spark_writes_the_panes_the_embedded_runner_writes(example,
                  f"task.checkpoint.path={tmp_path / 'spark' / 'checkpoints'}",
                  f"spark.weir.state.local.dir={tmp_path / 'replicas'}",
                  f"spark.local.dir={tmp_path / 'scratch'}",
-                 "spark.master=local[2]", "spark.sql.shuffle.partitions=2"]
+                 "spark.master=local[2,3]", "spark.sql.shuffle.partitions=2"]
     on_spark = example.app_config(tmp_path / "spark", overrides)
     example.generate(on_spark, 1500)
     env = {**os.environ, "PYTHONPATH": str(EXAMPLE)}
