@@ -26,8 +26,10 @@ the same stages become one query::
   stage reads them) and each downstream task reconciles them over the upstream tasks
   (docs/SPARK.md, "Applications on Spark", says why not Spark's global watermark).
 
-Supported shapes: stage 0 reads the source streams; every later stage reads only
-intermediate streams of one partition count, written by earlier stages. Others are refused
+Supported shapes: the stages that read source streams run together as the query's first
+stage (as in the embedded one-job mode: task ``Partition N`` reads partition N of each);
+every other stage reads only intermediate streams of one partition count, written by earlier
+stages. Others are refused
 with :class:`UnsupportedOnSparkError` naming the stage and what to do.
 
 Example::
@@ -94,9 +96,11 @@ def route_keys(partitions: int) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class SparkStage:
-    """One stage of the application as a ``mapInArrow`` of the query."""
+    """One ``mapInArrow`` of the query: the planner's stage ``index``, or -- the first one --
+    every stage that reads source streams (``indices``), run by the same tasks as embedded
+    (task ``Partition N`` reads partition N of every source stream)."""
 
-    index: int
+    indices: tuple[int, ...]
     plan: JobPlan
     """Its tasks (Spark partition = task index), operator name and config (``app.stage``)."""
     inputs: tuple[SystemStream, ...]
@@ -107,14 +111,22 @@ class SparkStage:
     outputs: tuple[SystemStream, ...]
 
     @property
+    def index(self) -> int:
+        return self.indices[0]
+
+    @property
+    def label(self) -> str:
+        return ", ".join(str(i) for i in self.indices)
+
+    @property
     def partitions(self) -> int:
         return len(self.plan.tasks)
 
 
 @dataclass(frozen=True)
 class SparkApplication:
-    """An application planned for Spark: the embedded plan and one :class:`SparkStage` per
-    stage, in data-flow order."""
+    """An application planned for Spark: the embedded plan and its Spark stages in
+    data-flow order (the source stage first)."""
 
     execution: ExecutionPlan
     config: Config
@@ -126,14 +138,15 @@ class SparkApplication:
     def source(self) -> SparkStage:
         return self.stages[0]
 
-    def stage_inputs(self, index: int) -> frozenset[str]:
-        """``system.stream`` names a stage reads (pass-through is decided by them)."""
-        return frozenset(str(s) for s in self.stages[index].inputs)
+    def stage_inputs(self, position: int) -> frozenset[str]:
+        """``system.stream`` names the ``position``-th Spark stage reads (pass-through is
+        decided by them)."""
+        return frozenset(str(s) for s in self.stages[position].inputs)
 
     def rows(self) -> list[tuple[str, ...]]:
         """The plan as table rows: stage, runs as, inputs, operators, stores, tasks, writes."""
         out = []
-        for st, ep in zip(self.stages, self.execution.stages):
+        for st in self.stages:
             if st.reads_sources:
                 how = f"readStream weirlog -> mapInArrow ({st.partitions} tasks)"
             else:
@@ -141,19 +154,24 @@ class SparkApplication:
                        f"({st.partitions} tasks)")
             inputs = "\n".join(f"{s} ({self.execution.streams[s].partitions})"
                                for s in st.inputs)
-            ops = "\n".join(op for _, op in ep.ops)
+            ops = "\n".join(op for i in st.indices for _, op in self.execution.stage(i).ops)
             stores = "\n".join(f"{s} ({self.store_factories.get(s, '?')})"
                                for s in st.stores) or "-"
             writes = "\n".join([*(f"{s} (shuffle)" for s in st.writes),
                                 *(f"{s} (sink)" for s in st.outputs)]) or "-"
-            out.append((str(st.index), how, inputs, ops, f"{st.plan.operator}\n{stores}",
+            out.append((st.label, how, inputs, ops, f"{st.plan.operator}\n{stores}",
                         str(st.partitions), writes))
         return out
 
 
-def stage_operator(job_operator: str, index: int) -> str:
-    """The state operator name of stage ``index`` (its directory in the checkpoint)."""
-    return f"{job_operator}-stage-{index}"
+def stage_operator(job_operator: str, indices: tuple[int, ...]) -> str:
+    """The state operator name of the Spark stage running the planner's stages ``indices``
+    (its directory in the checkpoint): ``<job>-<id>-stage-0``, ``<job>-<id>-stage-0-1``."""
+    return f"{job_operator}-stage-{'-'.join(str(i) for i in indices)}"
+
+
+def _unique(items: Any) -> tuple:
+    return tuple(dict.fromkeys(items))
 
 
 def plan_stages(execution: ExecutionPlan, config: Config, *, operator: str, checkpoint: str,
@@ -162,29 +180,37 @@ def plan_stages(execution: ExecutionPlan, config: Config, *, operator: str, chec
                 priorities: Mapping[tuple[str, str], int] | None = None,
                 max_records: int = 0) -> SparkApplication:
     """The Spark stages of ``execution`` (see the module docstring). ``config``: the one-job
-    config; ``source_tasks``: the tasks of the job model over stage 0's inputs."""
+    config; ``source_tasks``: the tasks of the job model over every source stream."""
     _refuse_shapes(execution)
-    sources = {ss for ss, sp in execution.streams.items() if sp.kind == "input"}
+    streams = execution.streams
+    source_eps = [ep for ep in execution.stages
+                  if all(streams[s].kind == "input" for s in ep.inputs)]
+    groups = [source_eps] + [[ep] for ep in execution.stages if ep not in source_eps]
     stages = []
-    for ep in execution.stages:
-        stage_cfg = config.merged({APP_STAGE.name: str(ep.index)}, origin="spark plan")
-        reads_sources = any(ss in sources for ss in ep.inputs)
+    for eps in groups:
+        indices = tuple(ep.index for ep in eps)
+        reads_sources = eps is source_eps
+        selected = str(indices[0]) if len(indices) == 1 else "-1"   # -1: all, by their inputs
+        stage_cfg = config.merged({APP_STAGE.name: selected}, origin="spark plan")
+        inputs = _unique(s for ep in eps for s in ep.inputs)
         if reads_sources:
             tasks = source_tasks
         else:
-            n = execution.streams[ep.inputs[0]].partitions
+            n = streams[inputs[0]].partitions
             tasks = tuple(TaskPlan(p, f"Partition {p}",
-                                   tuple((s.system, s.stream, p) for s in ep.inputs))
+                                   tuple((s.system, s.stream, p) for s in inputs))
                           for p in range(n))
         plan = JobPlan(job=config.require("job.name"),
-                       operator=stage_operator(operator, ep.index), checkpoint=checkpoint,
+                       operator=stage_operator(operator, indices), checkpoint=checkpoint,
                        config=dict(stage_cfg), origins=dict(stage_cfg.origins),
                        config_dir=config_dir, tasks=tasks,
                        bootstrap=bootstrap if reads_sources else frozenset(),
                        priorities=dict(priorities or {}) if reads_sources else {},
                        max_records=max_records)
-        stages.append(SparkStage(ep.index, plan, ep.inputs, reads_sources, ep.stores,
-                                 ep.intermediate_outputs, ep.outputs))
+        stages.append(SparkStage(indices, plan, inputs, reads_sources,
+                                 _unique(s for ep in eps for s in ep.stores),
+                                 _unique(s for ep in eps for s in ep.intermediate_outputs),
+                                 _unique(s for ep in eps for s in ep.outputs)))
     factories = {}
     for name in (s for st in stages for s in st.stores):
         factories[name] = config.get_str(f"stores.{name}.factory") or "?"
@@ -195,18 +221,14 @@ def _refuse_shapes(execution: ExecutionPlan) -> None:
     streams = execution.streams
     for ep in execution.stages:
         kinds = {streams[s].kind for s in ep.inputs}
-        if ep.index == 0:
-            if kinds != {"input"}:
-                raise UnsupportedOnSparkError(
-                    f"stage 0 reads {_names(ep, streams, 'intermediate')} (intermediate): on "
-                    f"Spark the first stage reads the source streams only")
+        if kinds == {"input"}:
             continue
         if "input" in kinds:
             raise UnsupportedOnSparkError(
                 f"stage {ep.index} reads source streams ({_names(ep, streams, 'input')}) "
-                f"besides intermediate streams ({_names(ep, streams, 'intermediate')}): on "
-                f"Spark only stage 0 reads source streams (partition_by the source into the "
-                f"stage, then it reads an intermediate stream)")
+                f"and intermediate streams ({_names(ep, streams, 'intermediate')}): on "
+                f"Spark a stage reads either source streams (the query's first stage) or "
+                f"what a shuffle brings (partition_by the source streams into the stage)")
         counts = {streams[s].partitions for s in ep.inputs}
         if len(counts) > 1:
             raise UnsupportedOnSparkError(
@@ -228,6 +250,6 @@ def _names(ep: StagePlan, streams: Mapping[SystemStream, Any], kind: str) -> str
 
 def describe_stages(app: SparkApplication) -> list[str]:
     """One line per stage (logs)."""
-    return [f"stage {st.index}: {st.partitions} task(s), reads "
+    return [f"stage {st.label}: {st.partitions} task(s), reads "
             f"{', '.join(str(s) for s in st.inputs)}; state operator {st.plan.operator}"
             for st in app.stages]

@@ -83,10 +83,10 @@ def plan_app(config: Config, *, config_dir: str | None = None, registry: Any = N
     job_registry = SystemRegistry(one_job)
     if check:
         settings = check_job(one_job, job, job_registry)
-    first = execution.stages[0]
-    stage0 = one_job.merged({TASK_INPUTS.name: ",".join(str(s) for s in first.inputs)},
+    sources = [ss for ss, sp in execution.streams.items() if sp.kind == "input"]
+    stage0 = one_job.merged({TASK_INPUTS.name: ",".join(str(s) for s in sources)},
                             origin="spark plan")
-    model = build_job_model(stage0, registry.partition_counts(list(first.inputs)))
+    model = build_job_model(stage0, registry.partition_counts(sources))
     tasks = sorted(model.tasks().values(), key=lambda t: t.changelog_partition)
     source_tasks = tuple(
         TaskPlan(i, str(t.task_name),
@@ -115,6 +115,7 @@ def run_app_on_spark(config: Config, *, trigger: Any, config_dir: str | None = N
 
     started = time.perf_counter()
     registry = SystemRegistry(config)
+    plan_app(config, config_dir=config_dir, registry=registry)   # refusals before creating
     plan_application(config, registry).create_streams()
     prepared = plan_app(config, config_dir=config_dir, registry=registry, check=True)
     for stage in prepared.app.stages:

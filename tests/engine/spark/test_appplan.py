@@ -47,6 +47,22 @@ def test_a_three_stage_application_becomes_a_source_stage_and_two_shuffled_stage
     assert not (tmp_path / "log" / "t-1-partition_by-by-user").exists()   # nothing created
 
 
+def test_stages_reading_source_streams_run_together_as_the_first_spark_stage(tmp_path):
+    p = _pipeline(tmp_path, "ClickJoin")
+    p.create("impressions", 2)
+    p.create("clicks", 2)
+    app = plan_app(p.config).app
+    assert [s.indices for s in app.stages] == [(0, 1), (2,)]
+    source = app.source
+    assert source.plan.operator == "t-1-stage-0-1"
+    assert source.plan.config["app.stage"] == "-1"   # every operator its task's inputs reach
+    assert [t.ssps for t in source.plan.tasks] == [
+        (("filelog", "clicks", i), ("filelog", "impressions", i)) for i in range(2)]
+    join = app.stages[1]
+    assert join.plan.tasks[1].ssps == (("filelog", "t-1-partition_by-imp-by-ad", 1),
+                                       ("filelog", "t-1-partition_by-click-by-ad", 1))
+
+
 def test_a_stage_reading_a_source_and_an_intermediate_stream_is_refused_by_name(tmp_path):
     p = _pipeline(tmp_path, "IntermediateAndSource", "tests.engine.spark._apps")
     p.create("events", 2)

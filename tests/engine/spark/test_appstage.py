@@ -94,3 +94,39 @@ def test_a_row_the_shuffle_sent_to_another_partition_is_refused(pageviews, tmp_p
     app.shuffle = misroute
     with pytest.raises(StatePartitioningError, match="did not route by Weir partition"):
         app.run()
+
+
+def _feed_three_stage(p) -> None:
+    from tests.engine.app._apps import make_events
+
+    p.create("events", 3)
+    p.produce("events", make_events(2, 400, users=9), lambda i, e: i % 3)
+
+
+def _feed_click_join(p) -> None:
+    impressions = [{"ad": f"a{i % 5}", "ts": i * 40} for i in range(100)]
+    clicks = [{"ad": f"a{i % 5}", "ts": i * 40 + 60} for i in range(0, 100, 3)]
+    p.create("impressions", 2)
+    p.create("clicks", 2)
+    p.produce("impressions", impressions, lambda i, e: i % 2)
+    p.produce("clicks", clicks, lambda i, e: i % 2)
+
+
+@pytest.mark.parametrize("app,feed", [("ThreeStage", _feed_three_stage),
+                                      ("ClickJoin", _feed_click_join)])
+def test_stages_in_small_batches_write_what_the_embedded_runner_writes(app, feed, tmp_path):
+    """A chain of two shuffles, and a stream-stream join of two shuffled streams fed by two
+    source stages run together."""
+    from tests.engine.app._pipeline import Pipeline
+
+    embedded = Pipeline(tmp_path / "embedded", app)
+    feed(embedded)
+    embedded.run()
+    want = Counter((repr(k), repr(v)) for k, v, _ in embedded.outputs())
+    on_spark = Pipeline(tmp_path / "spark", app, spark__weir__max__records__per__batch=40)
+    feed(on_spark)
+    local = LocalApp(on_spark.config, tmp_path / "replicas", "")
+    assert local.run() > 3
+    got = Counter((repr(None if k is None else json.loads(k)), repr(json.loads(v)))
+                  for *_, k, v, _ in local.rows())
+    assert want and got == want
