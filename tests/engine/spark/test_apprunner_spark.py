@@ -56,10 +56,14 @@ def test_pageviews_on_spark_writes_the_panes_the_embedded_runner_writes(example,
     on_spark = example.app_config(tmp_path / "spark", overrides)
     example.generate(on_spark, 1500)
     env = {**os.environ, "PYTHONPATH": str(EXAMPLE)}
-    done = subprocess.run(
-        [sys.executable, "-m", "weir", "run", str(EXAMPLE / "app.properties"), "--runner",
-         "spark", "--trigger", "available-now", *[a for o in overrides for a in ("--set", o)]],
-        capture_output=True, text=True, env=env, timeout=1500)
+    command = [sys.executable, "-m", "weir", "run", str(EXAMPLE / "app.properties"),
+               "--runner", "spark", "--trigger", "available-now",
+               *[a for o in overrides for a in ("--set", o)]]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1500)
+    if done.returncode != 0 and "Python worker failed to connect back" in done.stdout + done.stderr:
+        # Spark's fixed 10 s wait for a Python worker to start ran out (overloaded machine):
+        # run again, as an operator would; the outputs must still be exact
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1500)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
     assert "ended (end-of-stream)" in done.stdout
     _, spark_job = prepare_application(on_spark)
