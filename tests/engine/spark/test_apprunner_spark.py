@@ -4,6 +4,7 @@ runner on the same input (real Spark in local mode, in a child process)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -19,13 +20,12 @@ EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "pageviews"
 
 @pytest.fixture
 def example():
-    sys.path.insert(0, str(EXAMPLE))
-    try:
-        import run_example
-
-        yield run_example
-    finally:
-        sys.path.remove(str(EXAMPLE))
+    # loaded under its own name: tests of the currency example import theirs as run_example
+    spec = importlib.util.spec_from_file_location("pageviews_run_example",
+                                                  EXAMPLE / "run_example.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _panes(example, config) -> dict[str, Counter]:

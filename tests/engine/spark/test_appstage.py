@@ -4,8 +4,8 @@ shuffle order, task objects rebuilt from their versions, misrouted rows."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -22,13 +22,12 @@ EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "pageviews"
 
 @pytest.fixture
 def pageviews():
-    sys.path.insert(0, str(EXAMPLE))
-    try:
-        import run_example
-
-        yield run_example
-    finally:
-        sys.path.remove(str(EXAMPLE))
+    # loaded under its own name: tests of the currency example import theirs as run_example
+    spec = importlib.util.spec_from_file_location("pageviews_run_example",
+                                                  EXAMPLE / "run_example.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _app(example, tmp_path: Path, views: int, *overrides: str, **kwargs) -> tuple:
