@@ -34,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     parser.add_argument("--config", dest="stage_config", metavar="N|all", default=None,
                         help="print the generated job config of stage N (or of the one job)")
+    parser.add_argument("--runner", choices=("embedded", "spark"), default="embedded",
+                        help="spark: show the application as one Spark streaming query (its "
+                             "stages, shuffles and state operators; docs/SPARK.md)")
     parser.set_defaults(func=_plan)
 
 
@@ -48,6 +51,8 @@ def _plan(args: argparse.Namespace) -> int:
     if not is_application(config):
         raise ConfigError("names no application; `weir plan` plans configs with app.class "
                           "(a low-level job's plan is its task.inputs)", key="app.class")
+    if args.runner == "spark":
+        return _plan_spark(args, config)
     plan = plan_application(config)
     if args.stage_config is not None:
         stage = None if args.stage_config == "all" else int(args.stage_config)
@@ -59,6 +64,39 @@ def _plan(args: argparse.Namespace) -> int:
         print(json.dumps(plan.to_json(), indent=2))
         return 0
     _print_tables(plan)
+    return 0
+
+
+def _plan_spark(args: argparse.Namespace, config) -> int:
+    from pathlib import Path
+
+    from weir.engine.spark.apprunner import plan_app
+
+    if args.stage_config is not None:
+        from weir.stores.errors import ConfigError
+        raise ConfigError("--config prints the embedded job configs; leave out --runner spark")
+    app = plan_app(config, config_dir=str(Path(args.path).resolve().parent)).app
+    columns = ("stage", "runs as", "inputs", "operators", "state operator / stores", "tasks",
+               "writes")
+    if args.json:
+        print(json.dumps({"application": app.execution.app_class,
+                          "checkpoint": app.source.plan.checkpoint,
+                          "stages": [dict(zip(columns, row)) for row in app.rows()]}, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 200)
+    console.print(f"application [bold]{app.execution.app_class}[/] on Spark: one streaming "
+                  f"query, {len(app.stages)} stage(s), checkpoint {app.source.plan.checkpoint}")
+    table = Table()
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in app.rows():
+        table.add_row(*row)
+    console.print(table)
+    console.print("rows go from stage to stage through Spark's shuffle (repartition on each "
+                  "record's Weir partition); watermarks and end-of-stream travel with them")
     return 0
 
 

@@ -20,8 +20,9 @@ Streaming query::
 State: ``<checkpoint>/weir/<job>/<task index>/`` (versions of every store of the task, its input
 positions, its last window); Spark's offset log is the query's input checkpoint. Outputs are
 exactly once per batch: a replayed batch emits the outputs recorded with its version, and the
-sink writes each batch once. Not yet on Spark: applications (``app.class``) and tasks that need
-control messages (watermark or drain listeners, intermediate streams).
+sink writes each batch once. Applications (``app.class``) run through
+:mod:`weir.engine.spark.apprunner`. Not yet on Spark: low-level tasks that need control
+messages (watermark or drain listeners, intermediate streams).
 """
 
 from __future__ import annotations
@@ -94,8 +95,8 @@ def _refuse_unsupported(config: Config) -> None:
     from weir.engine.control.task_control import ControlHooks
 
     if is_application(config):
-        raise ConfigError("applications (app.class) do not run on Spark yet: run them "
-                          "embedded (weir run without --runner spark)", key="app.class")
+        raise ConfigError("names an application: plan it with weir.engine.spark.apprunner "
+                          "(weir run --runner spark does)", key="app.class")
     task = load_task_factory(config)()
     if ControlHooks(task).any:
         raise ConfigError("this task listens for control messages (on_watermark, on_drain or "
@@ -184,11 +185,16 @@ def _spark_conf(config: Config) -> dict[str, str]:
 
 def run_on_spark(config: Config, *, trigger: Trigger = Trigger.CONTINUOUS,
                  config_dir: str | None = None) -> JobResult:
-    """Run the job of ``config`` on Spark (see the module docstring). ConfigError and
+    """Run the job of ``config`` on Spark (see the module docstring; an application, ``app.class``,
+    runs through :func:`weir.engine.spark.apprunner.run_app_on_spark`). ConfigError and
     StreamNotFoundError from checking the job propagate (nothing ran); failures while running
     are in the result."""
+    from weir.engine.app.planner import is_application
     from weir.engine.coordinator.run_lock import hold_stopped_job
 
+    if is_application(config):
+        from weir.engine.spark.apprunner import run_app_on_spark
+        return run_app_on_spark(config, trigger=trigger, config_dir=config_dir)
     started = time.perf_counter()
     prepared = plan_job(config, config_dir=config_dir)
     job = prepared.job
@@ -199,36 +205,66 @@ def run_on_spark(config: Config, *, trigger: Trigger = Trigger.CONTINUOUS,
 
 
 def _run(prepared: SparkJob, trigger: Trigger, started: float) -> JobResult:
-    from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
-    from weir.engine.metrics import MetricsReporter
     from weir.engine.spark.jobtask import OUTPUT_DDL, JobTaskRunner, job_store_specs
+    from weir.engine.spark.operator import METRICS_COLUMN, METRICS_DDL
+
+    plan = prepared.plan
+
+    def build(spark: Any) -> Any:
+        specs = job_store_specs(plan, prepared.provider.provider)
+        schema = StructType.fromDDL(OUTPUT_DDL).add(METRICS_COLUMN,
+                                                    StructType.fromDDL(METRICS_DDL))
+        runner = JobTaskRunner(plan, prepared.settings, prepared.provider, specs, schema,
+                               spark.conf.get("spark.sql.session.timeZone", None))
+        source = spark.readStream.format("weirlog").option("plan", plan.to_json()).load()
+        return observed_rows(source.mapInArrow(runner, schema), plan.operator)
+
+    return execute(prepared.config, prepared.job, prepared.settings, [plan], plan, build,
+                   trigger, started, what=f"{len(plan.tasks)} task(s)")
+
+
+def observed_rows(mapped: Any, operator: str) -> Any:
+    """The rows of a Weir ``mapInArrow`` without its metrics rows, whose figures become the
+    query's observed metrics ``weir.<operator>``."""
+    from pyspark.sql import functions as F
+
+    from weir.engine.spark.operator import _METRIC_FIELDS, METRICS_COLUMN
+
+    observed = mapped.observe(
+        f"weir.{operator}",
+        *[(F.max if n.endswith("_ms") and n != "task_ms" else F.sum)(
+            F.col(f"{METRICS_COLUMN}.{n}")).alias(n) for n, _ in _METRIC_FIELDS])
+    return observed.where(F.col(METRICS_COLUMN).isNull()).drop(METRICS_COLUMN)
+
+
+def execute(config: Config, job: JobConfig, settings: Any, plans: list[JobPlan],
+            sink_plan: JobPlan, build: Any, trigger: Trigger, started: float, *, what: str,
+            inputs_of: Any = None, outputs_of: Any = None) -> JobResult:
+    """Start the query ``build(spark)`` makes (its rows go to the ``weirlog`` sink of
+    ``sink_plan``), watch it until every task of ``plans`` finished, a signal, or the
+    trigger's end, and sum up. ``inputs_of``/``outputs_of``: which streams the summary counts
+    (default all)."""
+    from weir.engine.metrics import MetricsReporter
     from weir.engine.spark.logsource import WeirLogDataSource
     from weir.engine.spark.metrics import MetricsListener
-    from weir.engine.spark.operator import _METRIC_FIELDS, METRICS_COLUMN, METRICS_DDL
     from weir.engine.spark.session import spark_session
 
-    plan, config, job = prepared.plan, prepared.config, prepared.job
+    plan = sink_plan
     spark = spark_session(_spark_conf(config), app_name=f"weir-{job.name}",
                           python_path=(plan.config_dir,) if plan.config_dir else ())
     spark.dataSource.register(WeirLogDataSource)
-    reporter = MetricsReporter.from_settings(prepared.settings.metrics, f"spark-{job.name}")
+    reporter = MetricsReporter.from_settings(settings.metrics, f"spark-{job.name}")
     listener = MetricsListener(reporter, spark=spark)
     spark.streams.addListener(listener)
-    specs = job_store_specs(plan, prepared.provider.provider)
-    schema = StructType.fromDDL(OUTPUT_DDL).add(METRICS_COLUMN, StructType.fromDDL(METRICS_DDL))
-    runner = JobTaskRunner(plan, prepared.settings, prepared.provider, specs, schema,
-                           spark.conf.get("spark.sql.session.timeZone", None))
-    plan_json = plan.to_json()
-    source = spark.readStream.format("weirlog").option("plan", plan_json).load()
-    mapped = source.mapInArrow(runner, schema)
-    observed = mapped.observe(
-        f"weir.{plan.operator}",
-        *[(F.max if n.endswith("_ms") and n != "task_ms" else F.sum)(
-            F.col(f"{METRICS_COLUMN}.{n}")).alias(n) for n, _ in _METRIC_FIELDS])
-    out = observed.where(F.col(METRICS_COLUMN).isNull()).drop(METRICS_COLUMN)
-    writer = (out.writeStream.format("weirlog").option("plan", plan_json)
+    try:
+        out = build(spark)
+    except BaseException:
+        listener.remove()
+        spark.stop()
+        raise
+    writer = (out.writeStream.format("weirlog").option("plan", plan.to_json())
               .option("checkpointLocation", plan.checkpoint).queryName(f"weir-{job.name}"))
     interval = SPARK_WEIR_TRIGGER_INTERVAL_MS.get(config)
     if trigger is Trigger.AVAILABLE_NOW:
@@ -251,10 +287,14 @@ def _run(prepared: SparkJob, trigger: Trigger, started: float) -> JobResult:
     failure: ContainerFailure | None = None
     reason = "stopped"
     first_batch = _last_committed(plan) + 1
+
+    def state_of(batch: int) -> str:
+        return _tasks_state(plans, batch)
+
     try:
         query = writer.start()
-        log.info("job '%s' runs on Spark (%s): %d task(s), checkpoint %s", job.name,
-                 spark.sparkContext.master, len(plan.tasks), plan.checkpoint)
+        log.info("job '%s' runs on Spark (%s): %s, checkpoint %s", job.name,
+                 spark.sparkContext.master, what, plan.checkpoint)
         seen = -1
         while query.isActive:
             if stop.is_set():
@@ -266,7 +306,7 @@ def _run(prepared: SparkJob, trigger: Trigger, started: float) -> JobResult:
             batch = progress["batchId"] if progress else -1
             if batch != seen and batch >= 0:
                 seen = batch
-                state = _tasks_state(plan, batch)
+                state = state_of(batch)
                 if state == "complete":
                     reason = "ended (end-of-stream)"
                     query.stop()
@@ -279,7 +319,7 @@ def _run(prepared: SparkJob, trigger: Trigger, started: float) -> JobResult:
         elif reason == "stopped":
             reason = ("ended (available now)" if trigger is Trigger.AVAILABLE_NOW
                       else "stopped")
-            if _tasks_state(plan, seen) == "complete":
+            if state_of(seen) == "complete":
                 reason = "ended (end-of-stream)"
     finally:
         for signum, handler in previous.items():
@@ -288,7 +328,11 @@ def _run(prepared: SparkJob, trigger: Trigger, started: float) -> JobResult:
             listener.remove()
         finally:
             spark.stop()
-    inputs, outputs = _counts(plan, range(first_batch, _last_committed(plan) + 1))
+    inputs, outputs = _counts(plans, range(first_batch, _last_committed(plan) + 1))
+    if inputs_of is not None:
+        inputs = {ss: n for ss, n in inputs.items() if inputs_of(ss)}
+    if outputs_of is not None:
+        outputs = {ss: n for ss, n in outputs.items() if outputs_of(ss)}
     seconds = time.perf_counter() - started
     result = ContainerResult("spark", reason, seconds, {}, inputs, outputs)
     if failure is not None:
@@ -298,14 +342,14 @@ def _run(prepared: SparkJob, trigger: Trigger, started: float) -> JobResult:
     return JobResult(job.name, code, reason, seconds, (result,))
 
 
-def _tasks_state(plan: JobPlan, batch: int) -> str:
-    """``complete`` when every task finished at ``batch``, ``voted`` when every task finished
-    or voted to stop (or one asked its container to stop), else ``running``."""
+def _tasks_state(plans: list[JobPlan], batch: int) -> str:
+    """``complete`` when every task (of every plan) finished at ``batch``, ``voted`` when every
+    task finished or voted to stop (or one asked its container to stop), else ``running``."""
     if batch < 0:
         return "running"
-    checkpoint = OperatorCheckpoint(plan.checkpoint, plan.operator)
     complete = voted = 0
-    for task in plan.tasks:
+    tasks = [(OperatorCheckpoint(p.checkpoint, p.operator), t) for p in plans for t in p.tasks]
+    for checkpoint, task in tasks:
         files = checkpoint.partition(task.index)
         try:
             meta = files.read(batch, VersionKind.CHANGELOG, sections=[]).meta
@@ -317,9 +361,9 @@ def _tasks_state(plan: JobPlan, batch: int) -> str:
             complete += 1
         elif meta.get("voted"):
             voted += 1
-    if complete == len(plan.tasks):
+    if complete == len(tasks):
         return "complete"
-    if complete + voted == len(plan.tasks):
+    if complete + voted == len(tasks):
         return "voted"
     return "running"
 
@@ -333,14 +377,14 @@ def _last_committed(plan: JobPlan) -> int:
     return max(ids, default=-1)
 
 
-def _counts(plan: JobPlan, batches: range) -> tuple[dict[SystemStream, int],
-                                                  dict[SystemStream, int]]:
+def _counts(plans: list[JobPlan], batches: range) -> tuple[dict[SystemStream, int],
+                                                         dict[SystemStream, int]]:
     """Messages processed per input stream and sent per output stream by ``batches``."""
-    checkpoint = OperatorCheckpoint(plan.checkpoint, plan.operator)
     inputs: dict[SystemStream, int] = {}
     outputs: dict[SystemStream, int] = {}
+    tasks = [(OperatorCheckpoint(p.checkpoint, p.operator), t) for p in plans for t in p.tasks]
     for batch in batches:
-        for task in plan.tasks:
+        for checkpoint, task in tasks:
             try:
                 meta = checkpoint.partition(task.index).read(
                     batch, VersionKind.CHANGELOG, sections=[]).meta

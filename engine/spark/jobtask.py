@@ -68,7 +68,7 @@ log = logging.getLogger("weir.spark.job")
 
 OUTPUT_DDL = ("system string, stream string, partition int, key binary, value binary, "
               "timestamp bigint")
-_SLOTS: dict[tuple[str, int], "_TaskSlot"] = {}
+_SLOTS: dict[tuple[str, str, int], "_TaskSlot"] = {}
 
 
 def job_store_specs(plan: JobPlan, default_provider: str) -> list[StateStoreSpec]:
@@ -336,8 +336,6 @@ class JobTaskRunner:
 
     # -- the task function ---------------------------------------------------------------------
     def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-
         started = time.perf_counter()
         self._import_path()
         where = task_batch()
@@ -362,9 +360,9 @@ class JobTaskRunner:
                 rows_in = sum(b.num_rows for b in rows)
                 self._run(task, state, rows, where.batch)
             else:
-                _SLOTS.pop((self.plan.checkpoint, task.index), None)
+                _SLOTS.pop((self.plan.checkpoint, self.plan.operator, task.index), None)
         except BaseException:
-            slot = _SLOTS.pop((self.plan.checkpoint, task.index), None)
+            slot = _SLOTS.pop((self.plan.checkpoint, self.plan.operator, task.index), None)
             if slot is not None:
                 slot.close()
             raise
@@ -372,17 +370,26 @@ class JobTaskRunner:
             state.close()
         _, values = state.outputs()
         records = decode_outputs(values)
-        rows_out = len(records)
+        rows_out = 0
+        for out in self._output_batches(task, records, arrow_schema):
+            rows_out += out.num_rows
+            yield out
+        yield _metrics_row(arrow_schema, state.metrics, rows_in, rows_out,
+                           (time.perf_counter() - started) * 1000)
+
+    def _output_batches(self, task: TaskPlan, records: list[tuple],
+                        arrow_schema: Any) -> Iterator[Any]:
+        """The Arrow rows of what the task sent in the batch (the sink's columns)."""
+        import pyarrow as pa
+
         if records:
             columns = list(zip(*records))
             yield pa.RecordBatch.from_arrays(
                 [pa.array(columns[0], pa.string()), pa.array(columns[1], pa.string()),
                  pa.array(columns[2], pa.int32()), pa.array(columns[3], pa.binary()),
                  pa.array(columns[4], pa.binary()), pa.array(columns[5], pa.int64()),
-                 pa.nulls(rows_out, arrow_schema.field(METRICS_COLUMN).type)],
+                 pa.nulls(len(records), arrow_schema.field(METRICS_COLUMN).type)],
                 schema=arrow_schema)
-        yield _metrics_row(arrow_schema, state.metrics, rows_in, rows_out,
-                           (time.perf_counter() - started) * 1000)
 
     def _import_path(self) -> None:
         import sys
@@ -393,8 +400,8 @@ class JobTaskRunner:
     # -- one batch of one task --------------------------------------------------------------------
     def _run(self, task: TaskPlan, state: PartitionState, rows: list[Any], batch: int) -> None:
         previous = dict(state.replica.meta) if state.replica is not None else {}
-        envelopes, ranges = self._envelopes(task, rows)
         nexts = {k: int(v) for k, v in (previous.get("next") or {}).items()}
+        envelopes, ranges = self._batch_envelopes(task, rows, nexts)
         ended = set(previous.get("ended") or [])
         self._carry_over(task, nexts, ranges, envelopes)
         if previous.get("complete"):
@@ -406,12 +413,13 @@ class JobTaskRunner:
             engine.target = state.staged(name)
         for producer in slot.producers.values():
             producer.records.clear()
-        for key in ended:  # the run loop hears every ended partition's end again
+        for key in self._reannounced_ends(ended):  # the run loop hears them again
             ssp = _ssp(key)
             envelopes.setdefault(ssp, []).append(
                 IncomingMessageEnvelope.end_of_stream(ssp, nexts.get(key, 1) - 1))
         windows_before = inst.metrics.windows.count
         summary, voted, consumers, now = self._loop(inst, task, envelopes, ranges, previous)
+        self._end_of_batch(inst)
         checkpoint = slot.checkpoints.last
         done = dict(checkpoint.input_offsets) if checkpoint is not None else {}
         new_next = dict(nexts)
@@ -434,6 +442,7 @@ class JobTaskRunner:
                            None)
                 if eos is not None:
                     new_next[key] = eos + 1
+        self._settle_next(task, new_next, ranges)
         last_window = previous.get("last_window_ms")
         if last_window is None or inst.metrics.windows.count != windows_before:
             last_window = now   # a window ran (or the first batch: the window clock starts)
@@ -446,15 +455,48 @@ class JobTaskRunner:
                 "complete": reason == "end-of-stream", "voted": voted,
                 "stop_all": reason == "shutdown-requested",
                 "last_window_ms": last_window,
-                "extras": dict(checkpoint.extras) if checkpoint is not None else {},
+                "extras": self._extras(inst, checkpoint),
                 "in": counts, "out": sent}
         encoded = [(b"%012d" % i, msgpack.packb(list(rec))) for i, rec in enumerate(outputs)]
         outcome = state.commit(outputs=encoded, meta=meta)
         if outcome == "published":
             slot.version = batch
         else:  # another attempt's version holds: this object's memory is not it
-            _SLOTS.pop((self.plan.checkpoint, task.index), None)
+            _SLOTS.pop((self.plan.checkpoint, self.plan.operator, task.index), None)
             slot.close()
+
+    # -- seams of an application's stages (weir.engine.spark.appstage) ---------------------
+    def _batch_envelopes(self, task: TaskPlan, rows: list[Any], nexts: Mapping[str, int]
+                         ) -> tuple[dict[SystemStreamPartition, list[IncomingMessageEnvelope]],
+                                    dict[str, tuple[int, int]]]:
+        """The batch's envelopes per input partition and the admitted ranges (``nexts``: the
+        next offset of each input partition, from the previous version)."""
+        return self._envelopes(task, rows)
+
+    def _task_control(self, task: TaskPlan, task_object: Any,
+                      previous: Mapping[str, Any]) -> Any:
+        """The task's control bookkeeping (None: a job's task has none)."""
+        return None
+
+    def _settle_next(self, task: TaskPlan, new_next: dict[str, int],
+                     ranges: Mapping[str, tuple[int, int]]) -> None:
+        """Adjust the next offsets the version records (a job's come from its checkpoint)."""
+
+    def _reannounced_ends(self, ended: set[str]) -> Iterable[str]:
+        """The ended input partitions whose end-of-stream the run loop hears again (a job's
+        task keeps no record of them but its run loop's)."""
+        return ended
+
+    def _end_of_batch(self, inst: Any) -> None:
+        """Called once the run loop processed the batch, before the version is published."""
+
+    def _extras(self, inst: Any, checkpoint: Checkpoint | None) -> dict[str, Any]:
+        """The checkpoint extras the version keeps (a new task object is restored from them)."""
+        return dict(checkpoint.extras) if checkpoint is not None else {}
+
+    def _partition_count(self, ss: Any) -> int:
+        """The partition count of a stream the task writes."""
+        return _registry(self.plan).partition_counts([ss])[ss]
 
     def _envelopes(self, task: TaskPlan, rows: list[Any]
                    ) -> tuple[dict[SystemStreamPartition, list[IncomingMessageEnvelope]],
@@ -516,7 +558,7 @@ class JobTaskRunner:
 
     def _slot(self, task: TaskPlan, state: PartitionState, previous: Mapping[str, Any],
               batch: int) -> _TaskSlot:
-        key = (self.plan.checkpoint, task.index)
+        key = (self.plan.checkpoint, self.plan.operator, task.index)
         slot = _SLOTS.get(key)
         if (slot is not None and slot.version == batch - 1 and slot.replica is state.replica
                 and state.metrics.replica == "reused"):
@@ -545,12 +587,14 @@ class JobTaskRunner:
         for k in previous.get("ended") or []:
             last.pop(_ssp(k), None)
         collector = ProducerCollector(task.name, producers, registry.serdes,
-                                      lambda ss: registry.partition_counts([ss])[ss])
-        inst = TaskInstance(task.name, load_task_factory(config)(),
+                                      self._partition_count)
+        task_object = load_task_factory(config)()
+        inst = TaskInstance(task.name, task_object,
                             [SystemStreamPartition(*s) for s in task.ssps], config,
                             storage=_Storage(stores), checkpoints=checkpoints,
                             collector=collector, last_processed=last,
-                            run_loop=self.settings.run_loop, ignored=self.settings.ignored)
+                            run_loop=self.settings.run_loop, ignored=self.settings.ignored,
+                            control=self._task_control(task, task_object, previous))
         for name, engine in engines.items():
             engine.target = state.staged(name)
         inst.init()
