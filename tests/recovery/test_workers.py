@@ -122,8 +122,10 @@ def test_a_rebuild_in_worker_processes_holds_exactly_the_changelogs_state(tmp_pa
         producer.stop()
 
 
-def test_a_rocksdb_catch_up_in_workers_ingests_over_the_local_copy(tmp_path):
-    log = Changelog(tmp_path, "rocksdb")
+@pytest.mark.parametrize("engine", ["rocksdb", "lmdb"])
+def test_a_catch_up_in_workers_loads_over_the_local_copy(tmp_path, engine):
+    """Later parts override earlier ones and the local copy, deletes included."""
+    log = Changelog(tmp_path, engine)
     log.write(1500, seed=2)
     csm, _, producer = log.restore()
     csm.close()
