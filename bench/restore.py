@@ -21,6 +21,7 @@ Run::
 
     .venv/bin/python bench/restore.py                  # 1,000,000 records, 3 rounds
     .venv/bin/python bench/restore.py --records 200000 --rounds 1   # a quick look
+    .venv/bin/python bench/restore.py --rebuild-only --rounds 2      # raw limits + rebuilds only
 """
 
 from __future__ import annotations
@@ -163,17 +164,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dir", help="work directory (default: a temporary one, removed)")
+    parser.add_argument("--rebuild-only", action="store_true",
+                        help="only the raw limits and the rebuilds from empty (RocksDB, LMDB)")
     args = parser.parse_args(argv)
     n = args.records
     base = Path(args.dir or tempfile.mkdtemp(prefix="weir-bench-restore-"))
     try:
-        return _run(base, n, args.rounds)
+        return _run(base, n, args.rounds, rebuild_only=args.rebuild_only)
     finally:
         if not args.dir:
             shutil.rmtree(base, ignore_errors=True)
 
 
-def _run(base: Path, n: int, rounds: int) -> int:
+def _run(base: Path, n: int, rounds: int, *, rebuild_only: bool = False) -> int:
     mb = n * (KEY_BYTES + VALUE_BYTES) / 1e6
     print(f"restore benchmark: {n:,} changelog records ({KEY_BYTES} B keys, {VALUE_BYTES} B "
           f"values, {mb:.0f} MB of keys and values), {rounds} round(s), best of; "
@@ -182,7 +185,8 @@ def _run(base: Path, n: int, rounds: int) -> int:
     started = time.perf_counter()
     newest = _write_changelog(registry, "big", n, seed=1)
     quarter = n // 4
-    small = [_write_changelog(registry, f"part{i}", quarter, seed=10 + i) for i in range(4)]
+    small = ([] if rebuild_only else
+             [_write_changelog(registry, f"part{i}", quarter, seed=10 + i) for i in range(4)])
     print(f"wrote the changelogs in {time.perf_counter() - started:.1f} s")
 
     best: dict[str, float] = {}
@@ -201,6 +205,8 @@ def _run(base: Path, n: int, rounds: int) -> int:
             _wipe(base)
             keep(f"restore {engine}: rebuild from empty",
                  _restore(base, config, registry, {"s": newest}))
+            if rebuild_only:
+                continue
             # 50% behind: a store restored to the first half of its changelog, then the
             # second half appended (as a job on another machine wrote it)
             stream = f"behind-{engine}-{r}"
@@ -211,6 +217,9 @@ def _run(base: Path, n: int, rounds: int) -> int:
             full = _write_changelog(registry, stream, n - n // 2, seed=200 + r, create=False)
             keep(f"restore {engine}: catch up from 50% behind",
                  _restore(base, config, registry, {"s": full}))
+        if rebuild_only:
+            print(f"round {r + 1}/{rounds} done")
+            continue
         stores = {f"s{i}": ("rocksdb", f"part{i}") for i in range(4)}
         targets = {f"s{i}": small[i] for i in range(4)}
         _wipe(base)
@@ -237,6 +246,8 @@ def _run(base: Path, n: int, rounds: int) -> int:
         rebuild = best[f"restore {engine}: rebuild from empty"]
         print(f"{engine}: rebuild takes {rebuild / limit:.2f}x the raw limit (parse + load "
               f"= {limit:.2f} s)")
+    if rebuild_only:
+        return 0
     parallel = best["restore 4 RocksDB stores of records/4, default threads"]
     one = best["restore 1 RocksDB store of records/4"]
     sequential = best["restore 4 RocksDB stores of records/4, 1 thread"]

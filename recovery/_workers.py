@@ -11,7 +11,11 @@ these worker processes:
   ``write_sorted_file``) into a staging directory beside the store; the restore thread
   ingests the files, in order, into the store it has open. A large range is split at segment
   boundaries over several workers.
-* fill before open (:func:`fill_job`, LMDB): before the store is opened, the worker opens the
+* sorted runs (:func:`sorted_files_job` too, LMDB): the same, but the runs are written as run
+  files (:func:`~weir.recovery.bulk.write_run_file`), which the restore thread loads into
+  the open store with the engine's bulk load (LMDB: ``putmulti``, append mode for the first
+  run into an empty store), each part as soon as its worker is done.
+* fill before open (:func:`fill_job`, engines that register it): before the store is opened, the worker opens the
   (empty, rebuilt) store directory itself, loads the runs and closes it; the restore thread
   then opens the filled store.
 
@@ -45,8 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from weir.recovery.bulk import RunBuilder, load_run
-from weir.stores.engines.registry import Durability
+from weir.recovery.bulk import RunBuilder, load_run, write_run_file
+from weir.stores.engines.registry import Durability, WorkerRestore
 
 if TYPE_CHECKING:  # pragma: no cover - types only (a worker imports the spec when it unpickles one)
     from weir.stores.spec import StoreSpec
@@ -137,11 +141,22 @@ def _changelog_error(exc: BaseException, offset: int) -> WorkerChangelogError:
 def sorted_files_job(reader: Callable[[int, int], Any], start: int, end: int, staging: str,
                      spec: StoreSpec, budget_bytes: int, drop_first_tombstones: bool, name: str,
                      report: Callable[[int, int, int], None]) -> SstResult:
-    """Read ``[start, end]`` and write it as sorted, de-duplicated files of ``spec``'s engine
-    (its ``write_sorted_file``; one per run of about ``budget_bytes``) named
-    ``<name>-<n>.sst`` in ``staging``."""
-    write_sorted_file = spec.engine.write_sorted_file
-    assert write_sorted_file is not None, f"engine {spec.engine.name} writes no sorted files"
+    """Read ``[start, end]`` and write it as sorted, de-duplicated files, one per run of
+    about ``budget_bytes``, in ``staging``: ``<name>-<n>.sst`` files of ``spec``'s engine (its
+    ``write_sorted_file``) for ``WorkerRestore.SORTED_FILES``, ``<name>-<n>.run`` run files
+    (:func:`~weir.recovery.bulk.write_run_file`) for ``WorkerRestore.SORTED_RUNS``."""
+    if spec.engine.worker_restore is WorkerRestore.SORTED_FILES:
+        write_native = spec.engine.write_sorted_file
+        assert write_native is not None, f"engine {spec.engine.name} writes no sorted files"
+        suffix = "sst"
+
+        def write_sorted_file(path: str, keys: list, values: list, deletes: bool) -> None:
+            write_native(path, keys, values, spec.options, deletes=deletes)
+    else:
+        suffix = "run"
+
+        def write_sorted_file(path: str, keys: list, values: list, deletes: bool) -> None:
+            write_run_file(path, keys, values, deletes=deletes)
     builder = RunBuilder()
     files: list[str] = []
     records = nbytes = 0
@@ -152,8 +167,8 @@ def sorted_files_job(reader: Callable[[int, int], Any], start: int, end: int, st
         keys, values, deletes = builder.take(drop_tombstones=drop)
         drop = False
         if keys:
-            path = str(Path(staging) / f"{name}-{len(files):04d}.sst")
-            write_sorted_file(path, keys, values, spec.options, deletes=deletes)
+            path = str(Path(staging) / f"{name}-{len(files):04d}.{suffix}")
+            write_sorted_file(path, keys, values, deletes)
             files.append(path)
 
     for batch in _Reading(reader, start, end, builder.pairs):

@@ -144,6 +144,10 @@ class RestoreSettings:
         return max(1, min(stores, wanted, self.max_threads))
 
 
+_SPLIT_MODES = (WorkerRestore.SORTED_FILES, WorkerRestore.SORTED_RUNS)
+"""Worker modes whose replay splits at segment boundaries over every worker."""
+
+
 def _wants_worker(job: StoreRestore, minimum: int) -> bool:
     plan = job.plan_
     if plan is None or not plan.replays or job.checked is None:
@@ -218,10 +222,9 @@ class ContainerStorageManager:
         eligible = [job for job in busy
                     if _wants_worker(job, settings.options.worker_min_records)]
         if settings.worker_processes and eligible:
-            # A sorted-files replay (RocksDB's SST files) splits at segment boundaries over
-            # every worker there is.
-            splits = any(job.spec.engine.worker_restore is WorkerRestore.SORTED_FILES
-                         for job in eligible)
+            # A sorted-files or sorted-runs replay (RocksDB's SST files, LMDB's run files)
+            # splits at segment boundaries over every worker there is.
+            splits = any(job.spec.engine.worker_restore in _SPLIT_MODES for job in eligible)
             self.worker_processes = settings.pool_size(1 << 30 if splits else len(eligible))
             workers = RestoreWorkers(self.worker_processes)
         results: list[Any] = [None] * len(jobs)

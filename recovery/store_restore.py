@@ -48,7 +48,7 @@ from weir.stores.spec import StoreSpec
 from weir.recovery._aside import SetAside, recover_interrupted_rebuild
 from weir.recovery._workers import (RestoreWorkerError, RestoreWorkers, WorkerChangelogError,
                                     fill_job, sorted_files_job)
-from weir.recovery.bulk import DEFAULT_BUDGET_BYTES, RunBuilder, replay_runs
+from weir.recovery.bulk import DEFAULT_BUDGET_BYTES, RunBuilder, load_run_files, replay_runs
 from weir.recovery.checkpoint import Checkpoint
 from weir.recovery.damage import Damage, DamageKind, changelog_error
 from weir.recovery.errors import ChangelogStateError, RecoveryError, StoreRepairError
@@ -68,7 +68,7 @@ _log = logging.getLogger("weir.recovery.restore")
 
 SST_STAGING_SUFFIX = ".restore-sst"
 """``<store dir>.restore-sst``: where worker processes put the SST files of a RocksDB replay
-until they are ingested (removed after; a leftover of a killed restore is removed at the next
+(the run files of an LMDB one) until they are ingested or loaded (removed after; a leftover of a killed restore is removed at the next
 start)."""
 
 
@@ -520,7 +520,8 @@ class StoreRestore:
         elif plan.replays:
             empty = plan.action in (Action.REBUILD, Action.REPLAY)
             if (workers is not None
-                    and spec.engine.worker_restore is WorkerRestore.SORTED_FILES
+                    and spec.engine.worker_restore in (WorkerRestore.SORTED_FILES,
+                                                       WorkerRestore.SORTED_RUNS)
                     and self._replay_size(plan) >= self.options.worker_min_records
                     and source.bulk_reader() is not NO_BULK_READER):
                 records, nbytes = self._replay_in_workers(engine, plan, handle, workers, empty)
@@ -545,8 +546,12 @@ class StoreRestore:
 
     def _replay_in_workers(self, engine: Any, plan: RestorePlan, handle: "StoreProgress",
                            workers: RestoreWorkers, empty: bool) -> tuple[int, int]:
-        """Sorted files (RocksDB): workers turn parts of the range into files (RocksDB's SST
-        files, the engine's ``write_sorted_file``); ingested here in order."""
+        """Sorted files (RocksDB) or sorted runs (LMDB): workers turn parts of the range into
+        files (RocksDB's SST files, the engine's ``write_sorted_file``; run files otherwise),
+        taken here in order: SST files ingested once every part is written, run files
+        loaded (``load_sorted``) part by part as each worker finishes, overlapping the
+        workers still at work."""
+        runs = self.spec.engine.worker_restore is WorkerRestore.SORTED_RUNS
         assert self.checked is not None
         reader = self.checked.bulk_reader()
         staging = _staging_dir(self.directory)
@@ -562,13 +567,16 @@ class StoreRestore:
             failure: BaseException | None = None
             for (lo, _), future in zip(parts, futures):
                 try:
-                    results.append(self._wait(future, lo))
+                    result = self._wait(future, lo)
+                    if runs and failure is None:
+                        load_run_files(engine, result.files)
+                    results.append(result)
                 except BaseException as exc:  # noqa: BLE001 - wait for the others first
                     failure = failure or exc
             if failure is not None:
                 raise failure
-            files = [path for result in results for path in result.files]
-            engine.ingest_files(files)
+            if not runs:
+                engine.ingest_files([path for result in results for path in result.files])
             return sum(r.records for r in results), sum(r.nbytes for r in results)
         finally:
             shutil.rmtree(staging, ignore_errors=True)

@@ -101,6 +101,12 @@ class WorkerRestore(Enum):
     """Workers write sorted runs as files (:attr:`StoreEngine.write_sorted_file`); the open
     engine ingests them in order (``engine.ingest_files(paths)``). A large range is split over
     every worker."""
+    SORTED_RUNS = "sorted-runs"
+    """Workers write de-duplicated sorted runs as staging files in Weir's own run format
+    (:mod:`weir.recovery.bulk`); the restore thread loads them in order into the open engine
+    with its bulk load (``engine.load_sorted``). A large range is split over every worker:
+    the per-record work (parsing, de-duplicating, sorting) runs on every core, the load
+    itself is the engine's loop in C."""
     FILL_BEFORE_OPEN = "fill-before-open"
     """A worker opens the empty directory of a store being rebuilt, bulk-loads it and closes
     it; the restore thread opens the filled store afterwards (rebuilds only)."""
@@ -361,7 +367,7 @@ LMDB = register_engine(StoreEngine(
     "lmdb", _open_lmdb,
     capabilities=Capability.PERSISTENT | Capability.COMMIT_MARKER | Capability.BULK_LOAD,
     parse_options=_lmdb_options, config_module="weir.stores.engines._lmdb_options",
-    worker_restore=WorkerRestore.FILL_BEFORE_OPEN,
+    worker_restore=WorkerRestore.SORTED_RUNS,
     preload=("weir.stores.engines.lmdb",), file_patterns=("data.mdb",),
     open_read_only=_lmdb_read_only,
     description="LMDB: memory-mapped B+tree, fast point reads"))

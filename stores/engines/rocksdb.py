@@ -58,6 +58,20 @@ _IS_NONE = functools.partial(operator.is_, None)
 _consume = functools.partial(collections.deque, maxlen=0)
 """Run an iterator to its end in C, keeping nothing."""
 _INGEST_FILE = ".weir-ingest.sst"
+_SORT_BATCH_FROM = 32
+"""Put batches of at least this many entries reach the memtable in key order."""
+
+
+def _sorted_last_wins(keys: Sequence[bytes], values: Sequence[bytes]
+                      ) -> tuple[list[bytes], list[bytes]]:
+    """The puts of one batch in ascending key order, each key once with its last value: what
+    applying them in the given order leaves (a batch is atomic, so nothing sees the
+    difference). RocksDB's memtable (a skip list that remembers where the previous insert
+    went) takes ascending keys ~30% faster than keys in arrival order (bench/RESULTS.md); the
+    sort runs in C (a dict, ``sorted``, ``map``)."""
+    last = dict(zip(keys, values))
+    ordered = sorted(last)
+    return ordered, list(map(last.__getitem__, ordered))
 
 
 def write_sst_file(path: Path | str, keys: Sequence[bytes], values: Sequence[bytes | None],
@@ -223,6 +237,11 @@ class RocksDBEngine(BytesEngineBase):
         if deletes and any(map(_IS_NONE, values)):
             self._apply(zip(keys, values), allow_deletes=True)
             return
+        if len(keys) >= _SORT_BATCH_FROM:
+            try:
+                keys, values = _sorted_last_wins(keys, values)
+            except TypeError:
+                pass  # an unhashable or unorderable key: wb.put below names it
         wb = rocksdict.WriteBatch(raw_mode=True)
         try:
             _consume(map(wb.put, keys, values))

@@ -8,6 +8,15 @@ a bytes engine it caches bytes. Semantics, from Samza:
 - ``get`` serves hits from the cache; a miss reads the inner store and caches the result, also
   when the key is absent (a *negative entry*: the cache maps the key to ``None``, exactly what
   ``get`` returns for an absent key; ``None`` can never be a stored value).
+- A *complete* cache answers misses without reading the inner store
+  (``MissReads.SKIP_WHEN_COMPLETE``, the default): when the first key enters the cache, the
+  inner store is looked at once (one iterator step); if it is empty, every key the store
+  will hold passes through the cache, so a key the cache does not hold is absent, and a miss
+  costs a negative entry instead of an engine read, until the first eviction (from then on
+  an uncached key may be in the inner store, and misses read it). A job's first run, or any
+  store whose keys fit its cache, never reads its engine for a new key. Like the cache's
+  other entries this relies on one rule that already holds: once the cache holds a key,
+  nothing writes below it (restore and bootstrap bulk loads finish before the first read).
 - Eviction is least-recently-used, where *use* is a read (``get``/``get_all``) or the insert of
   a key; overwriting a cached key does not refresh it (that costs a linked-list move on the
   hottest path, and a read-modify-write has just refreshed the key with its read). Recency is
@@ -44,6 +53,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
+from enum import Enum
 from typing import Any
 
 from weir.stores.api import FlushScope
@@ -51,11 +61,32 @@ from weir.stores.api import (checked_keys, checked_pairs, closed_store_error, nu
                    null_value_error)
 from weir.stores.errors import SerdeError, StoreError
 from weir.stores.layers._columns import columns_writer
+from weir.stores.layers.serialized import SerializedLayer
 
-__all__ = ["CachedLayer"]
+__all__ = ["CachedLayer", "MissReads"]
 
 _UNCACHED: Any = object()
 """``dict.get`` default meaning "no cache entry" (distinct from a negative entry, ``None``)."""
+_END: Any = object()
+"""``next`` default of the emptiness probe."""
+
+
+class MissReads(Enum):
+    """Whether a cache miss always reads the inner store (see the module docs)."""
+
+    ALWAYS = "always"
+    """Every miss reads the inner store."""
+    SKIP_WHEN_COMPLETE = "skip-when-complete"
+    """A store found empty when its first key enters the cache answers misses from the cache
+    (the key is absent) until the cache first evicts."""
+
+
+class _KeySet(Enum):
+    """What the cache knows about the inner store's keys."""
+
+    UNKNOWN = "unknown"     # not looked at yet (no key has entered the cache)
+    COMPLETE = "complete"   # every key of the store is in the cache
+    PARTIAL = "partial"     # the store may hold keys the cache does not
 
 
 class _Cache(OrderedDict):
@@ -76,7 +107,10 @@ class CachedLayer:
     """Insert or replace; only the cache changes until the next write-down (bound per
     instance, see :meth:`_bind_put`)."""
 
-    def __init__(self, inner: Any, *, capacity: int, write_batch_size: int):
+    def __init__(self, inner: Any, *, capacity: int, write_batch_size: int,
+                 miss_reads: MissReads = MissReads.SKIP_WHEN_COMPLETE):
+        if not isinstance(miss_reads, MissReads):
+            raise TypeError(f"miss_reads must be a MissReads, got {miss_reads!r}")
         if write_batch_size < 1:
             raise ValueError(f"write_batch_size must be >= 1, got {write_batch_size}")
         if capacity < write_batch_size:
@@ -93,7 +127,10 @@ class CachedLayer:
         self._closed = False
         self._full = False
         self._write_inner = columns_writer(inner)
-        self._misses = 0                    # point reads that went to the inner store
+        self._keys = (_KeySet.UNKNOWN if miss_reads is MissReads.SKIP_WHEN_COMPLETE
+                      else _KeySet.PARTIAL)
+        self._misses = 0                    # keys read that were not cached
+        self._skipped = 0                   # ... of them, answered absent by a complete cache
         self._misses_at_full = 0            # ... of them, before the cache first filled
         self._evictions = 0
         self._read_hits: Callable[[], int] = lambda: 0   # hits since the cache first filled
@@ -126,9 +163,16 @@ class CachedLayer:
         """Keys changed in the cache and not yet written down."""
         return len(self._dirty)
 
+    @property
+    def complete(self) -> bool:
+        """Whether the cache holds every key of the store (misses skip the inner store)."""
+        return self._keys is _KeySet.COMPLETE
+
     def stats(self) -> dict[str, Any]:
-        """The cache's metrics: ``entries``/``capacity``, ``misses`` (point reads of the
-        inner store), ``evictions``, whether it has ever been ``full``, and ``hits`` and
+        """The cache's metrics: ``entries``/``capacity``, ``misses`` (reads of uncached
+        keys), ``reads-skipped`` (of those, answered absent without reading the inner store
+        because the cache was complete), ``evictions``, whether it has ever been ``full``,
+        whether it is ``complete``, and ``hits`` and
         ``hit-rate`` of the point reads since it first filled (None before: until then
         nothing is evicted, every miss is a key's first read, and hits are not counted so
         that a hit stays one C call)."""
@@ -137,7 +181,9 @@ class CachedLayer:
         reads = hits + misses_full
         return {"entries": len(self._cache), "capacity": self._capacity,
                 "write-batch-size": self._batch_size, "dirty": len(self._dirty),
-                "misses": self._misses, "evictions": self._evictions, "full": self._full,
+                "misses": self._misses, "reads-skipped": self._skipped,
+                "complete": self._keys is _KeySet.COMPLETE,
+                "evictions": self._evictions, "full": self._full,
                 "hits": hits if self._full else None,
                 "hit-rate": round(hits / reads, 4) if self._full and reads else None}
 
@@ -185,7 +231,14 @@ class CachedLayer:
             raise closed_store_error(self.name)
         if key is None:
             raise null_key_error(self.name)
-        value = self._inner.get(key)
+        keys = self._keys
+        if keys is _KeySet.UNKNOWN:
+            keys = self._probe()
+        if keys is _KeySet.COMPLETE:
+            value = None  # every key of the store is cached: this one is absent
+            self._skipped += 1
+        else:
+            value = self._inner.get(key)
         self._misses += 1
         cache = self._cache
         if len(cache) < self._capacity:
@@ -213,7 +266,13 @@ class CachedLayer:
             if value is not None:
                 result[key] = value
         if misses:
-            found = self._inner.get_all(misses)
+            if self._keys is _KeySet.UNKNOWN:
+                self._probe()
+            if self._keys is _KeySet.COMPLETE:
+                found: dict[Any, Any] = {}
+                self._skipped += len(misses)
+            else:
+                found = self._inner.get_all(misses)
             self._misses += len(misses)
             for key in misses:
                 value = found.get(key)
@@ -294,11 +353,32 @@ class CachedLayer:
             raise closed_store_error(self.name)
         if key is None:
             raise null_key_error(self.name)
+        if self._keys is _KeySet.UNKNOWN:
+            self._probe()
         self._insert(key, value)
+
+    def _probe(self) -> "_KeySet":
+        """Look once whether the inner store is empty, as the first key enters the cache:
+        then the cache is complete (see the module docs). The bytes below the serdes are
+        looked at (nothing is deserialized); a store that cannot be listed is taken as
+        possibly holding keys (its misses read it, and report its errors there)."""
+        inner = self._inner
+        below = inner.inner if isinstance(inner, SerializedLayer) else inner
+        try:
+            iterator = below.all()
+            try:
+                empty = next(iterator, _END) is _END
+            finally:
+                iterator.close()
+        except Exception:  # noqa: BLE001 - the conservative answer; reads report the error
+            empty = False
+        self._keys = _KeySet.COMPLETE if empty else _KeySet.PARTIAL
+        return self._keys
 
     def _insert(self, key: Any, value: Any) -> None:
         cache = self._cache
         if len(cache) >= self._capacity:
+            self._keys = _KeySet.PARTIAL  # an evicted key may be in the inner store
             if not self._full:
                 self._full = True
                 self._misses_at_full = self._misses

@@ -120,3 +120,37 @@ def test_sst_files_built_elsewhere_are_ingested_in_order(tmp_path):
         assert not (tmp_path / "1.sst").exists()  # moved into the store
     finally:
         engine.close()
+
+
+def test_a_run_file_gives_back_its_run(tmp_path):
+    from weir.recovery.bulk import read_run_file, write_run_file
+
+    write_run_file(tmp_path / "r.run", [b"a", b"b", b"c"], [b"1", None, b""], deletes=True)
+    assert read_run_file(tmp_path / "r.run") == ([b"a", b"b", b"c"], [b"1", None, b""], True)
+
+
+@pytest.mark.parametrize("cut", [0, 5, 20, -3])
+def test_a_run_file_cut_short_is_refused_not_half_read(tmp_path, cut):
+    from weir.recovery.bulk import RunFileError, read_run_file, write_run_file
+
+    path = tmp_path / "r.run"
+    write_run_file(path, [b"k%03d" % i for i in range(100)], [b"v"] * 100, deletes=False)
+    data = path.read_bytes()
+    path.write_bytes(data[:cut])
+    with pytest.raises(RunFileError):
+        read_run_file(path)
+
+
+def test_run_files_load_in_order_and_are_removed(tmp_path):
+    from weir.recovery.bulk import load_run_files, write_run_file
+    from weir.stores.engines.lmdb import LMDBEngine
+
+    write_run_file(tmp_path / "0.run", [b"a", b"b"], [b"1", b"1"], deletes=False)
+    write_run_file(tmp_path / "1.run", [b"a", b"c"], [None, b"2"], deletes=True)
+    engine = LMDBEngine("s", tmp_path / "db")
+    try:
+        load_run_files(engine, [tmp_path / "0.run", tmp_path / "1.run"])
+        assert list(engine.all()) == [(b"b", b"1"), (b"c", b"2")]
+        assert not any(tmp_path.glob("*.run"))
+    finally:
+        engine.close()

@@ -1,7 +1,8 @@
 """Restore worker processes: large replays of file-log changelogs run in other processes
-(RocksDB: SST files ingested in order; LMDB: the store filled before it is opened) and give
-exactly the state of an in-thread replay; damage read by a worker is reported like any damage;
-a dead worker fails its restore and the old files come back; workers die with their parent."""
+(RocksDB: SST files ingested in order; LMDB: run files loaded in order) and give exactly the
+state of an in-thread replay; damage read by a worker is reported like any damage; a dead
+worker fails its restore and the old files come back; a restore SIGKILLed while it loads is
+redone at the next start; workers die with their parent."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ WORKERS = RestoreSettings(threads=2, options=RestoreOptions(worker_min_records=1
 class Changelog:
     """A file-log changelog of one partition, small segments, written directly."""
 
-    def __init__(self, tmp_path: Path, engine: str):
+    def __init__(self, tmp_path: Path, engine: str, *, create: bool = True):
         self.base = tmp_path
         self.config = Config({"systems.filelog.factory": "filelog",
                               "systems.filelog.root": str(tmp_path / "log"),
@@ -50,7 +51,9 @@ class Changelog:
                               "stores.s.msg.serde": "bytes", "stores.s.changelog": "filelog.cl",
                               "stores.s.object.cache.size": "0"})
         self.registry = SystemRegistry(self.config)
-        self.registry.admin("filelog").create_stream(StreamSpec("cl", 1, CleanupPolicy.COMPACT))
+        if create:
+            self.registry.admin("filelog").create_stream(StreamSpec("cl", 1,
+                                                                    CleanupPolicy.COMPACT))
         self.spec = StoreSpec.from_config(self.config, "s")
         self.model: dict = {}
         self.records = 0
@@ -109,7 +112,7 @@ def test_a_rebuild_in_worker_processes_holds_exactly_the_changelogs_state(tmp_pa
     assert len(list_segments(str(tmp_path / "log" / "cl" / "0"))) > 5
     csm, store, producer = log.restore()
     try:
-        assert csm.worker_processes == (2 if engine == "rocksdb" else 1)  # RocksDB splits
+        assert csm.worker_processes == 2  # the range is split over both workers
         (stats,) = csm.stats
         assert (stats.action, stats.records) == (Action.REBUILD, 3000)
         assert _contents(store) == log.expected()
@@ -119,8 +122,10 @@ def test_a_rebuild_in_worker_processes_holds_exactly_the_changelogs_state(tmp_pa
         producer.stop()
 
 
-def test_a_rocksdb_catch_up_in_workers_ingests_over_the_local_copy(tmp_path):
-    log = Changelog(tmp_path, "rocksdb")
+@pytest.mark.parametrize("engine", ["rocksdb", "lmdb"])
+def test_a_catch_up_in_workers_loads_over_the_local_copy(tmp_path, engine):
+    """Later parts override earlier ones and the local copy, deletes included."""
+    log = Changelog(tmp_path, engine)
     log.write(1500, seed=2)
     csm, _, producer = log.restore()
     csm.close()
@@ -192,8 +197,10 @@ def test_a_worker_that_dies_fails_its_job_and_the_pool():
     assert seen == [(21, 1, 2)]
 
 
-def test_a_restore_whose_worker_dies_raises_and_puts_the_old_files_back(tmp_path, monkeypatch):
-    log = Changelog(tmp_path, "lmdb")
+@pytest.mark.parametrize("engine", ["rocksdb", "lmdb"])
+def test_a_restore_whose_worker_dies_raises_and_puts_the_old_files_back(tmp_path, monkeypatch,
+                                                                        engine):
+    log = Changelog(tmp_path, engine)
     log.write(2000, seed=7)
     csm, _, producer = log.restore()
     csm.close()
@@ -201,10 +208,60 @@ def test_a_restore_whose_worker_dies_raises_and_puts_the_old_files_back(tmp_path
     (log.store_dir / "OFFSET").unlink()
     before = sorted(p.name for p in log.store_dir.iterdir())
     import weir.recovery.store_restore as store_restore
-    monkeypatch.setattr(store_restore, "fill_job", _die)
+    monkeypatch.setattr(store_restore, "sorted_files_job", _die)
     with pytest.raises(RecoveryError, match="restore worker process"):
         log.restore()
     assert sorted(p.name for p in log.store_dir.iterdir()) == before
+
+
+_KILLED_WHILE_LOADING = """
+import sys, time
+from pathlib import Path
+import weir.recovery.store_restore as store_restore
+from tests.recovery.test_workers import Changelog
+
+real = store_restore.load_run_files
+
+def load_then_hang(engine, paths):
+    real(engine, paths)
+    print("loaded", engine.count_estimate(), flush=True)
+    time.sleep(600)
+
+store_restore.load_run_files = load_then_hang
+if __name__ == "__main__":
+    Changelog(Path(sys.argv[1]), "lmdb", create=False).restore()
+"""
+
+
+def test_an_lmdb_restore_killed_while_it_loads_run_files_is_redone_at_the_next_start(tmp_path):
+    """The first part's run files are in the store, the second part's are not: the store
+    has no OFFSET file, so the next start rebuilds it from the changelog (the half-loaded
+    files are never trusted) and removes the staging directory."""
+    log = Changelog(tmp_path, "lmdb")
+    log.write(3000, seed=8)
+    script = tmp_path / "killed.py"
+    script.write_text(_KILLED_WHILE_LOADING)
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE,
+                            text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    try:
+        line = proc.stdout.readline()  # the handshake: the first part is loaded
+        assert line.startswith("loaded") and int(line.split()[1]) > 0, line  # half-filled
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        proc.stdout.close()
+    staging = log.store_dir.with_name(log.store_dir.name + ".restore-sst")
+    assert staging.exists() and not (log.store_dir / "OFFSET").exists()
+    csm, store, producer = log.restore()
+    try:
+        (stats,) = csm.stats
+        assert (stats.action, stats.records) == (Action.REBUILD, 3000)
+        assert _contents(store) == log.expected()
+        assert not staging.exists()
+        assert (log.store_dir / "OFFSET").exists()
+    finally:
+        csm.close()
+        producer.stop()
 
 
 _PARENT = """

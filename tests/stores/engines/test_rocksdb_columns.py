@@ -62,3 +62,25 @@ def test_a_closed_engine_refuses_write_columns(tmp_path):
     e.close()
     with pytest.raises(StoreClosedError):
         e.write_columns([b"a"], [b"1"])
+
+
+def test_a_large_batch_in_any_order_lands_with_the_last_value_of_each_key(engine):
+    """Large put batches reach the memtable sorted (faster inserts); a repeated key still ends
+    with the value written last, and the caller's lists are left as they were."""
+    keys = [b"k%04d" % i for i in range(500, 0, -1)] + [b"k0007", b"k0499", b"k0007"]
+    values = [b"first"] * 500 + [b"second", b"only", b"third"]
+    given = (list(keys), list(values))
+    engine.write_columns(keys, values, deletes=False)
+    assert (keys, values) == given
+    assert engine.get(b"k0007") == b"third" and engine.get(b"k0499") == b"only"
+    assert engine.get(b"k0001") == b"first"
+    assert keys_of(engine.all()) == sorted(set(keys))
+
+
+def test_a_bad_entry_in_a_large_batch_writes_nothing_and_names_it(engine):
+    keys = [b"k%03d" % i for i in range(100)]
+    with pytest.raises(TypeError, match="must be bytes"):
+        engine.write_columns(keys[:50] + ["text"] + keys[50:], [b"v"] * 101, deletes=False)
+    with pytest.raises(NullKeyOrValueError):
+        engine.write_columns(keys + [None], [b"v"] * 101)
+    assert list(engine.all()) == []

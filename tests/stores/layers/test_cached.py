@@ -7,7 +7,7 @@ import pytest
 from weir.stores.changelog import ChangelogSink
 from weir.stores.engines.memory import MemoryEngine
 from weir.stores.errors import SerdeError, StoreClosedError
-from weir.stores.layers.cached import CachedLayer
+from weir.stores.layers.cached import CachedLayer, MissReads
 from weir.stores.layers.logged import LoggedLayer
 from weir.stores.layers.serialized import SerializedLayer
 from weir.stores.serdes import Int64Serde, JsonSerde, SerdeBase, StringSerde
@@ -48,9 +48,10 @@ class CountingEngine(MemoryEngine):
         super().write_batch(items)
 
 
-def cached(engine=None, capacity=4, batch=2):
-    engine = engine or CountingEngine()
-    return CachedLayer(engine, capacity=capacity, write_batch_size=batch), engine
+def cached(engine=None, capacity=4, batch=2, miss_reads=MissReads.SKIP_WHEN_COMPLETE):
+    engine = engine if engine is not None else CountingEngine()
+    return CachedLayer(engine, capacity=capacity, write_batch_size=batch,
+                       miss_reads=miss_reads), engine
 
 
 def test_puts_stay_in_the_cache_until_the_batch_fills():
@@ -89,7 +90,9 @@ def test_hits_do_not_reach_the_inner_store():
 
 
 def test_misses_are_cached_as_absent():
-    store, engine = cached()
+    engine = CountingEngine()
+    engine.put(b"other", b"1")  # a store with data: misses read it
+    store, _ = cached(engine)
     assert store.get(b"nope") is None
     assert store.get(b"nope") is None
     assert engine.gets == 1
@@ -246,7 +249,7 @@ def test_capacity_below_batch_size_is_refused():
 
 
 def test_stats_count_misses_and_leave_hits_uncounted_until_the_cache_fills():
-    store, engine = cached(capacity=4, batch=2)
+    store, engine = cached(capacity=4, batch=2, miss_reads=MissReads.ALWAYS)
     for key in (b"a", b"b", b"a", b"a"):
         store.get(key)
     stats = store.stats()
@@ -256,7 +259,7 @@ def test_stats_count_misses_and_leave_hits_uncounted_until_the_cache_fills():
 
 
 def test_stats_give_the_hit_rate_of_reads_since_the_cache_filled():
-    store, engine = cached(capacity=2, batch=1)
+    store, engine = cached(capacity=2, batch=1, miss_reads=MissReads.ALWAYS)
     store.get(b"a"), store.get(b"b"), store.get(b"c")  # the third miss evicts a
     store.get(b"c"), store.get(b"c"), store.get(b"a")  # 2 hits, 1 miss (evicts b)
     stats = store.stats()
@@ -265,3 +268,106 @@ def test_stats_give_the_hit_rate_of_reads_since_the_cache_filled():
     assert stats["hits"] == 2
     assert stats["hit-rate"] == pytest.approx(2 / 3, abs=1e-4)  # 2 hits of the 3 reads after filling: c, c, a
     assert (stats["entries"], stats["capacity"]) == (2, 2)
+
+
+# -- a complete cache: a store found empty at its first use answers misses itself -----------
+
+def test_a_store_empty_at_its_first_use_answers_misses_without_reading_the_engine():
+    store, engine = cached(capacity=8, batch=2)
+    assert store.get(b"a") is None and store.get(b"b") is None
+    store.put(b"a", b"1")
+    store.put(b"c", b"3")                      # two dirty: written down
+    assert store.get(b"a") == b"1" and store.get(b"d") is None
+    assert store.get_all([b"a", b"e"]) == {b"a": b"1"}
+    assert engine.gets == 0 and engine.get_alls == []
+    stats = store.stats()
+    assert stats["complete"] and stats["misses"] == stats["reads-skipped"] == 4
+
+
+def test_a_store_with_data_at_its_first_use_reads_every_miss():
+    engine = CountingEngine()
+    engine.put(b"a", b"1")
+    store, _ = cached(engine, capacity=8)
+    assert store.get(b"a") == b"1" and store.get(b"x") is None
+    assert engine.gets == 2 and not store.complete
+
+
+def test_data_loaded_below_the_cache_before_its_first_use_is_read():
+    """Restore and bootstrap loads write the engine after the store is built, before any
+    read: the look at the engine happens at the first use, not when the layer is made."""
+    engine = CountingEngine()
+    store, _ = cached(engine, capacity=8)
+    engine.write_batch([(b"a", b"restored")])
+    assert store.get(b"a") == b"restored"
+    assert not store.complete
+
+
+def test_a_first_put_also_decides_completeness():
+    store, engine = cached(capacity=8, batch=8)
+    store.put(b"a", b"1")
+    assert store.complete
+    assert store.get(b"b") is None and engine.gets == 0
+
+
+def test_the_first_eviction_ends_completeness_and_misses_read_the_engine_again():
+    store, engine = cached(capacity=2, batch=1)
+    store.put(b"a", b"1")          # written down at once (batch of 1)
+    store.put(b"b", b"2")
+    assert store.complete and engine.gets == 0
+    store.put(b"c", b"3")          # evicts a, which the engine holds
+    assert not store.complete
+    assert store.get(b"a") == b"1"  # read from the engine, not answered absent
+    assert engine.gets == 1
+    assert store.stats()["reads-skipped"] == 0
+
+
+def test_deleted_keys_of_an_emptied_store_do_not_count_as_data():
+    engine = CountingEngine()
+    engine.put(b"a", b"1")
+    engine.delete(b"a")
+    store, _ = cached(engine)
+    assert store.get(b"a") is None and store.complete and engine.gets == 0
+
+
+def test_miss_reads_always_reads_an_empty_store_too():
+    store, engine = cached(miss_reads=MissReads.ALWAYS)
+    assert store.get(b"a") is None
+    assert engine.gets == 1 and not store.complete
+
+
+def test_the_emptiness_look_does_not_deserialize_stored_values():
+    """A value the serde cannot read is reported by the read that meets it, not by the
+    look at the engine."""
+    engine = CountingEngine()
+    engine.put(b"bad", b"not an int64")
+    store = CachedLayer(SerializedLayer(engine, StringSerde(), Int64Serde()), capacity=8,
+                        write_batch_size=2)
+    assert store.get("ok") is None
+    assert not store.complete and engine.gets == 1
+
+
+def test_a_store_that_cannot_be_listed_reads_every_miss():
+    class Unlistable(CountingEngine):
+        def all(self):
+            raise RuntimeError("no listing here")
+
+    store, engine = cached(Unlistable())
+    assert store.get(b"a") is None
+    assert engine.gets == 1 and not store.complete
+
+
+def test_a_complete_cache_over_a_real_rocksdb_store_survives_a_reopen(tmp_path):
+    from weir.stores.engines.rocksdb import RocksDBEngine
+
+    engine = RocksDBEngine("s", tmp_path, logged=False)
+    store = CachedLayer(engine, capacity=16, write_batch_size=4)
+    for i in range(10):
+        assert store.get(b"k%d" % i) is None
+        store.put(b"k%d" % i, b"v%d" % i)
+    assert store.complete
+    store.close()
+    engine = RocksDBEngine("s", tmp_path, logged=False)
+    store = CachedLayer(engine, capacity=16, write_batch_size=4)
+    assert store.get(b"k3") == b"v3" and store.get(b"zz") is None
+    assert not store.complete
+    store.close()
