@@ -378,7 +378,7 @@ def test_a_local_location_that_cannot_be_written_is_a_location_error_naming_it_a
         tmp_path, monkeypatch, code):
     # A read-only mount (or one the executors' user may not write) cannot be made here
     # portably: root writes through permissions, and mounting needs privileges.
-    real_open, real_mkdir = os.open, os.mkdir
+    real_open = os.open
 
     def refused_open(path, flags, *args, **kwargs):
         if flags & os.O_CREAT:
