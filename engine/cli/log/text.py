@@ -93,8 +93,11 @@ def encode_key(serdes: StreamSerdesBase, key: Any, is_text: bool = True) -> byte
 
 
 def encode_message(serdes: StreamSerdesBase, message: Any, raw_line: str, is_text: bool) -> bytes:
+    """The record's message bytes as the stream's serdes write them: without a message serde
+    the line's bytes, still through ``serialize_message`` (an intermediate stream puts its
+    user-message type byte in front, or a job reads the record as a broken control message)."""
     if serdes.msg_serde is None:
-        return raw_line.encode() if not is_text else _to_bytes(message)
+        return serdes.serialize_message(raw_line.encode() if not is_text else _to_bytes(message))
     return serdes.serialize_message(_fit(message, serdes.msg_serde, is_text))
 
 

@@ -28,6 +28,16 @@ from weir.engine.spark.storage.base import (CheckpointStorage, Entry, is_publish
 __all__ = ["LocalStorage", "publish_bytes"]
 
 _NO_HARD_LINKS = (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK)
+_NOT_WRITABLE = (errno.EROFS, errno.EACCES)
+
+
+def _not_writable(path: Path, exc: OSError) -> CheckpointLocationError:
+    """The error of a write the location refused for good (read-only, no permission)."""
+    return CheckpointLocationError(
+        f"cannot write {path}: the checkpoint location is not writable ({exc.strerror}: "
+        f"{exc.filename}). Spark retrying the task cannot change that; give the Spark "
+        f"executors' user write access to it, or choose another checkpoint location "
+        f"(docs/SPARK.md)")
 
 
 def publish_bytes(final: Path, data: bytes) -> bool:
@@ -50,6 +60,8 @@ def publish_bytes(final: Path, data: bytes) -> bool:
                 f"create-if-absent (link) on a file system; use a local disk, NFS or a cluster "
                 f"file system that supports hard links, or an object store location (s3a://, "
                 f"gs://, abfss://; docs/SPARK.md)") from exc
+        if exc.errno in _NOT_WRITABLE:
+            raise _not_writable(final, exc) from exc
         raise
 
 
@@ -137,4 +149,9 @@ class LocalStorage(CheckpointStorage):
         return removed
 
     def make_directory(self, directory: Location) -> None:
-        Path(directory).mkdir(parents=True, exist_ok=True)
+        try:
+            Path(directory).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            if exc.errno in _NOT_WRITABLE:
+                raise _not_writable(Path(directory), exc) from exc
+            raise

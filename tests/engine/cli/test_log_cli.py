@@ -412,3 +412,39 @@ def test_transactions_lists_open_ones_and_resolve_aborts_those_of_gone_producers
     lines = records(run(capsys, "tail", "out", "--root", root)[1])
     assert [line for line in lines if "value=" in line][0].endswith("value=kept")
     assert sum("marker=abort" in line for line in lines) == 2
+
+
+@needs_filelog
+@pytest.mark.parametrize("serdes", [[], ["--set", "streams.inter.samza.key.serde=string",
+                                        "--set", "streams.inter.samza.msg.serde=string"]],
+                         ids=["bytes", "string"])
+def test_produce_to_an_intermediate_stream_writes_user_messages_a_job_reads_as_messages(
+        capsys, monkeypatch, root, serdes):
+    from weir.engine.model import EnvelopeKind, SystemStream, SystemStreamPartition
+    from weir.engine.systems.registry import SystemRegistry
+    from weir.stores.config import Config
+
+    sets = ["--set", "streams.inter.samza.system=filelog",
+            "--set", "streams.inter.samza.intermediate=true", *serdes]
+    run(capsys, "create", "inter", "--partitions", "1", "--root", root)
+    code, out, _ = run(capsys, "produce", "inter", "--format", "kv", "--root", root, *sets,
+                       stdin="ann=1\nbob=2\n", monkeypatch=monkeypatch)
+    assert code == 0 and out.startswith("produced 2 record(s) to filelog.inter")
+    # What a job reading the intermediate stream sees: user messages (the type byte in front),
+    # not control records it cannot decode.
+    config = Config({"systems.filelog.root": root, "streams.inter.samza.system": "filelog",
+                     "streams.inter.samza.intermediate": "true",
+                     **dict(s.split("=", 1) for s in serdes[1::2])})
+    registry = SystemRegistry(config)
+    ssp = SystemStreamPartition("filelog", "inter", 0)
+    consumer = registry.consumer("filelog")
+    consumer.register(ssp, 0)
+    consumer.start()
+    try:
+        raw = consumer.poll([ssp], 1.0)[ssp]
+    finally:
+        consumer.stop()
+    envelopes = [registry.serdes_for(SystemStream("filelog", "inter")).deserialize(e)
+                 for e in raw]
+    assert [e.kind for e in envelopes] == [EnvelopeKind.MESSAGE, EnvelopeKind.MESSAGE]
+    assert [e.message for e in envelopes] == ([b"1", b"2"] if not serdes else ["1", "2"])

@@ -194,3 +194,46 @@ def test_a_task_object_lives_across_batches_while_its_replica_continues(tmp_path
         assert final_counts(job.rows()) == {(0, w): 1 for w in "abcdefgh"}
     finally:
         release_replicas()
+
+
+def _batch_source(envelopes):
+    from weir.engine.chooser import chooser_from_config
+    from weir.engine.consumers.consumers import SystemConsumers
+    from weir.engine.spark.jobtask import _BatchAdmin, _BatchConsumer, _BatchSource
+
+    config = Config({"task.inputs": "m.s", "task.poll.interval.ms": "600000"})
+    batch = _BatchConsumer({ssp: list(envs) for ssp, envs in envelopes.items()})
+    consumers = SystemConsumers(chooser_from_config(config), {"m": batch},
+                                {"m": _BatchAdmin(envelopes, {})}, None, config)
+    for ssp in envelopes:
+        consumers.register(ssp, 0)
+    consumers.start()
+    return _BatchSource(consumers, batch)
+
+
+def test_the_micro_batch_source_hands_out_runs_of_what_choose_would_return_in_order():
+    """The run loop's inline path takes a source's runs (``choose_run``) instead of one
+    ``choose`` call per envelope: the micro-batch source serves them from the consumers' fast
+    lane, the same envelopes in the same order."""
+    from weir.engine.model import IncomingMessageEnvelope, SystemStreamPartition
+
+    ssps = [SystemStreamPartition("m", "s", p) for p in range(2)]
+    envelopes = {ssp: [IncomingMessageEnvelope(ssp, o, None, b"%d" % o) for o in range(20)]
+                 for ssp in ssps}
+    one_by_one, source = [], _batch_source(envelopes)
+    while (env := source.choose(0.0)) is not None:
+        one_by_one.append((env.ssp.partition, env.offset))
+    assert len(one_by_one) == 40 and source.exhausted()
+
+    in_runs, runs, source = [], [], _batch_source(envelopes)
+    while True:
+        run = list(source.choose_run(64))
+        if not run:
+            env = source.choose(0.0)
+            if env is None:
+                break
+            run = [env]
+        runs.append(len(run))
+        in_runs.extend((env.ssp.partition, env.offset) for env in run)
+    assert in_runs == one_by_one and source.exhausted()
+    assert max(runs) > 1

@@ -373,6 +373,34 @@ def test_a_file_system_without_hard_links_is_a_location_error_naming_the_fix(tmp
     assert list(tmp_path.iterdir()) == []                 # the temp file is gone too
 
 
+@pytest.mark.parametrize("code", [errno.EROFS, errno.EACCES], ids=["read-only", "no-access"])
+def test_a_local_location_that_cannot_be_written_is_a_location_error_naming_it_and_the_fix(
+        tmp_path, monkeypatch, code):
+    # A read-only mount (or one the executors' user may not write) cannot be made here
+    # portably: root writes through permissions, and mounting needs privileges.
+    real_open = os.open
+
+    def refused_open(path, flags, *args, **kwargs):
+        if flags & os.O_CREAT:
+            raise OSError(code, os.strerror(code), str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    def refused_mkdir(path, *args, **kwargs):
+        raise OSError(code, os.strerror(code), str(path))
+
+    monkeypatch.setattr(os, "open", refused_open)
+    storage = open_storage(str(tmp_path))
+    version = tmp_path / "00000000000000000001.changelog.zst"
+    with pytest.raises(CheckpointLocationError, match="not writable") as err:
+        storage.create(version, b"v")
+    assert str(version) in str(err.value) and "write access" in str(err.value)
+    monkeypatch.setattr(os, "mkdir", refused_mkdir)
+    with pytest.raises(CheckpointLocationError, match="not writable") as err:
+        storage.make_directory(tmp_path / "weir" / "counts")
+    assert str(tmp_path / "weir" / "counts") in str(err.value)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_failed_local_temp_write_is_not_mistaken_for_missing_hard_links(tmp_path):
     with pytest.raises(FileNotFoundError):
         open_storage(str(tmp_path)).create(tmp_path / "gone" / "00000000000000000001.changelog"
