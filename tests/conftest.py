@@ -1,7 +1,8 @@
 """Shared fixtures for every test package, and the check that tests leave nothing behind.
 
 Every test cleans up after itself. To hold the suite to that, a session-wide fixture points
-``tempfile`` (and ``TMPDIR`` for child processes) at a directory of its own for the whole run,
+``tempfile`` (and ``TMPDIR`` for child processes) at a directory of its own for the whole run
+(each pytest-xdist worker its own; the controller gathers what they found),
 and at the end of the session reports, and fails the run on, anything left there or added to,
 removed from or changed in the repository tree (caches excluded: ``.venv``, ``.git``,
 ``__pycache__``, ``.hypothesis``, ...). pytest's own ``tmp_path`` directories are made first,
@@ -111,8 +112,20 @@ def nothing_left_behind(request, tmp_path_factory):
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """pytest-xdist, in the controller: what a worker's session left behind (each worker runs
+    the session fixture with its own temporary directory and reports through its output)."""
+    found = node.workeroutput.get("weir_leaks", [])
+    node.config.stash.setdefault(_LEAKS_KEY, []).extend(found)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    found = session.stash.get(_LEAKS_KEY, [])
+    found = session.stash.get(_LEAKS_KEY, []) + session.config.stash.get(_LEAKS_KEY, [])
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:        # an xdist worker: the controller reports and fails
+        workeroutput["weir_leaks"] = found
+        return
     if not found:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")

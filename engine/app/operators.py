@@ -219,6 +219,10 @@ class PartitionByOperator(Operator):
 
     def __init__(self, spec: OpSpec, ctx: OperatorContext):
         super().__init__(spec, ctx)
+        if ctx.control is None:
+            raise TypeError(f"partition_by '{spec.name or spec.stream}' sends watermarks and "
+                            f"end-of-stream in-band: its OperatorContext needs the task's "
+                            f"control bookkeeping (control=TaskControl), got None")
         self.stream = spec.stream
         self.task_count = spec.params.get("upstream_tasks")
         self._send = ctx.collector.send

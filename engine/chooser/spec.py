@@ -192,6 +192,6 @@ def _load_user_class(config: Config) -> type | None:
     missing = [m for m in _CHOOSER_METHODS if not hasattr(obj, m)]
     if not isinstance(obj, type) or missing:
         raise ConfigError(f"{name!r} is not a chooser class (missing {', '.join(missing) or 'a class'}"
-                          f"); implement engine.chooser.MessageChooser, e.g. by subclassing "
+                          f"); implement weir.engine.chooser.MessageChooser, e.g. by subclassing "
                           f"weir.engine.chooser.BaseMessageChooser", key=key, origin=origin)
     return obj

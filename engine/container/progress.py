@@ -7,22 +7,24 @@ them to the runner for the status line and the job summary.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from weir.engine.model import SystemStream, SystemStreamPartition, TaskName
-from weir.engine.systems.api import SystemProducer
+from weir.engine.systems.api import SystemProducer, SystemProducerBase
 
 __all__ = ["CountingProducer", "SspPosition", "ContainerProgress", "ContainerResult",
            "ContainerFailure", "resume_line", "describe_starts"]
 
 
-class CountingProducer:
-    """A :class:`~weir.engine.systems.api.SystemProducer` that counts what tasks send, per stream.
+class CountingProducer(SystemProducerBase):
+    """A system producer that counts what tasks send, per stream, forwarding every
+    capability of :class:`~weir.engine.systems.api.SystemProducerBase` to ``inner``.
 
     Tasks' collectors send through it; changelog sinks use the wrapped producer directly, so
-    ``counts`` holds task output only. Other attributes (``end_stream``...) pass through.
+    ``counts`` holds task output only. Anything else of the wrapped producer is reached
+    through ``inner``.
     """
 
     __slots__ = ("inner", "counts", "_send")
@@ -49,8 +51,12 @@ class CountingProducer:
     def stop(self) -> None:
         self.inner.stop()
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+    def send_batch(self, source: str, stream: SystemStream, partition: int,
+                   items: Iterable[tuple[bytes | None, bytes | None]], *,
+                   require_keys: bool = False) -> int:
+        n = self.inner.send_batch(source, stream, partition, items, require_keys=require_keys)
+        self.counts[stream] = self.counts.get(stream, 0) + n
+        return n
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,7 @@ from weir.stores.config import Config, ConfigError, declare
 
 from weir.engine.errors import StreamNotFoundError
 from weir.engine.model import SystemStream, SystemStreamPartition
-from weir.engine.config.serdes import SerdeManager, StreamSerdes
+from weir.engine.config.serdes import SerdeManager, StreamSerdesBase
 from weir.engine.systems.api import (PartitionMetadata, SystemAdminBase, SystemConsumerBase,
                                      SystemFactoryBase, SystemProducerBase)
 from weir.engine.systems.foreign import adapt_factory
@@ -222,7 +222,7 @@ class SystemRegistry:
         """A new producer of ``system`` (register, start, stop it yourself)."""
         return self.factory(system).get_producer(system, self.config)
 
-    def serdes_for(self, ss: SystemStream) -> StreamSerdes:
+    def serdes_for(self, ss: SystemStream) -> StreamSerdesBase:
         """The key/message serdes of a stream (see :mod:`weir.engine.config.serdes`)."""
         return self.serdes.for_stream(ss)
 

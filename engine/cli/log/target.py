@@ -21,7 +21,9 @@ def target(args: argparse.Namespace) -> tuple[SystemRegistry, str]:
     """The registry and system name the arguments point at."""
     system = args.system or DEFAULT_SYSTEM
     if args.config:
+        from weir.engine.cli.run import add_config_dir_to_path
         from weir.engine.config.job import load_config
+        add_config_dir_to_path(args.config)  # a serde class beside the config, as weir run
         config = load_config(args.config, args.set)
     else:
         config = Config().merged(_parse_sets(args.set), origin="--set")

@@ -235,3 +235,13 @@ def test_an_interval_join_keeps_its_elements_through_a_drain(tmp_path):
     right.set_watermark(WATERMARK_MAX)
     with op.store.all() as it:
         assert len(list(it)) == 1                # kept: its partner may come after the restart
+
+
+def test_partition_by_without_the_tasks_control_bookkeeping_is_refused_naming_it(tmp_path):
+    from weir.engine.app.operators import PartitionByOperator
+    from weir.engine.model import SystemStream
+
+    spec = OpSpec(OpCode.PARTITION_BY, "by-user", stream=SystemStream("filelog", "app-by-user"),
+                  key_fn=lambda m: m, value_fn=lambda m: m)
+    with pytest.raises(TypeError, match="partition_by 'by-user'.*control"):
+        PartitionByOperator(spec, context(tmp_path, {}))

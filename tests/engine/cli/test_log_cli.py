@@ -448,3 +448,35 @@ def test_produce_to_an_intermediate_stream_writes_user_messages_a_job_reads_as_m
                  for e in raw]
     assert [e.kind for e in envelopes] == [EnvelopeKind.MESSAGE, EnvelopeKind.MESSAGE]
     assert [e.message for e in envelopes] == ([b"1", b"2"] if not serdes else ["1", "2"])
+
+
+def test_a_user_serde_beside_the_config_is_found_from_any_directory(capsys, monkeypatch,
+                                                                    tmp_path):
+    """``--config`` puts the config's directory on the import path, as ``weir run`` does."""
+    job = tmp_path / "job"
+    job.mkdir()
+    module = f"upper_serde_{uuid.uuid4().hex[:8]}"
+    (job / f"{module}.py").write_text(
+        "from weir.stores.serdes import SerdeBase\n\n"
+        "class Upper(SerdeBase):\n"
+        "    def to_bytes(self, obj):\n        return obj.upper().encode()\n\n"
+        "    def from_bytes(self, data):\n        return data.decode().lower()\n")
+    system = f"mem{uuid.uuid4().hex[:8]}"
+    (job / "job.properties").write_text(
+        f"systems.{system}.factory=memory\n"
+        f"serializers.registry.upper.class={module}:Upper\n"
+        f"systems.{system}.streams.words.samza.msg.serde=upper\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setattr(sys, "path", list(sys.path))     # the command's sys.path entry goes
+    args = ["--config", str(job / "job.properties"), "--system", system]
+    try:
+        assert run(capsys, "create", "words", *args)[0] == 0
+        code, out, err = run(capsys, "produce", "words", *args, stdin="hello\n",
+                             monkeypatch=monkeypatch)
+        assert code == 0, err
+        assert records(run(capsys, "tail", "words", *args)[1])[0].endswith("value=hello")
+    finally:
+        reset_memory_systems(system)
+        sys.modules.pop(module, None)
