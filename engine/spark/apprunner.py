@@ -27,7 +27,7 @@ from typing import Any
 from weir.stores.config import Config
 from weir.stores.errors import ConfigError
 
-from weir.engine.config.job import JobConfig, load_all_declarations, warn_unknown_keys
+from weir.engine.config.job import JobConfig
 from weir.engine.container.runner import JobResult
 from weir.engine.jobmodel.model import build_job_model
 from weir.engine.spark.appplan import SparkApplication, describe_stages, plan_stages
@@ -59,16 +59,12 @@ def plan_app(config: Config, *, config_dir: str | None = None, registry: Any = N
     from weir.engine.app.planner import plan_application
     from weir.engine.config.streams import TASK_INPUTS
     from weir.engine.container.preflight import check_job
-    from weir.engine.spark.jobrunner import _operator_name, spark_checkpoint
+    from weir.engine.spark.jobrunner import (_operator_name, spark_checkpoint,
+                                            warn_unknown_config_keys)
     from weir.engine.systems.filelog import FileLogAdmin
     from weir.engine.systems.registry import SystemRegistry
 
-    try:
-        load_all_declarations()
-    except Exception as exc:  # noqa: BLE001 - only for warnings about unknown keys
-        log.warning("checking config keys against the declarations of the modules that "
-                    "import: %s", exc)
-    warn_unknown_keys(config, log, load_declarations=False)
+    warn_unknown_config_keys(config)
     registry = registry if registry is not None else SystemRegistry(config)
     execution = plan_application(config, registry)
     one_job = execution.job_config()

@@ -55,7 +55,8 @@ from weir.engine.spark.statefile import VersionKind
 from weir.engine.systems.registry import SystemRegistry
 from weir.engine.task import load_task_factory
 
-__all__ = ["Trigger", "SparkJob", "plan_job", "run_on_spark", "spark_checkpoint"]
+__all__ = ["Trigger", "SparkJob", "plan_job", "run_on_spark", "spark_checkpoint",
+           "warn_unknown_config_keys"]
 
 log = logging.getLogger("weir.spark.runner")
 _POLL_S = 0.5
@@ -109,17 +110,23 @@ def _refuse_unsupported(config: Config) -> None:
                               key="task.inputs", origin=config.origin("task.inputs"))
 
 
-def plan_job(config: Config, *, registry: SystemRegistry | None = None,
-             config_dir: str | None = None) -> SparkJob:
-    """Check the job (as ``weir run`` does, creating nothing) and plan it for Spark.
-    ``config_dir``: the job config's directory (task modules beside it are imported from
-    there, in the driver and in Spark's Python workers)."""
+def warn_unknown_config_keys(config: Config) -> None:
+    """Warn about keys no module declares, as ``weir run`` does (a module that fails to import
+    only costs the check of its own keys)."""
     try:
         load_all_declarations()
     except Exception as exc:  # noqa: BLE001 - only for warnings about unknown keys
         log.warning("checking config keys against the declarations of the modules that "
                     "import: %s", exc)
     warn_unknown_keys(config, log, load_declarations=False)
+
+
+def plan_job(config: Config, *, registry: SystemRegistry | None = None,
+             config_dir: str | None = None) -> SparkJob:
+    """Check the job (as ``weir run`` does, creating nothing) and plan it for Spark.
+    ``config_dir``: the job config's directory (task modules beside it are imported from
+    there, in the driver and in Spark's Python workers)."""
+    warn_unknown_config_keys(config)
     job = JobConfig.from_config(config)
     _refuse_unsupported(config)
     registry = registry if registry is not None else SystemRegistry(config)

@@ -3,10 +3,11 @@ job and as one job per stage."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+
+from tests._examples import load_example as load_examples_module
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]   # exactly-once commits: slow disks
 
@@ -14,10 +15,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "pageviews" / "run_
 
 
 def load_example():
-    spec = importlib.util.spec_from_file_location("pageviews_run_example", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_examples_module("pageviews")
 
 
 @pytest.mark.parametrize("stages,containers", [(False, "1"), (False, "2"), (True, "auto")],

@@ -13,7 +13,6 @@ its default guarantee (exactly-once on the file log):
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import random
 import signal
@@ -24,6 +23,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
+from tests._examples import load_example as load_examples_module
 
 from weir.engine.config.job import JobConfig, load_config
 from weir.recovery.checkpoint import FileCheckpointManager
@@ -38,11 +39,7 @@ KILLS = 8 if LONG else 4
 
 
 def load_example():
-    spec = importlib.util.spec_from_file_location("pageviews_run_example",
-                                                  EXAMPLE / "run_example.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_examples_module("pageviews")
 
 
 def write_properties(workdir: Path, extra: str = "") -> Path:

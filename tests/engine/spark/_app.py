@@ -20,6 +20,8 @@ from weir.engine.spark.settings import ProviderSettings
 from weir.engine.spark.sparkhash import partition_of
 from weir.stores.config import Config
 
+from tests.engine.spark._job import run_batches
+
 COLUMNS = ("system", "stream", "partition", "key", "value", "timestamp", "route", "origin", "seq")
 
 
@@ -134,10 +136,7 @@ class LocalApp:
         return self.run_batch(batch, self.ranges[batch], attempt=1)
 
     def run(self, limit: int = 1000) -> int:
-        steps = 0
-        while steps < limit and self.step():
-            steps += 1
-        return steps
+        return run_batches(self, limit)
 
     def rows(self) -> list[tuple]:
         return [r for b in sorted(self.outputs) for r in self.outputs[b]]

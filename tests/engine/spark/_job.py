@@ -100,10 +100,16 @@ class LocalJob:
         return out
 
     def run(self, limit: int = 1000) -> int:
-        steps = 0
-        while steps < limit and self.step():
-            steps += 1
-        return steps
+        return run_batches(self, limit)
 
     def rows(self) -> list[tuple]:
         return [r for b in sorted(self.outputs) for r in self.outputs[b]]
+
+
+def run_batches(local, limit: int = 1000) -> int:
+    """Run ``local.step()`` (a :class:`LocalJob` or a ``LocalApp``) until it has nothing to do
+    or ``limit`` batches ran; how many ran."""
+    steps = 0
+    while steps < limit and local.step():
+        steps += 1
+    return steps

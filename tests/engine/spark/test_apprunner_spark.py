@@ -4,7 +4,6 @@ runner on the same input (real Spark in local mode, in a child process)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -13,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._examples import load_example
+
 pytestmark = pytest.mark.spark
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "pageviews"
@@ -20,12 +21,7 @@ EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "pageviews"
 
 @pytest.fixture
 def example():
-    # loaded under its own name: tests of the currency example import theirs as run_example
-    spec = importlib.util.spec_from_file_location("pageviews_run_example",
-                                                  EXAMPLE / "run_example.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("pageviews")
 
 
 def _panes(example, config) -> dict[str, Counter]:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.app._apps import make_events
 from tests.engine.app._pipeline import Pipeline
+from tests.engine.spark._feeds import feed_click_join, feed_currency_table, feed_three_stage
 
 pytestmark = pytest.mark.spark
 
@@ -22,34 +22,9 @@ ROOT = Path(__file__).resolve().parents[3]
 _WORKER_NOT_STARTED = "Python worker failed to connect back"
 
 
-def _feed_three_stage(p: Pipeline) -> None:
-    p.create("events", 3)
-    p.produce("events", make_events(2, 400, users=9), lambda i, e: i % 3)
-
-
-def _feed_click_join(p: Pipeline) -> None:
-    impressions = [{"ad": f"a{i % 5}", "ts": i * 40} for i in range(100)]
-    clicks = [{"ad": f"a{i % 5}", "ts": i * 40 + 60} for i in range(0, 100, 3)]
-    p.create("impressions", 2)
-    p.create("clicks", 2)
-    p.produce("impressions", impressions, lambda i, e: i % 2)
-    p.produce("clicks", clicks, lambda i, e: i % 2)
-
-
-def _feed_currency_table(p: Pipeline) -> None:
-    rates = {"USD": 0.9, "GBP": 1.2}
-    orders = [{"id": i, "cur": ["USD", "GBP", "XXX"][i % 3], "amount": i, "ts": i}
-              for i in range(60)]
-    p.create("rates", 1)
-    p.create("orders", 1)
-    p.produce("rates", [{"c": c, "r": r} for c, r in rates.items()], lambda i, e: 0,
-              key=lambda e: e["c"])
-    p.produce("orders", orders, lambda i, e: 0, key=lambda o: o["id"])
-
-
-@pytest.mark.parametrize("app,feed", [("ThreeStage", _feed_three_stage),
-                                      ("ClickJoin", _feed_click_join),
-                                      ("CurrencyTable", _feed_currency_table)])
+@pytest.mark.parametrize("app,feed", [("ThreeStage", feed_three_stage),
+                                      ("ClickJoin", feed_click_join),
+                                      ("CurrencyTable", feed_currency_table)])
 def test_the_application_on_spark_writes_what_the_embedded_runner_writes(app, feed, tmp_path):
     embedded = Pipeline(tmp_path / "embedded", app)
     feed(embedded)

@@ -4,7 +4,6 @@ shuffle order, task objects rebuilt from their versions, misrouted rows."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections import Counter
 from pathlib import Path
@@ -13,7 +12,9 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+from tests._examples import load_example  # noqa: E402
 from tests.engine.spark._app import LocalApp  # noqa: E402
+from tests.engine.spark._feeds import feed_click_join, feed_three_stage  # noqa: E402
 from weir.engine.spark import jobtask  # noqa: E402
 from weir.engine.spark.errors import StatePartitioningError  # noqa: E402
 
@@ -22,12 +23,7 @@ EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "pageviews"
 
 @pytest.fixture
 def pageviews():
-    # loaded under its own name: tests of the currency example import theirs as run_example
-    spec = importlib.util.spec_from_file_location("pageviews_run_example",
-                                                  EXAMPLE / "run_example.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("pageviews")
 
 
 def _app(example, tmp_path: Path, views: int, *overrides: str, **kwargs) -> tuple:
@@ -95,24 +91,8 @@ def test_a_row_the_shuffle_sent_to_another_partition_is_refused(pageviews, tmp_p
         app.run()
 
 
-def _feed_three_stage(p) -> None:
-    from tests.engine.app._apps import make_events
-
-    p.create("events", 3)
-    p.produce("events", make_events(2, 400, users=9), lambda i, e: i % 3)
-
-
-def _feed_click_join(p) -> None:
-    impressions = [{"ad": f"a{i % 5}", "ts": i * 40} for i in range(100)]
-    clicks = [{"ad": f"a{i % 5}", "ts": i * 40 + 60} for i in range(0, 100, 3)]
-    p.create("impressions", 2)
-    p.create("clicks", 2)
-    p.produce("impressions", impressions, lambda i, e: i % 2)
-    p.produce("clicks", clicks, lambda i, e: i % 2)
-
-
-@pytest.mark.parametrize("app,feed", [("ThreeStage", _feed_three_stage),
-                                      ("ClickJoin", _feed_click_join)])
+@pytest.mark.parametrize("app,feed", [("ThreeStage", feed_three_stage),
+                                      ("ClickJoin", feed_click_join)])
 def test_stages_in_small_batches_write_what_the_embedded_runner_writes(app, feed, tmp_path):
     """A chain of two shuffles, and a stream-stream join of two shuffled streams fed by two
     source stages run together."""
