@@ -32,10 +32,13 @@ Example::
 
 from __future__ import annotations
 
+import functools
+import operator
 import os
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import compress, count as _count
 
 from weir.stores._crc import crc32c
 from weir.stores.changelog import ChangelogBatch
@@ -75,16 +78,124 @@ def parse_into_dict(buf: bytes, pos: int, offsets: Sequence[int], ordinal: int, 
     """:func:`~weir.engine.systems.filelog._format.parse_records` for restore: the same
     signature, framing and CRC checks, but each record is stored as ``out[key] = value`` (the
     last value of a key wins) and ``ctx[0]`` grows by the records' key and value bytes. No
-    object is made per record beyond its key and value."""
-    unpack_hdr = _HDR.unpack_from
+    object is made per record beyond its key and value.
+
+    A stretch of records of one shape (the same body length and key length, a value of at
+    least one byte: fixed-width keys and values) is parsed a chunk per call, in C
+    (:func:`_parse_uniform`); other records, and the first record that breaks a stretch, go
+    through the record-at-a-time loop (:func:`_parse_each`), which decides what stops the
+    parse (a partial or damaged record, a batch header). Both check every record's CRC."""
+    want = min(stop, len(offsets)) - ordinal
+    end = len(buf)
+    count = framed = 0
+    why = ParseStop.COUNT
     mv = memoryview(buf)
+    window, each = _WINDOW_MIN, _EACH_MIN
+    try:
+        while count < want:
+            n, nbytes = _parse_uniform(buf, mv, pos, min(want - count, window), end, out)
+            if n:
+                count += n
+                framed += nbytes
+                pos += nbytes + 8 * n
+                if n == window:
+                    window = min(window * 2, _WINDOW_MAX)
+                    continue
+                if count >= want:
+                    break
+            window = _WINDOW_MIN
+            # Records of mixed shapes: try a chunk less and less often.
+            each = _EACH_MIN if n >= _WINDOW_MIN else min(each * 4, _EACH_MAX)
+            pos, n, nbytes, why = _parse_each(buf, mv, pos, min(want - count, each),
+                                              end, out, offsets, ordinal + count)
+            count += n
+            framed += nbytes
+            if why is not ParseStop.COUNT:
+                break
+    finally:
+        mv.release()
+    ctx[0] += framed - 16 * count
+    return pos, ordinal + count, why
+
+
+_WINDOW_MIN = 64
+"""Records a chunk parse of :func:`_parse_uniform` first tries; it doubles while the records
+keep their shape, up to :data:`_WINDOW_MAX`, and drops back after a record of another
+shape."""
+_WINDOW_MAX = 16_384
+_EACH_MIN, _EACH_MAX = 16, 4096
+"""Records :func:`_parse_each` parses one at a time before a chunk parse is tried again: at
+first 16, four times more after each try that found no stretch of at least
+:data:`_WINDOW_MIN` records (records of mixed shapes, such as variable-length keys, pay for
+a try per 4,096 records at most)."""
+_LEN_KLEN = struct.Struct("<I12xI")
+
+
+def _first_not(value: object, items: Sequence[object]) -> int:
+    """Index of the first item of ``items`` that is not equal to ``value``; ``len(items)``
+    when there is none. Runs in C (no Python frame per item)."""
+    return next(compress(_count(), map(value.__ne__, items)), len(items))
+
+
+def _parse_uniform(buf: bytes, mv: memoryview, pos: int, most: int, end: int, out: dict
+                   ) -> tuple[int, int]:
+    """Parse up to ``most`` records from ``pos`` that have the shape of the record at
+    ``pos``, a chunk per call: ``(records, bytes of their bodies)`` stored into ``out``; 0
+    when the record at ``pos`` is not of a shape this handles (a null key, a tag, an empty or
+    null value, a header cut short). Stops in front of the first record of another shape or
+    whose CRC does not match, which :func:`_parse_each` then reads (and reports)."""
+    if pos + 20 > end:
+        return 0, 0
+    length, klen = _LEN_KLEN.unpack_from(buf, pos)
+    vlen = length - 16 - klen
+    if klen >= TAG_MIN or vlen <= 0:
+        return 0, 0
+    stride = length + 8
+    n = min(most, (end - pos) // stride)
+    if n < 2 or _LEN_KLEN.unpack_from(buf, pos + stride) != (length, klen):
+        return 0, 0  # the next record has another shape: not worth a chunk
+    chunk = mv[pos:pos + n * stride]
+    shape = _shapes(length, klen)
+    lengths, checks, klens, keys, values = zip(*shape[0].iter_unpack(chunk))
+    # A record of another length ends the stretch (the records after it are not where the
+    # stride says); one of the same length but another key length is parsed one at a time.
+    n = min(_first_not(length, lengths), _first_not(klen, klens))
+    if n == 0:
+        return 0, 0
+    bodies = map(_FIRST, shape[1].iter_unpack(chunk[:n * stride]))
+    computed = tuple(map(crc32c, bodies))
+    if n < len(checks):
+        checks = checks[:n]
+    if computed != checks:
+        n = _first_not(True, list(map(int.__eq__, computed, checks)))
+        if n == 0:
+            return 0, 0
+        keys, values = keys[:n], values[:n]
+    elif n < len(keys):
+        keys, values = keys[:n], values[:n]
+    out.update(zip(keys, values))
+    return n, n * length
+
+
+_FIRST = operator.itemgetter(0)
+
+
+@functools.lru_cache(maxsize=64)
+def _shapes(length: int, klen: int) -> tuple[struct.Struct, struct.Struct]:
+    """The two structs of a record shape: its fields ``(length, crc, key_len, key, value)``,
+    and its body (what the CRC covers)."""
+    vlen = length - 16 - klen
+    return (struct.Struct(f"<II8xI{klen}s4x{vlen}s"), struct.Struct(f"<8x{length}s"))
+
+
+def _parse_each(buf: bytes, mv: memoryview, pos: int, want: int, end: int, out: dict,
+                offsets: Sequence[int], ordinal: int) -> tuple[int, int, int, ParseStop]:
+    """Parse up to ``want`` records one at a time: ``(pos, records, body bytes, why)``."""
+    unpack_hdr = _HDR.unpack_from
     crc = crc32c
     null = NULL_LEN
-    end = len(buf)
-    count = 0
-    framed = 0
+    count = framed = 0
     why = ParseStop.COUNT
-    want = min(stop, len(offsets)) - ordinal
     try:
         while count < want:
             length, check, ts, klen = unpack_hdr(buf, pos)
@@ -123,10 +234,7 @@ def parse_into_dict(buf: bytes, pos: int, offsets: Sequence[int], ordinal: int, 
             pos = rend
     except struct.error:  # fewer than 20 bytes left: the header itself is partial
         why = ParseStop.PARTIAL
-    finally:
-        mv.release()
-    ctx[0] += framed - 16 * count
-    return pos, ordinal + count, why
+    return pos, count, framed, why
 
 
 def read_changelog(location: ChangelogLocation, start: int, end: int, *,

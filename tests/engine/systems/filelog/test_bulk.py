@@ -140,3 +140,71 @@ def test_parts_split_a_range_at_segment_boundaries_in_similar_sizes(make_log):
     assert max(sizes) < 2 * min(sizes)
     assert changelog_parts(location, 0, 599, 1) == [(0, 599)]
     assert changelog_parts(location, 3, 5, 4) == [(3, 5)]  # inside one segment
+
+
+# -- the chunk parse (parse_into_dict) against the record-at-a-time parse_records -----------
+
+def _reference(buf: bytes, pos: int, stop: int) -> tuple[dict, int, int, object, int]:
+    from weir.engine.systems.filelog._format import parse_records
+    out: list = []
+    end, ordinal, why = parse_records(
+        buf, pos, range(stop), 0, stop,
+        lambda ctx, offset, key, value, ts, size: (key, value, size), None, out)
+    return ({k: v for k, v, _ in out}, end, ordinal, why, sum(s for _, _, s in out))
+
+
+def _chunk_parse(buf: bytes, pos: int, stop: int) -> tuple[dict, int, int, object, int]:
+    from weir.engine.systems.filelog.bulk import parse_into_dict
+    out: dict = {}
+    nbytes = [0]
+    end, ordinal, why = parse_into_dict(buf, pos, range(stop), 0, stop, None, nbytes, out)
+    return out, end, ordinal, why, nbytes[0]
+
+
+def _shaped_records(rng: random.Random, n: int) -> list[tuple[bytes, bytes | None]]:
+    """Stretches of one shape (fixed-width keys and values) broken by records of other
+    shapes: tombstones, empty values, another key or value width (one of the same record
+    length, (20, 96) beside (16, 100)); keys repeat."""
+    out: list[tuple[bytes, bytes | None]] = []
+    while len(out) < n:
+        klen, vlen = rng.choice([(16, 100), (8, 8), (3, 1), (16, 99), (20, 96)])
+        for _ in range(rng.choice([1, 2, 5, 70, 300])):
+            key = rng.randbytes(klen) if rng.random() < 0.7 else b"k" * klen
+            value = rng.choice([rng.randbytes(vlen)] * 20 + [None, b""])
+            out.append((key, value))
+    return out[:n]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_chunk_parse_stores_what_the_record_parse_reads(seed):
+    rng = random.Random(seed)
+    records = _shaped_records(rng, 3000)
+    buf = b"".join(encode_record(k, v, i) for i, (k, v) in enumerate(records))
+    cut = rng.choice([len(buf), len(buf) - rng.randrange(1, 130)])  # a partial tail, or none
+    stop = rng.choice([len(records), rng.randrange(1, len(records))])
+    got = _chunk_parse(buf[:cut], 0, stop)
+    assert got == _reference(buf[:cut], 0, stop)
+
+
+@pytest.mark.parametrize("damaged", [0, 1, 63, 64, 65, 700, 2999])
+def test_the_chunk_parse_stops_at_a_damaged_record_of_a_uniform_stretch(damaged):
+    rng = random.Random(damaged)
+    records = [(rng.randbytes(16), rng.randbytes(100)) for _ in range(3000)]
+    buf = bytearray(b"".join(encode_record(k, v) for k, v in records))
+    size = len(encode_record(*records[0]))
+    buf[damaged * size + 40] ^= 0x01  # a key byte of record ``damaged``: its CRC fails
+    out, pos, ordinal, why, _ = got = _chunk_parse(bytes(buf), 0, len(records))
+    assert got == _reference(bytes(buf), 0, len(records))
+    assert (pos, ordinal, why.name) == (damaged * size, damaged, "BAD")
+    assert out == dict(records[:damaged])
+
+
+def test_the_chunk_parse_stops_in_front_of_a_batch_header_inside_a_stretch():
+    from weir.engine.systems.filelog._txn_format import encode_batch_header
+    records = [(b"%016d" % i, b"v" * 100) for i in range(200)]
+    head = b"".join(encode_record(k, v) for k, v in records[:150])
+    buf = head + encode_batch_header(7, 0, 0, 50, 0, -1) + b"".join(
+        encode_record(k, v) for k, v in records[150:])
+    got = _chunk_parse(buf, 0, 400)
+    assert got == _reference(buf, 0, 400)
+    assert got[1:4] == (len(head), 150, got[3]) and got[3].name == "EXT"
