@@ -15,20 +15,29 @@ One run measures, on the same changelog (``--records`` records, 16-byte random k
   (aggregate throughput), and against the same 4 restored one at a time
   (``job.container.restore.thread.pool.size=1``).
 
-Rounds are interleaved; each figure is the best of ``--rounds``. Page cache warm.
+Rounds are interleaved; each figure is the best of ``--rounds``. Page cache warm. Every
+restore also reports its CPU time (this process and its restore worker processes, user +
+system): on a shared machine CPU time is steadier than wall time. ``--compare REV`` also runs
+the rebuilds from empty of git revision ``REV`` (a snapshot of its source first on
+``PYTHONPATH``, as ``bench/peers_e2e.py --compare`` does) in a child process on the same
+changelog, interleaved round by round with this tree's.
 
 Run::
 
     .venv/bin/python bench/restore.py                  # 1,000,000 records, 3 rounds
     .venv/bin/python bench/restore.py --records 200000 --rounds 1   # a quick look
     .venv/bin/python bench/restore.py --rebuild-only --rounds 2      # raw limits + rebuilds only
+    .venv/bin/python bench/restore.py --rebuild-only --rounds 3 --compare main   # before/after
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -88,9 +97,18 @@ def _write_changelog(registry: SystemRegistry, stream: str, records: int, seed: 
     return SystemChangelogSource(registry, SystemStreamPartition("fl", stream, 0)).newest_offset()
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and its waited-for children (restore workers), so far."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def _restore(base: Path, config: Config, registry: SystemRegistry, targets: dict[str, int]
-             ) -> float:
-    """Open the task's stores at a checkpoint with these changelog offsets; seconds."""
+             ) -> tuple[float, float]:
+    """Open the task's stores at a checkpoint with these changelog offsets: ``(wall seconds,
+    CPU seconds)`` (CPU: this process and the restore workers, which are gone by the time
+    the stores are closed)."""
     job = JobConfig.from_config(config)
     specs = [StoreSpec.from_config(config, name, changelog_system="fl") for name in targets]
     producer = registry.producer("fl")
@@ -99,13 +117,15 @@ def _restore(base: Path, config: Config, registry: SystemRegistry, targets: dict
     try:
         storage = TaskStorage(TASK, specs, job, 0, {"fl": producer}, registry, config,
                               ProgressMode.QUIET, restore=RestoreSettings.from_config(config))
+        cpu = _cpu()
         started = time.perf_counter()
         storage.open(Checkpoint({}, targets))
         seconds = time.perf_counter() - started
         storage.close()
+        cpu = _cpu() - cpu
     finally:
         producer.stop()
-    return seconds
+    return seconds, cpu
 
 
 def _wipe(base: Path) -> None:
@@ -166,17 +186,65 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", help="work directory (default: a temporary one, removed)")
     parser.add_argument("--rebuild-only", action="store_true",
                         help="only the raw limits and the rebuilds from empty (RocksDB, LMDB)")
+    parser.add_argument("--compare", metavar="REV",
+                        help="also time the rebuilds from empty of git revision REV, "
+                             "interleaved (implies --rebuild-only)")
+    parser.add_argument("--child-rebuilds", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     n = args.records
     base = Path(args.dir or tempfile.mkdtemp(prefix="weir-bench-restore-"))
     try:
-        return _run(base, n, args.rounds, rebuild_only=args.rebuild_only)
+        if args.child_rebuilds:  # one round of --compare, run by the revision compared with
+            print(json.dumps(_rebuilds(base, n)))
+            return 0
+        return _run(base, n, args.rounds, rebuild_only=args.rebuild_only or bool(args.compare),
+                    compare=args.compare)
     finally:
         if not args.dir:
             shutil.rmtree(base, ignore_errors=True)
 
 
-def _run(base: Path, n: int, rounds: int, *, rebuild_only: bool = False) -> int:
+def _rebuilds(base: Path, n: int) -> dict[str, tuple[float, float]]:
+    """One rebuild from empty per engine of the ``big`` changelog already in ``base``:
+    ``{engine: (wall s, CPU s)}``."""
+    registry = SystemRegistry(_config(base, {}, None))
+    newest = SystemChangelogSource(registry, SystemStreamPartition("fl", "big", 0)
+                                   ).newest_offset()
+    assert newest == n - 1, f"{base} holds {newest + 1} records, not {n}"
+    _warm(base, registry)
+    out = {}
+    for engine in ("rocksdb", "lmdb"):
+        _wipe(base)
+        out[engine] = _restore(base, _config(base, {"s": (engine, "big")}, None), registry,
+                               {"s": newest})
+    return out
+
+
+def _warm(base: Path, registry: SystemRegistry) -> None:
+    """Restore the small ``warm`` changelog into both engines, untimed: the first restore of a
+    process also imports the engines' and the restore's modules, which the timed ones should
+    not pay (this process and a ``--compare`` child alike)."""
+    newest = SystemChangelogSource(registry, SystemStreamPartition("fl", "warm", 0)
+                                   ).newest_offset()
+    for engine in ("rocksdb", "lmdb"):
+        _wipe(base)
+        _restore(base, _config(base, {"s": (engine, "warm")}, None), registry, {"s": newest})
+
+
+def _compared(base: Path, n: int, rev: str) -> dict[str, tuple[float, float]]:
+    """:func:`_rebuilds` of revision ``rev``, in a child process."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from peers_e2e import _env, snapshot  # noqa: PLC0415 - only for --compare
+
+    weir_path = snapshot(rev, base / "snapshots")
+    done = subprocess.run([sys.executable, __file__, "--child-rebuilds", "--records", str(n),
+                           "--dir", str(base)], env=_env(weir_path), check=True,
+                          capture_output=True, text=True)
+    return {k: tuple(v) for k, v in json.loads(done.stdout.strip().splitlines()[-1]).items()}
+
+
+def _run(base: Path, n: int, rounds: int, *, rebuild_only: bool = False,
+         compare: str | None = None) -> int:
     mb = n * (KEY_BYTES + VALUE_BYTES) / 1e6
     print(f"restore benchmark: {n:,} changelog records ({KEY_BYTES} B keys, {VALUE_BYTES} B "
           f"values, {mb:.0f} MB of keys and values), {rounds} round(s), best of; "
@@ -184,16 +252,22 @@ def _run(base: Path, n: int, rounds: int, *, rebuild_only: bool = False) -> int:
     registry = SystemRegistry(_config(base, {}, None))
     started = time.perf_counter()
     newest = _write_changelog(registry, "big", n, seed=1)
+    _write_changelog(registry, "warm", 1000, seed=2)
     quarter = n // 4
     small = ([] if rebuild_only else
              [_write_changelog(registry, f"part{i}", quarter, seed=10 + i) for i in range(4)])
     print(f"wrote the changelogs in {time.perf_counter() - started:.1f} s")
 
     best: dict[str, float] = {}
+    best_cpu: dict[str, float] = {}
 
-    def keep(name: str, seconds: float) -> None:
+    def keep(name: str, seconds: float | tuple[float, float]) -> None:
+        if isinstance(seconds, tuple):
+            seconds, cpu = seconds
+            best_cpu[name] = min(best_cpu.get(name, float("inf")), cpu)
         best[name] = min(best.get(name, float("inf")), seconds)
 
+    _warm(base, registry)
     for r in range(rounds):
         pairs, parse = _pairs(registry, "big", newest)
         keep("raw: framed parse into a dict", parse)
@@ -217,6 +291,9 @@ def _run(base: Path, n: int, rounds: int, *, rebuild_only: bool = False) -> int:
             full = _write_changelog(registry, stream, n - n // 2, seed=200 + r, create=False)
             keep(f"restore {engine}: catch up from 50% behind",
                  _restore(base, config, registry, {"s": full}))
+        if compare:
+            for engine, timed in _compared(base, n, compare).items():
+                keep(f"restore {engine}: rebuild from empty, {compare}", timed)
         if rebuild_only:
             print(f"round {r + 1}/{rounds} done")
             continue
@@ -233,12 +310,15 @@ def _run(base: Path, n: int, rounds: int, *, rebuild_only: bool = False) -> int:
         print(f"round {r + 1}/{rounds} done")
 
     print()
-    print(f"{'what':<48} {'records':>10} {'seconds':>8} {'records/s':>12} {'MB/s':>7}")
+    print(f"{'what':<48} {'records':>10} {'seconds':>8} {'records/s':>12} {'MB/s':>7} "
+          f"{'CPU s':>7} {'rec/CPU s':>10}")
     for name, seconds in best.items():
         records = n // 2 if "50%" in name else n // 4 if "1 RocksDB store" in name else n
         rate = records / seconds
+        cpu = (f"{best_cpu[name]:>7.2f} {records / best_cpu[name]:>10,.0f}"
+               if name in best_cpu else "")
         print(f"{name:<48} {records:>10,} {seconds:>8.2f} {rate:>12,.0f} "
-              f"{rate * (KEY_BYTES + VALUE_BYTES) / 1e6:>7.0f}")
+              f"{rate * (KEY_BYTES + VALUE_BYTES) / 1e6:>7.0f} {cpu}")
     print()
     for engine, raw in (("rocksdb", "raw: sort + SST write + ingest (RocksDB)"),
                         ("lmdb", "raw: sort + putmulti append (LMDB)")):
@@ -246,6 +326,13 @@ def _run(base: Path, n: int, rounds: int, *, rebuild_only: bool = False) -> int:
         rebuild = best[f"restore {engine}: rebuild from empty"]
         print(f"{engine}: rebuild takes {rebuild / limit:.2f}x the raw limit (parse + load "
               f"= {limit:.2f} s)")
+        if compare:
+            name = f"restore {engine}: rebuild from empty"
+            theirs = f"{name}, {compare}"
+            print(f"{engine}: rebuild against {compare}: {best[theirs] / rebuild:.2f}x the "
+                  f"throughput by wall time, {best_cpu[theirs] / best_cpu[name]:.2f}x by CPU "
+                  f"time")
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
     if rebuild_only:
         return 0
     parallel = best["restore 4 RocksDB stores of records/4, default threads"]
