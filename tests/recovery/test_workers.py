@@ -71,6 +71,20 @@ class Changelog:
             writer.flush()
         self.records += n
 
+    def write_fixed(self, n: int, seed: int) -> list[tuple[bytes, bytes | None]]:
+        """``n`` records of one shape (12-byte keys, 20-byte values: the restore reads them a
+        chunk at a time), a key written many times, with a tombstone every 97 records; the
+        pairs written, in order."""
+        rng = random.Random(seed)
+        pairs = [(b"key-%08d" % rng.randrange(700),
+                  None if i % 97 == 0 else b"value-%014d" % i) for i in range(n)]
+        self.model.update(pairs)
+        with self.registry.admin("filelog").writer("cl", 0) as writer:
+            writer.append_all(pairs)
+            writer.flush()
+        self.records += n
+        return pairs
+
     def expected(self) -> dict:
         return {k: v for k, v in self.model.items() if v is not None}
 
@@ -174,6 +188,43 @@ def test_damage_read_by_a_worker_is_reported_at_its_offset_and_the_old_files_com
     assert err.value.offset == segment.base and err.value.path == segment.path
     assert sorted(p.name for p in log.store_dir.iterdir()) == before
     assert sorted(p.name for p in log.store_dir.parent.iterdir()) == ["Partition_0"]
+
+
+@pytest.mark.parametrize("settings", [WORKERS, RestoreSettings(threads=1)],
+                         ids=["workers", "in-thread"])
+@pytest.mark.parametrize("engine", ["rocksdb", "lmdb"])
+def test_a_changelog_of_fixed_width_records_restores_exactly_its_state(tmp_path, engine,
+                                                                       settings):
+    """Records of one shape are parsed a chunk at a time: the last write of a key wins, a
+    tombstone deletes, in workers (several parts) and in the restore thread alike."""
+    log = Changelog(tmp_path, engine)
+    log.write_fixed(4000, seed=11)
+    log.write(200, seed=12)        # records of other shapes between the stretches
+    log.write_fixed(3000, seed=13)
+    csm, store, producer = log.restore(settings=settings)
+    try:
+        (stats,) = csm.stats
+        assert (stats.action, stats.records) == (Action.REBUILD, 7200)
+        assert _contents(store) == log.expected()
+    finally:
+        csm.close()
+        producer.stop()
+
+
+@pytest.mark.parametrize("engine", ["rocksdb", "lmdb"])
+def test_damage_inside_a_stretch_of_fixed_width_records_is_reported_at_its_offset(tmp_path,
+                                                                                  engine):
+    log = Changelog(tmp_path, engine)
+    log.write_fixed(4000, seed=14)
+    segment = list_segments(str(tmp_path / "log" / "cl" / "0"))[2]
+    record = 8 + 8 + 4 + 12 + 4 + 20        # one framed record of this shape
+    _flip_byte(segment.path, 5 * record + 30)  # a key byte of the segment's sixth record
+    with pytest.raises(ChangelogDamagedError) as err:
+        log.restore()
+    assert (err.value.changelog, err.value.partition) == ("filelog.cl", 0)
+    assert err.value.offset == segment.base + 5 and err.value.path == segment.path
+    assert err.value.position == 5 * record
+    assert not log.store_dir.exists() or not (log.store_dir / "OFFSET").exists()
 
 
 def _die(report) -> None:  # a job that kills its worker process
