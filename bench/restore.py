@@ -134,13 +134,16 @@ def _wipe(base: Path) -> None:
 
 # -- raw limits -----------------------------------------------------------------------------
 
-def _pairs(registry: SystemRegistry, stream: str, newest: int) -> tuple[dict, float]:
+def _pairs(registry: SystemRegistry, stream: str, newest: int
+           ) -> tuple[dict, tuple[float, float]]:
+    """The changelog parsed into one dict, and ``(wall s, CPU s)`` it took."""
     source = SystemChangelogSource(registry, SystemStreamPartition("fl", stream, 0))
+    cpu = time.process_time()
     started = time.perf_counter()
     into: dict = {}
     for _ in source.read_batches(0, newest, into=into):
         pass
-    return into, time.perf_counter() - started
+    return into, (time.perf_counter() - started, time.process_time() - cpu)
 
 
 def _sst_ingest(base: Path, pairs: dict) -> float:
@@ -205,14 +208,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _rebuilds(base: Path, n: int) -> dict[str, tuple[float, float]]:
-    """One rebuild from empty per engine of the ``big`` changelog already in ``base``:
-    ``{engine: (wall s, CPU s)}``."""
+    """The raw parse and one rebuild from empty per engine of the ``big`` changelog already in
+    ``base``: ``{"parse" or engine: (wall s, CPU s)}``."""
     registry = SystemRegistry(_config(base, {}, None))
     newest = SystemChangelogSource(registry, SystemStreamPartition("fl", "big", 0)
                                    ).newest_offset()
     assert newest == n - 1, f"{base} holds {newest + 1} records, not {n}"
     _warm(base, registry)
-    out = {}
+    out = {"parse": _pairs(registry, "big", newest)[1]}
     for engine in ("rocksdb", "lmdb"):
         _wipe(base)
         out[engine] = _restore(base, _config(base, {"s": (engine, "big")}, None), registry,
@@ -292,8 +295,9 @@ def _run(base: Path, n: int, rounds: int, *, rebuild_only: bool = False,
             keep(f"restore {engine}: catch up from 50% behind",
                  _restore(base, config, registry, {"s": full}))
         if compare:
-            for engine, timed in _compared(base, n, compare).items():
-                keep(f"restore {engine}: rebuild from empty, {compare}", timed)
+            for what, timed in _compared(base, n, compare).items():
+                keep(f"raw: framed parse into a dict, {compare}" if what == "parse" else
+                     f"restore {what}: rebuild from empty, {compare}", timed)
         if rebuild_only:
             print(f"round {r + 1}/{rounds} done")
             continue
@@ -327,6 +331,12 @@ def _run(base: Path, n: int, rounds: int, *, rebuild_only: bool = False,
         print(f"{engine}: rebuild takes {rebuild / limit:.2f}x the raw limit (parse + load "
               f"= {limit:.2f} s)")
         if compare:
+            if engine == "rocksdb":
+                name = "raw: framed parse into a dict"
+                theirs = f"{name}, {compare}"
+                print(f"parse against {compare}: {best[theirs] / best[name]:.2f}x the "
+                      f"throughput by wall time, {best_cpu[theirs] / best_cpu[name]:.2f}x by "
+                      f"CPU time")
             name = f"restore {engine}: rebuild from empty"
             theirs = f"{name}, {compare}"
             print(f"{engine}: rebuild against {compare}: {best[theirs] / rebuild:.2f}x the "
