@@ -22,13 +22,11 @@ commits, the process exits. No container outlives its runner.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import signal
 import sys
 import threading
 from dataclasses import dataclass
-from multiprocessing.connection import wait
 from enum import Enum
 from typing import Any
 
@@ -133,6 +131,9 @@ class GracefulStop:
 def _stop_when_parent_dies(container: Any, events: Any,
                            handler: _RunnerLogHandler | None = None) -> None:
     """Stop ``container`` gracefully once the runner process is gone."""
+    import multiprocessing  # here: the runner imports this module for a container process's
+    from multiprocessing.connection import wait  # target, and may never start one
+
     parent = multiprocessing.parent_process()
     if parent is None or parent.sentinel is None:
         return

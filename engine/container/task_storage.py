@@ -37,15 +37,16 @@ def tracks_offsets(registry: Any, system: str) -> bool:
     """True for the built-in file log and memory systems: their offsets are record numbers,
     consecutive per partition, so a changelog partition's newest offset can be tracked from
     what its one writer appended (see :class:`TrackedChangelog`)."""
-    from weir.engine.systems.memory import MemorySystemFactory
     factory = registry.factory(system)
-    if isinstance(factory, MemorySystemFactory):
-        return True
     try:
         from weir.engine.systems.filelog import FileLogSystemFactory
     except ImportError:
-        return False
-    return isinstance(factory, FileLogSystemFactory)
+        pass
+    else:
+        if isinstance(factory, FileLogSystemFactory):
+            return True
+    from weir.engine.systems.memory import MemorySystemFactory  # after: a file log job's
+    return isinstance(factory, MemorySystemFactory)              # start does not import it
 
 
 def _is_transactional(producer: SystemProducer) -> bool:
