@@ -88,8 +88,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"import weir.engine.cli {cli:.3f} s CPU  load {os.getloadavg()[0]:.1f}",
                   flush=True)
     loads.append(os.getloadavg()[0])
-    print(f"\n| tree | `weir run` to first message, CPU s, median (min-max) | "
-          f"`import weir.engine.cli`, CPU s, median (min-max) |\n|---|---:|---:|")
+    print("\n| tree | `weir run` to first message, CPU s, median (min-max) | "
+          "`import weir.engine.cli`, CPU s, median (min-max) |\n|---|---:|---:|")
     for name, samples in results.items():
         cols = []
         for i in (0, 1):
