@@ -5,11 +5,10 @@ The runner starts :func:`container_process_main` from its fork server (or with *
 particular the child does not share the runner's job lock. The child reads its job model and config from the job
 coordinator's HTTP endpoint named in its environment (``SAMZA_COORDINATOR_URL``,
 :mod:`weir.engine.coordinator.client`) and reports its host there, or rebuilds the model from
-JSON it was given. The runner hands the first model version's containers their model and
-config through the fork (they start without waiting for the endpoint: uvicorn's import and
-start take ~0.25 s of the runner's CPU); such a container still reports its host to the
-endpoint named in its environment, from a thread, before it exits; containers started for a
-later version read theirs over HTTP. It takes its own container lock (``CONTAINER-<id>.LOCK`` in the checkpoint
+JSON it was given: the runner hands the first job model version's containers their model and
+config through the fork (they start without waiting for the endpoint, whose start, uvicorn's
+import included, costs the runner ~0.25 s of CPU; the runner records their host, its own),
+and containers started for a later version read theirs over HTTP. It takes its own container lock (``CONTAINER-<id>.LOCK`` in the checkpoint
 directory) for its whole life, so a new run of the job refuses to start while it still works,
 e.g. during its final commit after the runner died. It runs its container with SIGINT/SIGTERM
 wired to a graceful stop, and reports over a ``multiprocessing`` queue:
@@ -173,12 +172,10 @@ def container_process_main(config: Config | None, model_json: str | None, contai
 
     handler = _configure_child_logging(container_id, events)
     try:
-        locality = None
         if model_json is None:
             config, model = _from_coordinator(container_id)
         else:
             model = JobModel.from_json(model_json)
-            locality = _report_locality_meanwhile(container_id)
         # Held until this process exits: a new run of the job refuses to start while this
         # container still works, even after its runner died (see recovery.job_lock).
         job = JobConfig.from_config(config)
@@ -219,40 +216,10 @@ def container_process_main(config: Config | None, model_json: str | None, contai
         events.join_thread()
         sys.exit(1)
     done.set()
-    if locality is not None:
-        locality.join()  # reported (or its failure logged) before the container says it ended
     events.put(ChildEvent(EventKind.DONE, container_id, result))
     events.close()
     events.join_thread()
     container_lock.release()
-
-
-def _report_locality_meanwhile(container_id: str) -> threading.Thread | None:
-    """With a job coordinator named in the environment (a container the runner gave its model
-    through the fork), report this container's host there from a thread while the container
-    starts and runs; None without one. A failure is logged: the runner stops the job when its
-    endpoint fails, and the host is advice for the next model (host affinity)."""
-    from weir.engine.coordinator.client import ENV_COORDINATOR_URL
-
-    if not os.environ.get(ENV_COORDINATOR_URL):
-        return None
-
-    def report() -> None:
-        import socket
-
-        from weir.engine.coordinator.client import CoordinatorClient
-        from weir.engine.coordinator.errors import CoordinatorError
-
-        try:
-            CoordinatorClient.from_environment().report_locality(container_id,
-                                                                 socket.gethostname())
-        except CoordinatorError as exc:
-            log.warning("container %s: could not report its host to the job coordinator: %s",
-                        container_id, exc)
-
-    thread = threading.Thread(target=report, name="weir-locality", daemon=True)
-    thread.start()
-    return thread
 
 
 def _from_coordinator(container_id: str) -> tuple[Config, Any]:

@@ -118,7 +118,7 @@ def test_a_configured_port_serves_the_endpoint_for_an_in_process_container(tmp_p
     assert ThreadProbe.answer["containers"] == 1
 
 
-def test_two_container_processes_take_their_first_model_through_the_fork_and_report_their_host_over_http(
+def test_two_container_processes_take_their_first_model_through_the_fork_and_their_host_is_recorded(
         tmp_path, caplog):
     config = job_config(tmp_path, **{"job.container.count": "2"})
     create_inputs(config, PARTITIONS)
@@ -132,7 +132,7 @@ def test_two_container_processes_take_their_first_model_through_the_fork_and_rep
     assert sorted(c.container_id for c in result.containers) == ["0", "1"]
     assert emitted_counts(config, PARTITIONS) == Counter(items)
     # Neither process waited for the endpoint to read its model (the runner handed it over);
-    # each reported its host through the endpoint.
+    # the host of each is in the coordinator stream.
     assert [r.getMessage() for r in caplog.records
             if "from the job coordinator" in r.getMessage()] == []
     assert set(_stream_state(config).locality) == {"0", "1"}
