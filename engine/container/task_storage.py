@@ -7,6 +7,7 @@ newest offset without asking the system at every commit.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,11 +52,13 @@ def tracks_offsets(registry: Any, system: str) -> bool:
 
 def _is_transactional(producer: SystemProducer) -> bool:
     """Whether ``producer`` is a task's transactional producer (exactly-once)."""
-    try:
-        from weir.engine.systems.filelog.transactions import TransactionalProducer
-    except ImportError:  # no file log: no transactional producer either
-        return False
-    return isinstance(producer, TransactionalProducer)
+    # No instance exists before its class's module was imported: a job without exactly-once
+    # does not import the module for this check.
+    module = sys.modules.get(_TRANSACTIONS_MODULE)
+    return module is not None and isinstance(producer, module.TransactionalProducer)
+
+
+_TRANSACTIONS_MODULE = "weir.engine.systems.filelog.transactions"
 
 
 class TrackedChangelog(ForwardingChangelog):

@@ -24,7 +24,8 @@ OPTIONAL = ("pyspark", "py4j", "uvicorn", "starlette", "fastapi", "h11", "httpx"
 NEVER = (*OPTIONAL, "asyncio", "urllib.request", "multiprocessing", "concurrent.futures.process",
          "weir.engine.app", "weir.engine.spark", "weir.engine.cli.state", "weir.engine.cli.log",
          "weir.engine.coordinator.server", "weir.engine.coordinator.client",
-         "weir.engine.systems.memory", "weir.engine.control.sender", "weir.engine.control.serde")
+         "weir.engine.systems.memory", "weir.engine.control.sender", "weir.engine.control.serde",
+         "weir.engine.systems.filelog.transactions")
 
 
 def _imported_by(code: str) -> set[str]:
