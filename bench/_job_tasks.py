@@ -72,7 +72,8 @@ class StopAtFirst(StreamTask):
     """Notes the time of the first message (``StopAtFirst.first_at``, ``time.perf_counter``,
     which on Linux is ``CLOCK_MONOTONIC``, one clock for every process) and asks the
     container to stop: bench/peers_e2e.py's start-up probe. With ``WEIR_BENCH_FIRST_AT`` set
-    to a path, the time is also written there (the whole-process probe, ``weir run``)."""
+    to a path, the time is also written there (the whole-process probe, ``weir run``); with
+    ``WEIR_BENCH_FIRST_CPU``, the process's CPU time then (``time.process_time``)."""
 
     first_at: float | None = None
 
@@ -83,6 +84,10 @@ class StopAtFirst(StreamTask):
             if path:
                 with open(path, "w") as out:
                     out.write(repr(StopAtFirst.first_at))
+            path = os.environ.get("WEIR_BENCH_FIRST_CPU")
+            if path:  # bench/startup_cpu.py: this process's CPU seconds so far
+                with open(path, "w") as out:
+                    out.write(repr(time.process_time()))
             coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
 
 

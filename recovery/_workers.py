@@ -37,7 +37,6 @@ Errors cross the process boundary as plain values: a damaged changelog record be
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import queue
 import signal
@@ -269,6 +268,8 @@ class RestoreWorkers:
     def __init__(self, processes: int):
         if processes < 1:
             raise ValueError(f"a restore worker pool needs at least one process, got {processes}")
+        import multiprocessing  # here: a restore without workers never starts one
+
         ctx = multiprocessing.get_context("spawn")
         self.size = processes
         self._jobs = ctx.Queue()

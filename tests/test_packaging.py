@@ -160,3 +160,21 @@ def test_the_weir_facade_re_exports_the_public_api_of_every_package():
 
 def test_the_engine_exports_every_task_interface_the_facade_does():
     from weir.engine import DrainListenerTask, WatermarkListenerTask  # noqa: F401
+
+
+def test_every_name_in_every_packages_all_resolves():
+    """Packages re-export lazily (a module ``__getattr__``): each name they declare in
+    ``__all__`` must still import, from every package and module of the three."""
+    import importlib
+    import pkgutil
+
+    unresolved = []
+    for root in ("weir", "weir.stores", "weir.recovery", "weir.engine"):
+        package = importlib.import_module(root)
+        names = [root] if root == "weir" else [root, *(
+            m.name for m in pkgutil.walk_packages(package.__path__, root + ".") if m.ispkg)]
+        for name in names:
+            module = importlib.import_module(name)
+            unresolved += [f"{name}.{attr}" for attr in getattr(module, "__all__", ())
+                           if not hasattr(module, attr)]
+    assert unresolved == []

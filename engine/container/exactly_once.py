@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.recovery.checkpoint import Checkpoint
 from weir.stores.changelog import ForwardingChangelog
@@ -37,7 +37,9 @@ from weir.engine.config.job import JobConfig
 from weir.engine.errors import FencedCheckpointError, ProducerStateMissingError
 from weir.engine.systems.filelog.producer_state import (CHECKPOINT_EXTRAS_KEY, TxnId,
                                                         load_producer_state, producer_state_path)
-from weir.engine.systems.filelog.transactions import InitResult, TransactionalProducer
+
+if TYPE_CHECKING:  # imported where a task's transaction is made: a job without exactly-once
+    from weir.engine.systems.filelog.transactions import InitResult, TransactionalProducer
 
 __all__ = [
     "TASK_PROCESSING_GUARANTEE",
@@ -123,6 +125,8 @@ class TaskTransaction:
                  checkpoint_path: str) -> "TaskTransaction":
         """One producer per file-log system among ``systems``, under the task's
         transactional id (not initialised yet: :meth:`recover` does that)."""
+        from weir.engine.systems.filelog.transactions import TransactionalProducer
+
         tid = transactional_id(job, task)
         producers = {system: TransactionalProducer(registry.admin(system).settings, tid)
                      for system in transactional_systems(registry, systems)}

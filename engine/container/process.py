@@ -5,7 +5,10 @@ The runner starts :func:`container_process_main` from its fork server (or with *
 particular the child does not share the runner's job lock. The child reads its job model and config from the job
 coordinator's HTTP endpoint named in its environment (``SAMZA_COORDINATOR_URL``,
 :mod:`weir.engine.coordinator.client`) and reports its host there, or rebuilds the model from
-JSON it was given. It takes its own container lock (``CONTAINER-<id>.LOCK`` in the checkpoint
+JSON it was given: the runner hands the first job model version's containers their model and
+config through the fork (they start without waiting for the endpoint, whose start, uvicorn's
+import included, costs the runner ~0.25 s of CPU; the runner records their host, its own),
+and containers started for a later version read theirs over HTTP. It takes its own container lock (``CONTAINER-<id>.LOCK`` in the checkpoint
 directory) for its whole life, so a new run of the job refuses to start while it still works,
 e.g. during its final commit after the runner died. It runs its container with SIGINT/SIGTERM
 wired to a graceful stop, and reports over a ``multiprocessing`` queue:
@@ -22,13 +25,11 @@ commits, the process exits. No container outlives its runner.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import signal
 import sys
 import threading
 from dataclasses import dataclass
-from multiprocessing.connection import wait
 from enum import Enum
 from typing import Any
 
@@ -133,6 +134,9 @@ class GracefulStop:
 def _stop_when_parent_dies(container: Any, events: Any,
                            handler: _RunnerLogHandler | None = None) -> None:
     """Stop ``container`` gracefully once the runner process is gone."""
+    import multiprocessing  # here: the runner imports this module for a container process's
+    from multiprocessing.connection import wait  # target, and may never start one
+
     parent = multiprocessing.parent_process()
     if parent is None or parent.sentinel is None:
         return

@@ -493,14 +493,18 @@ def _run_processes(config: Config, job: JobConfig, model: JobModel, status: Stat
                 target=container_process_main, name=f"weir-container-{cid}",
                 args=(config, model.to_json(), cid, events, interval_ms, dict(os.environ))))
         extra = coordinator_environment(coordinator, cid, version)
+        # The first version's containers take model and config through the fork: they start
+        # while the endpoint does, without waiting for it (their host, this one, is recorded
+        # below); a container of a later version reads its model over HTTP.
+        handed = (config, model.to_json()) if version == first_version else (None, None)
         child = _Child(cid, ctx.Process(target=container_process_main,
                                         name=f"weir-container-{cid}",
-                                        args=(None, None, cid, events, interval_ms,
+                                        args=(*handed, cid, events, interval_ms,
                                               {**os.environ, **extra})))
         child.environment = extra
         return child
 
-    version = coordinator.version_of(model) if coordinator is not None else None
+    version = first_version = coordinator.version_of(model) if coordinator is not None else None
     children = {cid: spawn(cid, version) for cid in model.containers}
 
     def stop_all(signum: int = signal.SIGTERM) -> None:
@@ -510,6 +514,11 @@ def _run_processes(config: Config, job: JobConfig, model: JobModel, status: Stat
     try:
         for child in children.values():
             _start_child(child)
+        if coordinator is not None:
+            # These processes run on this host; one started for a later model version reads
+            # its model over HTTP and reports its host there itself.
+            for cid in children:
+                coordinator.record_locality(cid, coordinator.host)
         # A signal that came while they started (or before) stops them now.
         signals.attach(stop_all)
         log.info("started %d containers of job '%s' as processes %s", len(children), job.name,

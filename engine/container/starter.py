@@ -39,12 +39,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import signal
 import threading
 from collections.abc import Iterator
 from enum import Enum
-from multiprocessing import resource_tracker
 from typing import Any
 
 from weir.stores.config import Config, declare
@@ -66,6 +64,10 @@ class StartMethod(Enum):
 
     @classmethod
     def from_config(cls, config: Config) -> "StartMethod":
+        """The configured method, ``spawn`` where the platform has no fork server. Imports
+        ``multiprocessing`` (a one-container job in this process never calls it)."""
+        import multiprocessing
+
         method = cls(JOB_CONTAINER_START_METHOD.get(config))
         if method is cls.FORKSERVER and "forkserver" not in multiprocessing.get_all_start_methods():
             return cls.SPAWN
@@ -98,6 +100,8 @@ _guard = threading.Lock()
 
 def process_context(config: Config) -> Any:
     """The ``multiprocessing`` context that starts the job's container processes."""
+    import multiprocessing
+
     method = StartMethod.from_config(config)
     ctx = multiprocessing.get_context(method.value)
     if method is StartMethod.FORKSERVER:
@@ -114,6 +118,8 @@ def _stop_signal_blocked() -> Iterator[None]:
     # Starting multiprocessing's resource tracker unblocks SIGTERM in the calling thread (it
     # blocks it around its own start): the tracker runs before the mask is set, so a start
     # inside the block finds it running and leaves the mask alone.
+    from multiprocessing import resource_tracker
+
     resource_tracker.ensure_running()
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     try:
@@ -159,7 +165,7 @@ def warm_up_for(config: Config) -> None:
     from weir.engine.jobmodel.model import requested_container_count, usable_cores
     from weir.stores.errors import ConfigError
 
-    StartMethod.from_config(config)
+    StartMethod(JOB_CONTAINER_START_METHOD.get(config))  # a bad value fails here, nothing ran
     try:
         count = requested_container_count(config)
     except ConfigError:

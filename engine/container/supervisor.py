@@ -25,7 +25,6 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from multiprocessing.connection import wait
 from typing import Any
 
 from weir.engine.container.progress import ContainerFailure, ContainerProgress, ContainerResult
@@ -140,6 +139,8 @@ def _wait_for_news(children: dict[str, _Child], events: Any,
     exit at once, not at its next poll."""
     live = [c for c in children.values() if c.process.pid is not None and c.process.is_alive()]
     if live and all(c.result is not None or c.failure is not None for c in live):
+        from multiprocessing.connection import wait  # containers as processes only
+
         wait([c.process.sentinel for c in live], timeout=_POLL_S)
         _drain(children, events, stop_all, timeout=0.0)
     else:

@@ -7,6 +7,7 @@ newest offset without asking the system at every commit.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,24 +38,27 @@ def tracks_offsets(registry: Any, system: str) -> bool:
     """True for the built-in file log and memory systems: their offsets are record numbers,
     consecutive per partition, so a changelog partition's newest offset can be tracked from
     what its one writer appended (see :class:`TrackedChangelog`)."""
-    from weir.engine.systems.memory import MemorySystemFactory
     factory = registry.factory(system)
-    if isinstance(factory, MemorySystemFactory):
-        return True
     try:
         from weir.engine.systems.filelog import FileLogSystemFactory
     except ImportError:
-        return False
-    return isinstance(factory, FileLogSystemFactory)
+        pass
+    else:
+        if isinstance(factory, FileLogSystemFactory):
+            return True
+    from weir.engine.systems.memory import MemorySystemFactory  # after: a file log job's
+    return isinstance(factory, MemorySystemFactory)              # start does not import it
 
 
 def _is_transactional(producer: SystemProducer) -> bool:
     """Whether ``producer`` is a task's transactional producer (exactly-once)."""
-    try:
-        from weir.engine.systems.filelog.transactions import TransactionalProducer
-    except ImportError:  # no file log: no transactional producer either
-        return False
-    return isinstance(producer, TransactionalProducer)
+    # No instance exists before its class's module was imported: a job without exactly-once
+    # does not import the module for this check.
+    module = sys.modules.get(_TRANSACTIONS_MODULE)
+    return module is not None and isinstance(producer, module.TransactionalProducer)
+
+
+_TRANSACTIONS_MODULE = "weir.engine.systems.filelog.transactions"
 
 
 class TrackedChangelog(ForwardingChangelog):

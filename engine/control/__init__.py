@@ -11,28 +11,60 @@
 * :mod:`~weir.engine.control.drain`: drain requests and the monitor;
 * :mod:`~weir.engine.control.settings`: the config keys.
 
-docs/CONTROL.md is the guide.
+docs/CONTROL.md is the guide. Every name loads on first use: a job that only reads
+:mod:`~weir.engine.control.settings` (every job does) does not import the rest.
 """
 
-from weir.engine.control.drain import (DrainMonitor, DrainProgress, DrainRequest, DrainStart,
-                                       RunTarget, drain_path_of, drain_progress,
-                                       read_drain_request, request_drain, running_runs,
-                                       settle_drain_request, write_drain_request)
-from weir.engine.control.errors import (BadTaskCountError, ControlMessageError, DrainRequestError,
-                                        JobNotRunningError, MalformedControlMessageError,
-                                        UnknownControlVersionError, UnknownMessageTypeError)
-from weir.engine.control.messages import (CONTROL_VERSION, WATERMARK_MAX, WATERMARK_NOT_EXIST,
-                                          ControlMessage, DrainMessage, EndOfStreamMessage,
-                                          MessageType, WatermarkMessage, WatermarkStatus,
-                                          WatermarkStatusMessage)
-from weir.engine.control.plane import ControlPlane
-from weir.engine.control.sender import ControlMessageSender
-from weir.engine.control.serde import IntermediateStreamSerdes, decode_control, encode_control
-from weir.engine.control.settings import ControlSettings, is_intermediate, upstream_task_count
-from weir.engine.control.sources import PartitionClock, SourceWatermarks
-from weir.engine.control.states import (EndOfStreamCheckpoint, EndOfStreamStates,
-                                        WatermarkCheckpoint, WatermarkStates)
-from weir.engine.control.task_control import CHECKPOINT_KEY, ControlOutcome, TaskControl
+from weir.stores._lazy import lazy_exports
+
+_LAZY = {
+    "DrainMonitor": "weir.engine.control.drain",
+    "DrainProgress": "weir.engine.control.drain",
+    "DrainRequest": "weir.engine.control.drain",
+    "DrainStart": "weir.engine.control.drain",
+    "RunTarget": "weir.engine.control.drain",
+    "drain_path_of": "weir.engine.control.drain",
+    "drain_progress": "weir.engine.control.drain",
+    "read_drain_request": "weir.engine.control.drain",
+    "request_drain": "weir.engine.control.drain",
+    "running_runs": "weir.engine.control.drain",
+    "settle_drain_request": "weir.engine.control.drain",
+    "write_drain_request": "weir.engine.control.drain",
+    "BadTaskCountError": "weir.engine.control.errors",
+    "ControlMessageError": "weir.engine.control.errors",
+    "DrainRequestError": "weir.engine.control.errors",
+    "JobNotRunningError": "weir.engine.control.errors",
+    "MalformedControlMessageError": "weir.engine.control.errors",
+    "UnknownControlVersionError": "weir.engine.control.errors",
+    "UnknownMessageTypeError": "weir.engine.control.errors",
+    "CONTROL_VERSION": "weir.engine.control.messages",
+    "WATERMARK_MAX": "weir.engine.control.messages",
+    "WATERMARK_NOT_EXIST": "weir.engine.control.messages",
+    "ControlMessage": "weir.engine.control.messages",
+    "DrainMessage": "weir.engine.control.messages",
+    "EndOfStreamMessage": "weir.engine.control.messages",
+    "MessageType": "weir.engine.control.messages",
+    "WatermarkMessage": "weir.engine.control.messages",
+    "WatermarkStatus": "weir.engine.control.messages",
+    "WatermarkStatusMessage": "weir.engine.control.messages",
+    "ControlPlane": "weir.engine.control.plane",
+    "ControlMessageSender": "weir.engine.control.sender",
+    "IntermediateStreamSerdes": "weir.engine.control.serde",
+    "decode_control": "weir.engine.control.serde",
+    "encode_control": "weir.engine.control.serde",
+    "ControlSettings": "weir.engine.control.settings",
+    "is_intermediate": "weir.engine.control.settings",
+    "upstream_task_count": "weir.engine.control.settings",
+    "PartitionClock": "weir.engine.control.sources",
+    "SourceWatermarks": "weir.engine.control.sources",
+    "EndOfStreamCheckpoint": "weir.engine.control.states",
+    "EndOfStreamStates": "weir.engine.control.states",
+    "WatermarkCheckpoint": "weir.engine.control.states",
+    "WatermarkStates": "weir.engine.control.states",
+    "CHECKPOINT_KEY": "weir.engine.control.task_control",
+    "ControlOutcome": "weir.engine.control.task_control",
+    "TaskControl": "weir.engine.control.task_control",
+}
 
 __all__ = [
     "DrainMonitor", "DrainProgress", "DrainRequest", "DrainStart", "RunTarget", "drain_path_of",
@@ -50,3 +82,5 @@ __all__ = [
     "EndOfStreamCheckpoint", "EndOfStreamStates", "WatermarkCheckpoint", "WatermarkStates",
     "CHECKPOINT_KEY", "ControlOutcome", "TaskControl",
 ]
+
+__getattr__ = lazy_exports(__name__, _LAZY, globals())

@@ -52,7 +52,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from weir.stores._crc import crc32c
@@ -65,7 +65,6 @@ from weir.engine.coordinator.errors import JobAlreadyRunningError
 from weir.engine.coordinator.guard import (StateDirectories, check_immutable_settings,
                                            check_running_directories, directory_changes)
 from weir.engine.coordinator.messages import CoordinatorMessage, MessageType
-from weir.engine.coordinator.prometheus import Family
 from weir.engine.coordinator.run_lock import RunLock
 from weir.engine.coordinator.settings import CoordinatorSettings
 from weir.engine.coordinator.state import (CoordinatorState, Locality, assignment_messages,
@@ -74,6 +73,9 @@ from weir.engine.coordinator.stream import CoordinatorStreamStore
 from weir.engine.coordinator.submit import ConfigDiff, config_messages, merge_origins
 from weir.engine.jobmodel.model import CONTAINER_COUNT, JobModel, build_job_model
 from weir.engine.systems.registry import SystemRegistry
+
+if TYPE_CHECKING:
+    from weir.engine.coordinator.prometheus import Family
 
 __all__ = ["StateReset", "ModelSnapshot", "ModelChange", "JobCoordinator", "plan_restarts",
            "SUBMIT_SOURCE", "COORDINATOR_SOURCE"]
@@ -502,6 +504,10 @@ class JobCoordinator:
         }
 
     def metric_families(self) -> list[Family]:
+        """The coordinator's Prometheus families (``prometheus`` is imported here: only the
+        endpoint's ``/metrics`` asks for them)."""
+        from weir.engine.coordinator.prometheus import Family
+
         snap, c = self._snapshot, self.counters
         job = {"job": self.settings.job_name, "job_id": self.settings.job_id}
         return [

@@ -118,18 +118,23 @@ def test_a_configured_port_serves_the_endpoint_for_an_in_process_container(tmp_p
     assert ThreadProbe.answer["containers"] == 1
 
 
-def test_a_job_of_two_container_processes_reads_its_model_over_http(tmp_path):
+def test_two_container_processes_take_their_first_model_through_the_fork_and_their_host_is_recorded(
+        tmp_path, caplog):
     config = job_config(tmp_path, **{"job.container.count": "2"})
     create_inputs(config, PARTITIONS)
     items = words(200)
     produce(config, items, PARTITIONS, end=True)
 
-    result = run_job(config, status=StatusMode.OFF)
+    with caplog.at_level("INFO"):
+        result = run_job(config, status=StatusMode.OFF)
 
     assert result.exit_code is ExitCode.OK, result.summary_lines()
     assert sorted(c.container_id for c in result.containers) == ["0", "1"]
     assert emitted_counts(config, PARTITIONS) == Counter(items)
-    # Each process read its model from the endpoint and reported its host through it.
+    # Neither process waited for the endpoint to read its model (the runner handed it over);
+    # the host of each is in the coordinator stream.
+    assert [r.getMessage() for r in caplog.records
+            if "from the job coordinator" in r.getMessage()] == []
     assert set(_stream_state(config).locality) == {"0", "1"}
 
 
