@@ -18,7 +18,6 @@ __all__ = ["event_keys", "event_lines", "json_line", "key_name", "bytewax_job", 
            "rocksdict_job", "ceiling_job", "Payload"]
 
 BATCH = 1_000
-CEILING_PASSES = 8
 _PACK = struct.Struct("<q")
 _FRAME = struct.Struct("<IH")
 
@@ -189,9 +188,11 @@ def rocksdict_job(path: Path, batch: int = BATCH,
 
 def ceiling_job(processes: int, n: int, keys: int, payload: Payload = Payload.BYTES) -> None:
     """Not a peer: the machine's parallel ceiling (``ceiling-<processes>`` in peers_e2e.py).
-    Pure-Python counting work (draw ``n`` keys, count them in a dict, 8 passes; with the JSON
-    payload each pass parses every line first) split over ``processes`` processes started at
-    once (``fork``); returns when all are done."""
+    The jobs' work per event in pure Python and nothing else: draw the events as the peers do,
+    then take each event's key once (the JSON payload: parse the line once with orjson and read
+    its ``k``, as Weir's ``json`` serde and the peers do) and count it in a dict. Split over
+    ``processes`` processes started at once (``fork``), ``n // processes`` events each; returns
+    when all are done."""
     share = n // processes
     pids = []
     for i in range(processes):
@@ -206,18 +207,13 @@ def ceiling_job(processes: int, n: int, keys: int, payload: Payload = Payload.BY
         os.waitpid(pid, 0)
 
 
-def _count_work(n: int, keys: int, seed: int, payload: Payload) -> None:
-    if payload is Payload.JSON:
-        import orjson
-        loads, lines = orjson.loads, event_lines(n, keys, seed)
-        for _ in range(CEILING_PASSES):
-            counts: dict[str, int] = {}
-            for line in lines:
-                key = loads(line)["k"]
-                counts[key] = counts.get(key, 0) + 1
-        return
-    events = event_keys(n, keys, seed)
-    for _ in range(CEILING_PASSES):
-        counts = {}
-        for key in events:
-            counts[key] = counts.get(key, 0) + 1
+def _count_work(n: int, keys: int, seed: int, payload: Payload) -> dict[str, int]:
+    """One pass over the events: each parsed once (:func:`_parse_key`) and counted by key."""
+    events = event_lines(n, keys, seed) if payload is Payload.JSON else event_keys(n, keys, seed)
+    parse = _parse_key(payload)
+    counts: dict[str, int] = {}
+    get = counts.get
+    for event in events:
+        key = parse(event)
+        counts[key] = get(key, 0) + 1
+    return counts

@@ -1,6 +1,6 @@
 """What the end-to-end and reliability tests do to a real job: produce its input, start
 ``weir run`` (or any ``weir`` command) as a real process, read how far its checkpoints got,
-and SIGKILL it. One copy for every test module and helper job module."""
+SIGKILL it, and read what it wrote. One copy for every test module and helper job module."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from weir.engine.model import OutgoingMessageEnvelope, SystemStream
+from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
 from weir.recovery.checkpoint import FileCheckpointManager
 
 __all__ = ["ROOT", "produce", "weir_env", "start_weir", "run_weir", "committed_offsets",
-           "committed_messages", "kill", "task_stores"]
+           "committed_messages", "kill", "task_stores", "stream_envelopes", "read_partitions"]
 
 ROOT = Path(__file__).resolve().parents[1]
 """The repository root (on the job processes' module path, so ``tests.*`` task classes load)."""
@@ -140,3 +140,37 @@ def task_stores(config, registry, cwd: Path, partitions: int) -> dict[int, dict[
     finally:
         producer.stop()
     return out
+
+
+def stream_envelopes(registry, system: str, stream: str) -> dict[int, list]:
+    """Every envelope of ``system.stream`` per partition as stored (bytes), read committed (the
+    consumer's default), end-of-stream markers left out. Reads each partition up to the end its
+    metadata gives (the reader's position, not the last record's offset: under exactly-once the
+    last frames are commit markers, which take offsets but are never delivered)."""
+    admin = registry.admin(system)
+    ssps = [SystemStreamPartition(system, stream, p)
+            for p in range(admin.partition_count(stream))]
+    meta = admin.metadata(ssps)
+    consumer = registry.consumer(system)
+    for ssp in ssps:
+        consumer.register(ssp, 0)
+    consumer.start()
+    out: dict[int, list] = {ssp.partition: [] for ssp in ssps}
+    try:
+        for ssp in ssps:
+            end = meta[ssp].upcoming
+            while consumer.position(ssp) < end:
+                envelopes = consumer.poll([ssp], 1.0).get(ssp, [])
+                if any(e.is_end_of_stream for e in envelopes):
+                    end = -1
+                out[ssp.partition].extend(e for e in envelopes if not e.is_end_of_stream)
+    finally:
+        consumer.stop()
+    return out
+
+
+def read_partitions(registry, stream: str, system: str = "filelog") -> dict[int, list]:
+    """:func:`stream_envelopes` deserialized with the stream's serdes."""
+    serdes = registry.serdes_for(SystemStream(system, stream))
+    return {p: [serdes.deserialize(e) for e in envelopes]
+            for p, envelopes in stream_envelopes(registry, system, stream).items()}

@@ -37,8 +37,8 @@ USER_TASK_HOOKS = ("a user task's optional lifecycle hooks: as in Samza, a task 
 
 ALLOWED: dict[tuple[str, str, str], str] = {
     # -- USER_CLASS_AT_THE_EDGE
-    ("engine/app/planner.py", "describe_application", "describe"): USER_CLASS_AT_THE_EDGE,
-    ("engine/app/planner.py", "load_application", "describe"): USER_CLASS_AT_THE_EDGE,
+    ("engine/app/loader.py", "describe_application", "describe"): USER_CLASS_AT_THE_EDGE,
+    ("engine/app/loader.py", "load_application", "describe"): USER_CLASS_AT_THE_EDGE,
     ("engine/chooser/spec.py", "_load_user_class", "hasattr:?"): USER_CLASS_AT_THE_EDGE,
     ("engine/container/preflight.py", "refuse_task_as_application", "describe"): USER_CLASS_AT_THE_EDGE,
     ("engine/systems/foreign.py", "_refuse_ignored_capabilities", "hasattr:?"): USER_CLASS_AT_THE_EDGE,

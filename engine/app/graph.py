@@ -122,12 +122,6 @@ class OperatorGraph:
             self.inputs[spec.stream] = spec
         return spec
 
-    def by_id(self, op_id: str) -> OpSpec:
-        for op in self.ops:
-            if op.id == op_id:
-                return op
-        raise KeyError(op_id)
-
     def downstream(self, spec: OpSpec) -> Iterable[OpSpec]:
         """Every operator reachable from ``spec`` without crossing an intermediate stream."""
         seen: set[int] = set()

@@ -18,7 +18,9 @@ from typing import Any
 
 from weir.stores.config import Config
 
-from weir.engine.app.planner import APP_STAGE, ExecutionPlan, plan_application
+from weir.engine.app.plan import ExecutionPlan
+from weir.engine.app.planner import plan_application
+from weir.engine.app.settings import APP_STAGE
 from weir.engine.container.runner import JobResult, run_job
 
 __all__ = ["prepare_application", "run_application"]

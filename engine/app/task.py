@@ -33,11 +33,13 @@ from typing import Any
 from weir.engine.app.api import KV
 from weir.engine.app.graph import OpCode, OpSpec
 from weir.engine.app.join_operators import SendToTableOperator, StreamJoinOperator, TableJoinOperator
+from weir.engine.app.loader import describe_application
 from weir.engine.app.operators import (FilterOperator, FlatMapOperator, InputOperator, MapOperator,
                                        LateElementsOperator, MergeOperator, Operator,
                                        OperatorContext, PartitionByOperator, SendToOperator,
                                        SinkOperator)
-from weir.engine.app.planner import APP_STAGE, describe_application, stage_operators
+from weir.engine.app.settings import APP_STAGE
+from weir.engine.app.stages import stage_operators
 from weir.engine.app.window_operator import WindowOperator
 from weir.engine.control.messages import WATERMARK_MAX
 from weir.engine.control.sender import ControlMessageSender

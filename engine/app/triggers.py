@@ -46,8 +46,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-__all__ = ["FINISHED", "Trigger", "CountTrigger", "TimeSinceFirstMessageTrigger",
-           "TimeSinceLastMessageTrigger", "AnyTrigger", "RepeatingTrigger", "Triggers",
+__all__ = ["FINISHED", "Trigger", "CountTrigger", "DeadlineTrigger",
+           "TimeSinceFirstMessageTrigger", "TimeSinceLastMessageTrigger", "AnyTrigger", "RepeatingTrigger", "Triggers",
            "duration_ms"]
 
 FINISHED = None
@@ -133,20 +133,19 @@ class CountTrigger(Trigger):
         return f"count({self.count})"
 
 
-class TimeSinceFirstMessageTrigger(Trigger):
-    """Fires ``duration_ms`` (processing time) after the first element since the trigger
-    started. State: the deadline, or -1 before the first element."""
+class DeadlineTrigger(Trigger):
+    """Base of the processing-time triggers: the state is a deadline (-1 before the first
+    element), the trigger fires once the clock reaches it. Subclasses say how an element
+    moves the deadline (:meth:`on_element`) and name themselves (:meth:`describe`)."""
 
     __slots__ = ("duration_ms",)
+    _what = "the trigger's duration"
 
     def __init__(self, duration: Any):
-        self.duration_ms = duration_ms(duration, "Triggers.time_since_first_message's duration")
+        self.duration_ms = duration_ms(duration, self._what)
 
     def start(self) -> int:
         return _NO_DEADLINE
-
-    def on_element(self, state: int, now_ms: int) -> int:
-        return now_ms + self.duration_ms if state == _NO_DEADLINE else state
 
     def should_fire(self, state: int, now_ms: int) -> bool:
         return state != _NO_DEADLINE and now_ms >= state
@@ -156,34 +155,31 @@ class TimeSinceFirstMessageTrigger(Trigger):
 
     def durations(self) -> tuple[int, ...]:
         return (self.duration_ms,)
+
+
+class TimeSinceFirstMessageTrigger(DeadlineTrigger):
+    """Fires ``duration_ms`` (processing time) after the first element since the trigger
+    started. State: the deadline, or -1 before the first element."""
+
+    __slots__ = ()
+    _what = "Triggers.time_since_first_message's duration"
+
+    def on_element(self, state: int, now_ms: int) -> int:
+        return now_ms + self.duration_ms if state == _NO_DEADLINE else state
 
     def describe(self) -> str:
         return f"time_since_first_message({self.duration_ms} ms)"
 
 
-class TimeSinceLastMessageTrigger(Trigger):
+class TimeSinceLastMessageTrigger(DeadlineTrigger):
     """Fires once no element arrived for ``duration_ms`` (processing time). State: the
     deadline (the last element's arrival plus the duration), or -1 before the first."""
 
-    __slots__ = ("duration_ms",)
-
-    def __init__(self, duration: Any):
-        self.duration_ms = duration_ms(duration, "Triggers.time_since_last_message's duration")
-
-    def start(self) -> int:
-        return _NO_DEADLINE
+    __slots__ = ()
+    _what = "Triggers.time_since_last_message's duration"
 
     def on_element(self, state: int, now_ms: int) -> int:
         return now_ms + self.duration_ms
-
-    def should_fire(self, state: int, now_ms: int) -> bool:
-        return state != _NO_DEADLINE and now_ms >= state
-
-    def deadline(self, state: int) -> int | None:
-        return None if state == _NO_DEADLINE else state
-
-    def durations(self) -> tuple[int, ...]:
-        return (self.duration_ms,)
 
     def describe(self) -> str:
         return f"time_since_last_message({self.duration_ms} ms)"

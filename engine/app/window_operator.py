@@ -172,8 +172,8 @@ class WindowOperator(Operator):
             t = ts
         key = self.key_fn(value)
         if self.kind is WindowKind.TUMBLING:
-            start = t - t % self.size
-            self._fold(start, start + self.size, key, value, ts)
+            start, end = self.window.assign(t)
+            self._fold(start, end, key, value, ts)
         else:
             self._fold_session(t, key, value, ts)
 
@@ -184,7 +184,7 @@ class WindowOperator(Operator):
             WindowOperator.on_message(self, value, ts)   # raises the clear error
             return
         size = self.size
-        start = ts - ts % size
+        start = ts - ts % size   # Windows.assign, inlined on the per-element path
         end = start + size
         if end - 1 + self.lateness <= self.input_wm:
             self._drop(value, ts)

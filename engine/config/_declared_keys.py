@@ -5,13 +5,13 @@ code: do not edit by hand. weir.engine.config.declarations reads it.
 """
 
 KEYS: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    ('app.class', (), 'weir.engine.app.planner'),
-    ('app.id', (), 'weir.engine.app.planner'),
+    ('app.class', (), 'weir.engine.app.settings'),
+    ('app.id', (), 'weir.engine.app.settings'),
     ('app.late.log.interval.ms', (), 'weir.engine.app.late'),
-    ('app.name', (), 'weir.engine.app.planner'),
+    ('app.name', (), 'weir.engine.app.settings'),
     ('app.runner.class', (), 'weir.engine.config.samza_keys'),
-    ('app.stage', (), 'weir.engine.app.planner'),
-    ('app.store.factory', (), 'weir.engine.app.planner'),
+    ('app.stage', (), 'weir.engine.app.settings'),
+    ('app.store.factory', (), 'weir.engine.app.settings'),
     ('job.adstore.manager.factory', (), 'weir.engine.adjunct.settings'),
     ('job.changelog.system', (), 'weir.engine.config.job'),
     ('job.config.loader.factory', (), 'weir.engine.config.samza_keys'),
@@ -47,7 +47,7 @@ KEYS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ('job.factory.class', (), 'weir.engine.config.samza_keys'),
     ('job.host-affinity.enabled', (), 'weir.engine.coordinator.settings'),
     ('job.id', (), 'weir.engine.config.job'),
-    ('job.intermediate.stream.partitions', (), 'weir.engine.app.planner'),
+    ('job.intermediate.stream.partitions', (), 'weir.engine.app.settings'),
     ('job.logged.store.base.dir', (), 'weir.engine.config.job'),
     ('job.name', (), 'weir.engine.config.job'),
     ('job.non-logged.store.base.dir', (), 'weir.engine.config.job'),

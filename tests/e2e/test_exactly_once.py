@@ -26,10 +26,9 @@ from pathlib import Path
 import pytest
 
 from weir.engine.config.job import JobConfig, load_config
-from weir.engine.model import SystemStream, SystemStreamPartition
 from weir.engine.systems.api import StreamSpec
 from weir.engine.systems.registry import SystemRegistry
-from tests._processes import committed_messages, start_weir
+from tests._processes import committed_messages, read_partitions, start_weir
 from tests.e2e._words_input import produce_words
 
 pytestmark = pytest.mark.slow
@@ -83,27 +82,6 @@ def _kill_and_finish(workdir: Path, example: str, inputs: list[str], total: int,
     return killed
 
 
-def _read(registry: SystemRegistry, stream: str) -> dict[int, list]:
-    """Every message of ``stream`` per partition, read committed (the default), typed."""
-    consumer = registry.consumer("filelog")
-    ssps = [SystemStreamPartition("filelog", stream, p) for p in range(PARTITIONS)]
-    for ssp in ssps:
-        consumer.register(ssp, 0)
-    consumer.start()
-    serdes = registry.serdes_for(SystemStream("filelog", stream))
-    out: dict[int, list] = {p: [] for p in range(PARTITIONS)}
-    try:
-        while True:
-            got = consumer.poll(ssps, 0.2)
-            if not any(got.values()):
-                return out
-            for ssp, envs in got.items():
-                out[ssp.partition].extend(serdes.deserialize(e) for e in envs
-                                          if not e.is_end_of_stream)
-    finally:
-        consumer.stop()
-
-
 # -- the README's word count ----------------------------------------------------------------------
 
 def _word_count(tmp_path: Path, guarantee: str, messages: int) -> tuple[SystemRegistry, Counter]:
@@ -127,7 +105,7 @@ def test_word_count_killed_at_random_points_emits_every_count_exactly_once(tmp_p
     killed = _kill_and_finish(tmp_path, "word_count", ["words"], messages, "word-count")
     assert killed >= 1
     emitted = defaultdict(list)
-    for envs in _read(registry, "word-counts").values():
+    for envs in read_partitions(registry, "word-counts").values():
         for env in envs:
             assert env.key == env.message["word"]
             emitted[env.message["word"]].append(env.message["count"])
@@ -147,7 +125,7 @@ def test_word_count_without_the_guarantee_writes_nothing_transactional(tmp_path)
     _kill_and_finish(tmp_path, "word_count", ["words"], messages, "at-least-once")
     last = {}
     count = 0
-    for envs in _read(registry, "word-counts").values():
+    for envs in read_partitions(registry, "word-counts").values():
         for env in envs:
             last[env.message["word"]] = env.message["count"]
             count += 1
@@ -180,13 +158,13 @@ def test_currency_join_killed_at_random_points_emits_every_amount_exactly_once(t
                               "currency")
     assert killed >= 1
     registry = SystemRegistry(config)
-    amounts = [env for envs in _read(registry, "amounts").values() for env in envs]
+    amounts = [env for envs in read_partitions(registry, "amounts").values() for env in envs]
     ids = Counter(env.key for env in amounts)
     assert max(ids.values()) == 1, ids.most_common(3)                 # no duplicate
     assert ids.keys() == truth.amounts.keys()                         # none missing
     assert {env.key: env.message["amount"] for env in amounts} == truth.amounts
     last = {}
-    for envs in _read(registry, "currency-totals").values():
+    for envs in read_partitions(registry, "currency-totals").values():
         counts = defaultdict(list)
         for env in envs:
             counts[env.key].append(env.message["count"])
@@ -230,7 +208,7 @@ def test_two_copies_of_a_job_started_at_once_never_count_twice(tmp_path):
                     or "StateWithoutCheckpointError" in output
                     or "TransactionalIdInUseError" in output), output
     emitted = defaultdict(list)
-    for envs in _read(registry, "word-counts").values():
+    for envs in read_partitions(registry, "word-counts").values():
         for env in envs:
             emitted[env.message["word"]].append(env.message["count"])
     assert {w: c for w, c in emitted.items() if c != list(range(1, truth[w] + 1))} == {}
@@ -260,7 +238,7 @@ def _start_file(workdir: Path, properties: str, example: str) -> subprocess.Pope
 
 
 def _checks(registry: SystemRegistry) -> list:
-    return [env for envs in _read(registry, "word-count-checks").values() for env in envs]
+    return [env for envs in read_partitions(registry, "word-count-checks").values() for env in envs]
 
 
 def test_a_pipeline_of_two_exactly_once_jobs_killed_at_random_points_is_exactly_once(

@@ -23,11 +23,12 @@ import pytest
 pytest.importorskip("weir.engine.systems.filelog", reason="the file log system is not built yet")
 
 from weir.engine.config.job import JobConfig, load_config  # noqa: E402
-from weir.engine.model import SystemStream, SystemStreamPartition  # noqa: E402
 from weir.engine.systems.api import StreamSpec  # noqa: E402
 from weir.engine.systems.registry import SystemRegistry  # noqa: E402
 
-from tests._processes import committed_offsets, kill, produce, start_weir, task_stores  # noqa: E402
+from tests._processes import (committed_offsets, kill, produce, read_partitions,  # noqa: E402
+                              start_weir, task_stores)
+from tests.e2e._count_job import count_job_properties  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -35,24 +36,8 @@ PARTITIONS = 2
 MESSAGES = 120_000
 KEYS = 40
 
-JOB = """\
-job.name=sigkill-count
-task.class=tests.e2e._count_job:CountJob
-task.inputs=filelog.words
-task.commit.ms=150
-systems.filelog.factory=filelog
-systems.filelog.root=log
-systems.filelog.samza.key.serde=string
-systems.filelog.samza.msg.serde=string
-systems.filelog.streams.totals.samza.msg.serde=int64
-systems.filelog.default.stream.samza.offset.default=oldest
-stores.counts.factory={engine}
-stores.counts.key.serde=string
-stores.counts.msg.serde=int64
-stores.counts.changelog=filelog.counts-changelog
-stores.counts.object.cache.size=16
-stores.counts.write.batch.size=8
-"""
+JOB = {"job.name": "sigkill-count", "task.class": "tests.e2e._count_job:CountJob",
+       "task.commit.ms": "150"}
 
 
 def make_input() -> list[str]:
@@ -68,7 +53,7 @@ def truth_per_partition(items: list[str]) -> dict[int, Counter]:
 
 
 def setup_job(tmp_path: Path, engine: str, items: list[str]):
-    (tmp_path / "job.properties").write_text(JOB.format(engine=engine))
+    (tmp_path / "job.properties").write_text(count_job_properties(engine, JOB))
     config = load_config(tmp_path / "job.properties")
     registry = SystemRegistry(config)
     admin = registry.admin("filelog")
@@ -101,25 +86,6 @@ def kill_after(tmp_path: Path, proc: subprocess.Popen, progress: int, delay: flo
     time.sleep(delay)
     kill(proc)
     return sum(o + 1 for o in committed(tmp_path).values())
-
-
-def read_stream(registry: SystemRegistry, stream: str) -> dict[int, list]:
-    consumer = registry.consumer("filelog")
-    ssps = [SystemStreamPartition("filelog", stream, p) for p in range(PARTITIONS)]
-    for ssp in ssps:
-        consumer.register(ssp, 0)
-    consumer.start()
-    serdes = registry.serdes_for(SystemStream("filelog", stream))
-    out: dict[int, list] = {p: [] for p in range(PARTITIONS)}
-    try:
-        while True:
-            got = consumer.poll(ssps, 0.05)
-            if not any(got.values()):
-                return out
-            for ssp, envelopes in got.items():
-                out[ssp.partition].extend(serdes.deserialize(e) for e in envelopes)
-    finally:
-        consumer.stop()
 
 
 def store_contents(config, registry: SystemRegistry, tmp_path: Path) -> dict[int, dict]:
@@ -156,13 +122,13 @@ def test_killed_and_restarted_job_processes_everything_and_ends_with_exact_state
 
     assert committed(tmp_path) == {p: MESSAGES // PARTITIONS - 1 for p in range(PARTITIONS)}
     # Every input message was processed at least once.
-    seen = read_stream(registry, "seen")
+    seen = read_partitions(registry, "seen")
     processed = {env.message for envs in seen.values() for env in envs}
     assert processed == {f"{i % PARTITIONS}:{i // PARTITIONS}" for i in range(MESSAGES)}
     assert sum(len(v) for v in seen.values()) >= MESSAGES
     # The final totals and the stores equal the truth exactly.
     truth = truth_per_partition(items)
-    totals = read_stream(registry, "totals")
+    totals = read_partitions(registry, "totals")
     emitted = {p: {} for p in range(PARTITIONS)}
     for p, envs in totals.items():
         for env in envs:

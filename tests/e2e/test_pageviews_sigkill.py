@@ -15,91 +15,22 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import subprocess
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-from tests._examples import load_example as load_examples_module
-
-from weir.engine.config.job import JobConfig, load_config
-from weir.recovery.checkpoint import FileCheckpointManager
+from tests.e2e._pageviews import (Victim, assert_every_window_once_exact, example_env,
+                                  kill_once_committed, load_example, panes_of, start,
+                                  views_committed, write_properties)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "pageviews"
 LONG = bool(os.environ.get("WEIR_LONG_TESTS"))
 VIEWS = 12_000 if LONG else 5_000
 KILLS = 8 if LONG else 4
-
-
-def load_example():
-    return load_examples_module("pageviews")
-
-
-def write_properties(workdir: Path, extra: str = "") -> Path:
-    """The example's app.properties with its data in ``workdir``: the file `weir run` reads."""
-    path = workdir / "app.properties"
-    path.write_text((EXAMPLE / "app.properties").read_text() + "\n"
-                    f"systems.filelog.root={workdir / 'log'}\n"
-                    f"job.logged.store.base.dir={workdir / 'state'}\n"
-                    f"job.non-logged.store.base.dir={workdir / 'state'}\n"
-                    f"task.checkpoint.path={workdir / 'checkpoints'}\n" + extra)
-    return path
-
-
-def start(workdir: Path) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(EXAMPLE)]))
-    return subprocess.Popen([sys.executable, "-m", "weir", "run", "app.properties", "--status",
-                             "off"], cwd=workdir, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-
-
-def views_committed(workdir: Path) -> int:
-    """Source records the checkpoints cover."""
-    job = JobConfig.from_config(load_config(workdir / "app.properties"), cwd=workdir)
-    manager = FileCheckpointManager(job.checkpoint_dir)
-    done = 0
-    for p in range(4):
-        try:
-            cp = manager.read_last(f"Partition {p}")
-        except Exception:  # noqa: BLE001 - racing a write: look again later
-            continue
-        if cp is not None:
-            done += cp.input_offsets.get(("filelog", "pageviews", p), -1) + 1
-    return done
-
-
-def kill_at(workdir: Path, target: int, rng: random.Random) -> bool:
-    """Start the job and SIGKILL its process group once its checkpoints cover ``target``
-    views (plus a random delay). False when it finished first."""
-    proc = start(workdir)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and proc.poll() is None:
-        if views_committed(workdir) >= target:
-            break
-        time.sleep(0.02)
-    time.sleep(rng.uniform(0.0, 0.3))
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)   # the runner and its container processes
-    except ProcessLookupError:
-        pass
-    output, _ = proc.communicate(timeout=60)
-    if proc.returncode == -signal.SIGKILL:
-        return True
-    assert proc.returncode == 0, output
-    return False
-
-
-def panes_of(example, workdir: Path, stream: str) -> list[dict]:
-    """Every pane of an output stream, read committed with the serdes the plan declares."""
-    from weir.engine.app.runner import prepare_application
-    return example.read_panes(prepare_application(example.app_config(workdir))[1], stream)
 
 
 def latest_panes(panes: list[dict], identity) -> dict:
@@ -119,23 +50,15 @@ def test_sigkilled_pageviews_emit_every_window_once_with_the_exact_value(tmp_pat
     views = example.generate(config, VIEWS)
     rng = random.Random(23)
     targets = sorted(rng.uniform(0.1, 0.9) * VIEWS for _ in range(KILLS))
-    killed = sum(kill_at(tmp_path, int(t), rng) for t in targets)
+    killed = sum(kill_once_committed(tmp_path, int(t), rng, Victim.PROCESS_GROUP, 180)[0]
+                 for t in targets)
     final = start(tmp_path)
     output, _ = final.communicate(timeout=300)
     assert final.returncode == 0, output
     assert killed >= KILLS - 1, f"only {killed} of {KILLS} runs were killed mid-run"
 
-    minutes, sessions = example.truth(views)
-    panes = panes_of(example, tmp_path, "views-per-minute")
-    emitted = Counter((p["key"], p["start"]) for p in panes)
-    assert [w for w, n in emitted.items() if n != 1] == []          # once each, read committed
-    wrong = {(p["key"], p["start"]): p["value"] for p in panes
-             if p["value"] != minutes.get((p["key"], p["start"]))}
-    assert wrong == {} and set(emitted) == set(minutes)
+    panes = assert_every_window_once_exact(example, tmp_path, views)
     assert all((p["timing"], p["index"]) == ("on_time", 0) for p in panes)
-    got_sessions = Counter((p["key"], p["start"], p["end"], p["value"])
-                           for p in panes_of(example, tmp_path, "sessions"))
-    assert got_sessions == sessions
 
 
 def test_a_drained_and_restarted_pageviews_refines_its_early_panes(tmp_path):
@@ -151,9 +74,9 @@ def test_a_drained_and_restarted_pageviews_refines_its_early_panes(tmp_path):
         while views_committed(tmp_path) < half // 2:
             assert time.monotonic() < deadline and job.poll() is None, job.stdout.read()
             time.sleep(0.05)
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(EXAMPLE)]))
         drain = subprocess.run([sys.executable, "-m", "weir", "drain", "app.properties",
-                                "--wait", "120"], cwd=tmp_path, env=env, capture_output=True,
+                                "--wait", "120"], cwd=tmp_path, env=example_env(),
+                               capture_output=True,
                                text=True, timeout=180)
         assert drain.returncode == 0, drain.stdout + drain.stderr
         output, _ = job.communicate(timeout=120)

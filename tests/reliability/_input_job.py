@@ -19,7 +19,7 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
-from tests.e2e._count_job import CountJob
+from tests.e2e._count_job import CountJob, count_job_properties
 from weir.engine.model import SystemStream, SystemStreamPartition
 from weir.engine.task import RequestScope
 from weir.stores.serdes import Int64Serde
@@ -30,25 +30,9 @@ _INT64 = Int64Serde()
 STOP = "STOP"
 WORDS = SystemStream("filelog", "words")
 
-JOB = """\
-job.name=reliability-count
-task.class=tests.reliability._input_job:StoppingCountJob
-task.inputs=filelog.words
-task.commit.ms=100000
-job.data.dir=.
-systems.filelog.factory=filelog
-systems.filelog.root=log
-systems.filelog.samza.key.serde=string
-systems.filelog.samza.msg.serde=string
-systems.filelog.streams.totals.samza.msg.serde=int64
-systems.filelog.default.stream.samza.offset.default=oldest
-stores.counts.factory={engine}
-stores.counts.key.serde=string
-stores.counts.msg.serde=int64
-stores.counts.changelog=filelog.counts-changelog
-stores.counts.object.cache.size=16
-stores.counts.write.batch.size=8
-"""
+JOB = {"job.name": "reliability-count",
+       "task.class": "tests.reliability._input_job:StoppingCountJob",
+       "task.commit.ms": "100000", "job.data.dir": "."}
 
 
 class StoppingCountJob(CountJob):
@@ -88,7 +72,7 @@ class InputJob:
         if create:
             log_lines = "".join(f"systems.filelog.{k}={v}\n"
                                 for k, v in (log_config or {}).items())
-            self.config_path.write_text(JOB.format(engine=engine) + log_lines + extra)
+            self.config_path.write_text(count_job_properties(engine, JOB) + log_lines + extra)
             self.create_streams()
 
     # -- config and systems ----------------------------------------------------------------

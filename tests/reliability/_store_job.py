@@ -28,6 +28,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from tests.e2e._count_job import count_job_properties
 from tests.reliability._input_job import StoppingCountJob as StopWordCountJob
 from tests.reliability._input_job import flip_byte
 from weir.engine.config.job import load_config
@@ -44,28 +45,6 @@ TASK = "Partition 0"
 WORDS = SystemStream("filelog", "words")
 _INT64 = Int64Serde()
 
-JOB = """\
-job.name=store-reliability
-job.data.dir={root}
-task.class=tests.reliability._store_job:StopWordCountJob
-task.inputs=filelog.words
-task.commit.ms=100000
-systems.filelog.factory=filelog
-systems.filelog.root={root}/log
-systems.filelog.samza.key.serde=string
-systems.filelog.samza.msg.serde=string
-systems.filelog.streams.totals.samza.msg.serde=int64
-systems.filelog.streams.counts-changelog.segment.bytes={segment_bytes}
-systems.filelog.streams.counts-changelog.compression={compression}
-systems.filelog.default.stream.samza.offset.default=oldest
-stores.counts.factory={engine}
-stores.counts.key.serde=string
-stores.counts.msg.serde=int64
-stores.counts.changelog=filelog.counts-changelog
-stores.counts.object.cache.size=16
-stores.counts.write.batch.size=8
-stores.counts.lmdb.map.size.bytes=4194304
-"""
 
 
 def words(n: int, seed: int = 5, keys: int = 40) -> list[str]:
@@ -108,9 +87,13 @@ class StoreJob:
         self.compression, self.segment_bytes = compression, segment_bytes
         self.fed: list[str] = []
         self.root.mkdir(parents=True, exist_ok=True)
-        (self.root / "job.properties").write_text(JOB.format(
-            root=self.root, engine=engine, compression=compression,
-            segment_bytes=segment_bytes))
+        (self.root / "job.properties").write_text(count_job_properties(engine, {
+            "job.name": "store-reliability", "job.data.dir": str(self.root),
+            "task.class": "tests.reliability._store_job:StopWordCountJob",
+            "task.commit.ms": "100000", "systems.filelog.root": f"{self.root}/log",
+            "systems.filelog.streams.counts-changelog.segment.bytes": str(segment_bytes),
+            "systems.filelog.streams.counts-changelog.compression": compression,
+            "stores.counts.lmdb.map.size.bytes": "4194304"}))
         self.config = load_config(self.root / "job.properties")
         if create:
             admin = self._registry().admin("filelog")

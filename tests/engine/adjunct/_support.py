@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from weir.engine.container.container import Container, ProgressMode
@@ -179,3 +180,20 @@ def store_of(container: Container, name: str):
     if container.adjunct is None:
         return None
     return next(u.store for u in container.adjunct.units if u.spec.name == name)
+
+
+def running(container: Container) -> tuple[threading.Thread, list[BaseException]]:
+    """``container.run()`` started in a thread; the list collects what it raised (the test
+    reports it)."""
+    errors: list[BaseException] = []
+
+    def run():
+        try:
+            container.run()
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, errors
+

@@ -5,7 +5,6 @@ task; tasks cannot write; extractors, projection, rejected keys; the manager fac
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -109,16 +108,7 @@ def test_changes_after_bootstrap_keep_updating_the_store_and_tombstones_delete(t
     S.produce(registry, "products", PRODUCTS, partition=0)
     S.produce(registry, "clicks", [("sku1", {"sku": "sku1"})], partition=0)
     container = S.build(cfg)
-    errors = []
-
-    def run():
-        try:
-            container.run()
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
-            errors.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
+    thread, errors = S.running(container)
     try:
         wait_for(lambda: len(S.read(registry, "enriched")) == 1 or errors)
         view = container.adjunct.units[0].store.view()

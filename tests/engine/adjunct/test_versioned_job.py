@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 from weir.engine.systems.registry import SystemRegistry
@@ -25,20 +24,6 @@ def clicks(n: int, start: int = 0):
     return [(f"c{i}", {"sku": f"sku{i % 3}"}) for i in range(start, start + n)]
 
 
-def running(container):
-    errors = []
-
-    def run():
-        try:
-            container.run()
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
-            errors.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, errors
-
-
 def model_dir(tmp_path: Path) -> Path:
     return tmp_path / "state" / "model" / "broadcast-container-0"
 
@@ -50,7 +35,7 @@ def test_a_model_replaced_while_running_is_seen_whole_by_every_call_under_a_thre
     S.model_version(registry, 1)
     S.produce(registry, "clicks", clicks(200))
     container = S.build(cfg)
-    thread, errors = running(container)
+    thread, errors = S.running(container)
     try:
         S.wait_for(lambda: len(S.read(registry, "scored")) >= 50 or errors)
         S.model_version(registry, 2)  # replaced while the clicks are processed
@@ -96,7 +81,7 @@ def test_a_crash_while_building_serves_the_current_version_and_resumes_the_next(
     # restart: version 1 is served; version 2 goes on from its 20 rows
     S.produce(registry, "clicks", clicks(30))
     container = S.build(cfg)
-    thread, errors = running(container)
+    thread, errors = S.running(container)
     try:
         S.wait_for(lambda: len(S.read(registry, "scored")) == 30 or errors)
         assert S.store_of(container, "model").serving == 1

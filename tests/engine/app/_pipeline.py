@@ -10,40 +10,22 @@ from typing import Any
 from weir.engine.app.runner import prepare_application
 from weir.engine.container.runner import JobResult, run_job
 from weir.engine.container.status import StatusMode
-from weir.engine.model import OutgoingMessageEnvelope, SystemStream, SystemStreamPartition
+from weir.engine.model import OutgoingMessageEnvelope, SystemStream
 from weir.engine.systems.api import StreamSpec
 from weir.engine.systems.registry import SystemRegistry
 from weir.recovery.storage import ProgressMode
 from weir.stores.config import Config
+
+from tests._processes import stream_envelopes
 
 __all__ = ["Pipeline", "read_stream"]
 
 
 def read_stream(registry: SystemRegistry, ss: SystemStream) -> list[tuple[Any, Any, int, int]]:
     """Every record of ``ss`` as ``(key bytes, value bytes, timestamp, partition)``."""
-    admin = registry.admin(ss.system)
-    count = admin.partition_count(ss.stream)
-    ssps = [SystemStreamPartition(ss.system, ss.stream, p) for p in range(count)]
-    meta = admin.metadata(ssps)
-    consumer = registry.consumer(ss.system)
-    for ssp in ssps:
-        consumer.register(ssp, 0)
-    consumer.start()
-    out = []
-    try:
-        for ssp in ssps:
-            end = meta[ssp].upcoming
-            # the reader's position, not the last record's offset: under exactly-once the
-            # last frames are commit markers, which take offsets but are never delivered
-            while consumer.position(ssp) < end:
-                envs = consumer.poll([ssp], 1.0).get(ssp, [])
-                if any(env.is_end_of_stream for env in envs):
-                    envs = [env for env in envs if not env.is_end_of_stream]
-                    end = -1
-                out.extend((env.key, env.message, env.timestamp, ssp.partition) for env in envs)
-    finally:
-        consumer.stop()
-    return out
+    return [(env.key, env.message, env.timestamp, p)
+            for p, envs in stream_envelopes(registry, ss.system, ss.stream).items()
+            for env in envs]
 
 
 class Pipeline:

@@ -181,10 +181,12 @@ def test_an_operator_ends_only_when_every_used_input_ended_and_drains_if_any_dra
     assert solo.finished == ENDED
 
 
-def test_an_interval_join_prunes_elements_the_watermark_has_passed(tmp_path):
+def interval_join(tmp_path, op_id: str):
+    """An open interval join (10 ms) of two inputs on ``v["k"]`` that pairs the elements' ``t``:
+    ``(ctx, join, left input, right input, sink of its output)``."""
     s = OpSpec(OpCode.JOIN, "j", key=lambda v: v["k"], other_key=lambda v: v["k"],
                fn=lambda a, b: (a["t"], b["t"]), within_ms=10)
-    s.id = "app-1-join-j"
+    s.id = op_id
     ctx = context(tmp_path, {})
     op = StreamJoinOperator(s, ctx)
     left, right = (InputOperator(OpSpec(OpCode.INPUT, None), ctx) for _ in range(2))
@@ -194,6 +196,11 @@ def test_an_interval_join_prunes_elements_the_watermark_has_passed(tmp_path):
     op.open()
     sink = Sink()
     op.emit.append(sink)
+    return ctx, op, left, right, sink
+
+
+def test_an_interval_join_prunes_elements_the_watermark_has_passed(tmp_path):
+    ctx, op, left, right, sink = interval_join(tmp_path, "app-1-join-j")
     left.emit[0]({"k": 1, "t": 100}, 100)
     right.emit[0]({"k": 1, "t": 108}, 108)
     right.emit[0]({"k": 1, "t": 120}, 120)       # 20 apart from 100: no pair
@@ -217,18 +224,7 @@ def test_an_element_between_two_sessions_merges_them_and_their_accumulators(tmp_
 
 
 def test_an_interval_join_keeps_its_elements_through_a_drain(tmp_path):
-    s = OpSpec(OpCode.JOIN, "j", key=lambda v: v["k"], other_key=lambda v: v["k"],
-               fn=lambda a, b: (a["t"], b["t"]), within_ms=10)
-    s.id = "app-1-join-jd"
-    ctx = context(tmp_path, {})
-    op = StreamJoinOperator(s, ctx)
-    left, right = (InputOperator(OpSpec(OpCode.INPUT, None), ctx) for _ in range(2))
-    left.used = right.used = op.used = True
-    left.connect(op, 0)
-    right.connect(op, 1)
-    op.open()
-    sink = Sink()
-    op.emit.append(sink)
+    ctx, op, left, right, sink = interval_join(tmp_path, "app-1-join-jd")
     left.emit[0]({"k": 1, "t": 100}, 100)
     ctx.draining = True                          # the drain's end of time is not the data's
     left.set_watermark(WATERMARK_MAX)

@@ -13,26 +13,13 @@ import orjson
 import pytest
 
 from weir.engine.container.process import EventKind, container_process_main
-from weir.engine.coordinator import (CoordinatorFailure, CoordinatorUnavailableError,
-                                     JobCoordinator)
+from weir.engine.coordinator import CoordinatorFailure, CoordinatorUnavailableError
 from weir.engine.coordinator.client import CoordinatorClient, container_environment
 from weir.engine.coordinator.messages import MessageType
 
-from tests.engine.coordinator._helpers import (busy_connections, create_inputs, job_config,
-                                               serving)
+from tests.engine.coordinator._helpers import busy_connections, serving
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-@pytest.fixture
-def coordinator(tmp_path):
-    config = job_config(tmp_path, **{"job.container.count": "2"})
-    create_inputs(config, 4)
-    coordinator = JobCoordinator(config)
-    coordinator.start()
-    coordinator.serve()
-    yield coordinator
-    coordinator.stop()
 
 
 def test_a_container_process_reads_its_model_and_config_over_http_and_reports_its_host(coordinator):

@@ -21,17 +21,6 @@ from tests.engine.coordinator._helpers import (busy_connections, connect, create
                                                job_config, read_to_end, serving)
 
 
-@pytest.fixture
-def coordinator(tmp_path):
-    config = job_config(tmp_path, **{"job.container.count": "2"})
-    create_inputs(config, 4)
-    coordinator = JobCoordinator(config)
-    coordinator.start()
-    coordinator.serve()
-    yield coordinator
-    coordinator.stop()
-
-
 def request(url: str, method: str = "GET", body: bytes | None = None):
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)

@@ -88,10 +88,10 @@ def test_catch_up_returns_only_messages_written_since_and_writes_are_read_back(t
         assert other.catch_up() == []
 
 
-def test_a_writer_in_another_process_is_waited_for_then_the_write_goes_through(tmp_path):
-    store = open_store(tmp_path, **{"job.coordinator.write.timeout.ms": "20000"})
-    store.create()
-    holder = subprocess.Popen([sys.executable, "-c", f"""
+def writer_holder(tmp_path, then: str) -> subprocess.Popen:
+    """Another process that takes the coordinator stream's writer (``w``), prints ``locked``
+    once it holds it, then runs the Python code ``then`` (its stdin is a pipe)."""
+    return subprocess.Popen([sys.executable, "-c", f"""
 import sys, time
 sys.path.insert(0, {str(ROOT)!r})
 from weir.engine.systems.filelog import FileLogAdmin, FileLogSettings
@@ -99,9 +99,14 @@ from weir.stores.config import Config
 admin = FileLogAdmin(FileLogSettings.from_config("filelog", Config({{"systems.filelog.root": {str(tmp_path / 'log')!r}}})))
 w = admin.writer({STREAM!r}, 0)
 print("locked", flush=True)
-time.sleep(1.0)
-w.close()
-"""], stdout=subprocess.PIPE, text=True)
+{then}
+"""], stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True)
+
+
+def test_a_writer_in_another_process_is_waited_for_then_the_write_goes_through(tmp_path):
+    store = open_store(tmp_path, **{"job.coordinator.write.timeout.ms": "20000"})
+    store.create()
+    holder = writer_holder(tmp_path, "time.sleep(1.0)\nw.close()")
     try:
         assert holder.stdout.readline().strip() == "locked"
         store.write([CoordinatorMessage.set_config("a", "1", source="t")])
@@ -113,16 +118,7 @@ w.close()
 def test_a_writer_that_never_lets_go_gives_a_write_error_naming_the_stream(tmp_path):
     store = open_store(tmp_path, **{"job.coordinator.write.timeout.ms": "200"})
     store.create()
-    holder = subprocess.Popen([sys.executable, "-c", f"""
-import sys, time
-sys.path.insert(0, {str(ROOT)!r})
-from weir.engine.systems.filelog import FileLogAdmin, FileLogSettings
-from weir.stores.config import Config
-admin = FileLogAdmin(FileLogSettings.from_config("filelog", Config({{"systems.filelog.root": {str(tmp_path / 'log')!r}}})))
-w = admin.writer({STREAM!r}, 0)
-print("locked", flush=True)
-sys.stdin.read()
-"""], stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True)
+    holder = writer_holder(tmp_path, "sys.stdin.read()")
     try:
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(CoordinatorWriteError, match=f"{STREAM}.*being written by another"):
