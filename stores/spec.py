@@ -94,7 +94,7 @@ STORE_WRITE_BATCH_SIZE = declare(
     "stores.<store>.write.batch.size", int, 500,
     "Dirty cache entries that trigger a write-down to the engine (and changelog) in one "
     "batch; 0 (as in Samza): no batching, every write goes down at once (the same as 1). "
-    "Unset in a job: object cache entries / 8 within 500..5000, from "
+    "Unset in a job: object cache entries / 4, at least 500, from "
     "job.container.memory.mb (500 outside a job). (Restore writes in larger runs: "
     "job.container.restore.batch.bytes.)",
     component=_COMPONENT)

@@ -90,11 +90,25 @@ class _KeySet(Enum):
 
 
 class _Cache(OrderedDict):
-    """The LRU map (least recent first). A lookup of an uncached key reads through ``miss``."""
+    """The LRU map (least recent first). A lookup of an uncached key reads through ``miss``,
+    except in a complete cache with room left: there the key is absent, and the lookup
+    caches a negative entry in this one frame (the miss path of a store filling up, so of
+    every new key of a large key space)."""
 
-    __slots__ = ("miss",)
+    __slots__ = ("miss", "complete_below", "skips")
+
+    def __init__(self) -> None:
+        super().__init__()
+        # The capacity while the cache is complete (every key of the store is cached), else
+        # 0: a lookup of an uncached key is answered absent while ``len(self)`` is below it.
+        self.complete_below = 0
+        self.skips = 0  # lookups answered absent here (misses that skipped the inner store)
 
     def __missing__(self, key: Any) -> Any:
+        if len(self) < self.complete_below and key is not None:
+            self[key] = None
+            self.skips += 1
+            return None
         return self.miss(key)
 
 
@@ -177,15 +191,21 @@ class CachedLayer:
         nothing is evicted, every miss is a key's first read, and hits are not counted so
         that a hit stays one C call)."""
         hits = self._read_hits()
-        misses_full = self._misses - self._misses_at_full
+        misses = self._miss_count()
+        misses_full = misses - self._misses_at_full
         reads = hits + misses_full
         return {"entries": len(self._cache), "capacity": self._capacity,
                 "write-batch-size": self._batch_size, "dirty": len(self._dirty),
-                "misses": self._misses, "reads-skipped": self._skipped,
+                "misses": misses, "reads-skipped": self._skipped + self._cache.skips,
                 "complete": self._keys is _KeySet.COMPLETE,
                 "evictions": self._evictions, "full": self._full,
                 "hits": hits if self._full else None,
                 "hit-rate": round(hits / reads, 4) if self._full and reads else None}
+
+    def _miss_count(self) -> int:
+        """Keys read that were not cached: those counted on the miss paths of this layer and
+        those the cache map answered absent itself (``_Cache.__missing__``)."""
+        return self._misses + self._cache.skips
 
     # -- point reads -----------------------------------------------------------------------
     # A closed store has an empty cache, so every access on it takes a miss path, and the
@@ -373,15 +393,18 @@ class CachedLayer:
         except Exception:  # noqa: BLE001 - the conservative answer; reads report the error
             empty = False
         self._keys = _KeySet.COMPLETE if empty else _KeySet.PARTIAL
+        if self._keys is _KeySet.COMPLETE:
+            self._cache.complete_below = self._capacity
         return self._keys
 
     def _insert(self, key: Any, value: Any) -> None:
         cache = self._cache
         if len(cache) >= self._capacity:
             self._keys = _KeySet.PARTIAL  # an evicted key may be in the inner store
+            cache.complete_below = 0
             if not self._full:
                 self._full = True
-                self._misses_at_full = self._misses
+                self._misses_at_full = self._miss_count()
                 self.get = self._bind_get_lru()
             victim = next(iter(cache))
             if victim in self._dirty:
@@ -438,6 +461,7 @@ class CachedLayer:
             self._write_dirty()
         finally:
             self._closed = True
+            self._cache.complete_below = 0  # every lookup takes the miss path, which raises
             self._cache.clear()
             self._dirty.clear()
             self._dirty_deletes = False

@@ -30,7 +30,7 @@ def test_the_default_budget_caches_a_hot_set_far_beyond_samzas_1000_entries():
     sized = _sized(_config(), tasks=4)
     share = (1024 - RUNTIME_RESERVE_MB) * MIB // 2 // 4
     assert sized["a"].object_cache_size == share // 2 // ENTRY_BYTES > 100_000
-    assert sized["a"].write_batch_size == 5000
+    assert sized["a"].write_batch_size == sized["a"].object_cache_size // 4
     assert sized["a"].options.block_cache_size_bytes == share // 4
     assert sized["a"].options.write_buffer_size_bytes == share // 4 // 3
     assert sized["b"].object_cache_size == sized["a"].object_cache_size

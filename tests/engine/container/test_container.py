@@ -352,11 +352,11 @@ def test_store_sizes_left_unset_come_from_the_container_memory_budget(tmp_path, 
         with caplog.at_level(logging.INFO, logger="weir.container"):
             container, _ = run_container(cfg)
         # (320 - 64) MiB over 1 store x 2 tasks: 128 MiB a task, half of it object cache.
-        assert "object cache 262,144" in caplog.text and "write batch 5,000" in caplog.text
+        assert "object cache 262,144" in caplog.text and "write batch 65,536" in caplog.text
         stats = container.metrics_snapshot()["stores"]
         assert set(stats) == {"Partition 0", "Partition 1"}
         counts = stats["Partition 0"]["counts"]
-        assert counts["capacity"] == 262_144 and counts["write-batch-size"] == 5000
+        assert counts["capacity"] == 262_144 and counts["write-batch-size"] == 65_536
         assert counts["misses"] == 11 and counts["full"] is False  # one read per word
     finally:
         reset_memory_systems(system)

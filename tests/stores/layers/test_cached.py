@@ -284,6 +284,30 @@ def test_a_store_empty_at_its_first_use_answers_misses_without_reading_the_engin
     assert stats["complete"] and stats["misses"] == stats["reads-skipped"] == 4
 
 
+def test_a_complete_cache_refuses_a_null_key_and_a_closed_store_on_its_absent_key_path():
+    from weir.stores.errors import NullKeyOrValueError
+
+    store, engine = cached(capacity=8, batch=2)
+    assert store.get(b"a") is None and store.complete
+    with pytest.raises(NullKeyOrValueError):
+        store.get(None)
+    store.close()
+    with pytest.raises(StoreClosedError):
+        store.get(b"b")
+    assert engine.gets == 0
+
+
+def test_a_complete_cache_that_fills_up_evicts_and_reads_the_engine_from_then_on():
+    store, engine = cached(capacity=2, batch=1)
+    store.put(b"a", b"1")                      # written down at once (batch of 1)
+    assert store.get(b"b") is None             # absent: the cache is complete, with room
+    assert store.get(b"c") is None             # no room: evicts a, completeness ends
+    assert not store.complete and engine.gets == 0
+    assert store.get(b"a") == b"1" and engine.gets == 1
+    stats = store.stats()
+    assert (stats["misses"], stats["reads-skipped"], stats["evictions"]) == (3, 2, 2)
+
+
 def test_a_store_with_data_at_its_first_use_reads_every_miss():
     engine = CountingEngine()
     engine.put(b"a", b"1")
