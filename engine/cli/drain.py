@@ -12,6 +12,10 @@ run`` then exits 0. docs/CONTROL.md has the details.
 
 ``--wait SECONDS`` waits until every task checkpoint under the checkpoint directory records
 the drain as completed, and exits 1 if that does not happen in time.
+
+A job or application that runs on Spark (``weir run --runner spark``) does not take drain
+requests yet: refused with ``SparkRunNotDrainableError`` (exit 2, nothing written), which says
+to stop it with SIGTERM instead (docs/SPARK.md).
 """
 
 from __future__ import annotations
@@ -51,8 +55,17 @@ def _drain(args: argparse.Namespace) -> int:
     from weir.engine.config.job import JobConfig, load_config
     from weir.engine.control.drain import drain_path_of, request_drain
 
+    from weir.engine.control.errors import JobNotRunningError
+
     config = load_config(args.path, args.overrides)
-    request = request_drain(config)
+    try:
+        request = request_drain(config)
+    except JobNotRunningError:
+        from weir.engine.spark.jobrunner import refuse_drain_of_spark_run
+
+        job = JobConfig.from_config(config)
+        refuse_drain_of_spark_run(job.checkpoint_dir, job.name)   # runs on Spark: say so
+        raise
     print(f"drain requested: id {request.run_id} for {request.describe_runs()} in "
           f"{drain_path_of(config)}")
     if args.wait is None:

@@ -106,7 +106,7 @@ def run_app_on_spark(config: Config, *, trigger: Any, config_dir: str | None = N
     """Run the application of ``config`` on Spark (see the module docstring)."""
     from weir.engine.app.planner import plan_application
     from weir.engine.coordinator.run_lock import hold_stopped_job
-    from weir.engine.spark.jobrunner import _check_recorded_tasks
+    from weir.engine.spark.jobrunner import SPARK_RUN_ROLE, _check_recorded_tasks
     from weir.engine.systems.registry import SystemRegistry
 
     started = time.perf_counter()
@@ -118,7 +118,7 @@ def run_app_on_spark(config: Config, *, trigger: Any, config_dir: str | None = N
         _check_recorded_tasks(stage.plan)
     job = prepared.job
     with hold_stopped_job(prepared.app.config, SystemRegistry(prepared.app.config),
-                          "weir run --runner spark", job.checkpoint_dir, job.name):
+                          SPARK_RUN_ROLE, job.checkpoint_dir, job.name):
         return _run(prepared, trigger, started)
 
 

@@ -42,6 +42,7 @@ from weir.stores.errors import ConfigError, WeirError
 
 from weir.engine.config.job import JobConfig, load_all_declarations, warn_unknown_keys
 from weir.engine.config.streams import all_input_streams
+from weir.engine.control.errors import DrainRequestError
 from weir.engine.container.preflight import check_job
 from weir.engine.container.progress import ContainerResult
 from weir.engine.container.runner import ContainerFailure, ExitCode, JobResult
@@ -56,11 +57,60 @@ from weir.engine.systems.registry import SystemRegistry
 from weir.engine.task import load_task_factory
 
 __all__ = ["Trigger", "SparkJob", "plan_job", "run_on_spark", "spark_checkpoint",
-           "warn_unknown_config_keys"]
+           "warn_unknown_config_keys", "ControlListenerOnSparkError",
+           "SparkRunNotDrainableError", "SPARK_RUN_ROLE", "refuse_drain_of_spark_run"]
 
 log = logging.getLogger("weir.spark.runner")
 _POLL_S = 0.5
 _WEIR_ERROR = re.compile(r"\b(\w+(?:Error|Exception)): ")
+SPARK_RUN_ROLE = "weir run --runner spark"
+"""The role a Spark run records in the job lock it holds."""
+_LISTENERS = ("on_watermark", "on_drain", "on_stream_watermark", "on_stream_end",
+              "on_stream_drain", "on_control_tick")
+
+
+class ControlListenerOnSparkError(ConfigError):
+    """A low-level task that listens for control messages, refused by ``weir run --runner
+    spark``: names the task class and its listener methods, and what to do."""
+
+    def __init__(self, task_class: str, listeners: list[str], *, origin: str | None = None):
+        self.task_class, self.listeners = task_class, tuple(listeners)
+        super().__init__(
+            f"task {task_class} listens for control messages ({', '.join(listeners)}), which "
+            f"jobs on Spark do not deliver: a low-level task's watermarks and drains would "
+            f"need the in-band reconciliation of intermediate streams that only an "
+            f"application's stages run on Spark. Write the pipeline as an application "
+            f"(app.class: its windows, joins and partition_by get watermarks, end-of-stream "
+            f"and idleness through Spark's shuffle) or run this job embedded (weir run "
+            f"without --runner spark); docs/SPARK.md, \"Jobs on Spark\"",
+            key="task.class", origin=origin)
+
+
+class SparkRunNotDrainableError(DrainRequestError):
+    """``weir drain`` of a job or application that runs on Spark (``weir run --runner
+    spark``): refused, nothing written; says how to stop it cleanly instead."""
+
+    def __init__(self, job: str, pid: int, host: str, lock: str):
+        self.job, self.pid, self.host, self.lock = job, pid, host, lock
+        super().__init__(
+            f"job '{job}' runs on Spark (pid {pid} on {host}, job lock {lock}), which does "
+            f"not take drain requests yet; nothing was written. Stop it with SIGTERM (kill "
+            f"{pid}): the driver stops the query after the batch in flight, every published "
+            f"version stays, and the next `weir run --runner spark` continues exactly from "
+            f"Spark's last committed batch (or run the job embedded, where `weir drain` works)")
+
+
+def refuse_drain_of_spark_run(checkpoint_dir: str | Path, job: str) -> None:
+    """Raise :class:`SparkRunNotDrainableError` when a Spark run of the job holds its job
+    lock in ``checkpoint_dir`` (``weir drain`` asks before writing a request)."""
+    from weir.recovery.job_lock import JOB_LOCK_FILE
+    from weir.stores.locking import read_holder
+
+    lock = Path(checkpoint_dir).absolute() / JOB_LOCK_FILE
+    holder = read_holder(lock)
+    if (holder is not None and holder.details.get("role") == SPARK_RUN_ROLE
+            and holder.is_alive() is not False):
+        raise SparkRunNotDrainableError(job, holder.pid, holder.host, str(lock))
 
 
 class Trigger(Enum):
@@ -99,10 +149,13 @@ def _refuse_unsupported(config: Config) -> None:
         raise ConfigError("names an application: plan it with weir.engine.spark.apprunner "
                           "(weir run --runner spark does)", key="app.class")
     task = load_task_factory(config)()
-    if ControlHooks(task).any:
-        raise ConfigError("this task listens for control messages (on_watermark, on_drain or "
-                          "on_stream_*), which jobs on Spark do not deliver yet: run it "
-                          "embedded", key="task.class", origin=config.origin("task.class"))
+    hooks = ControlHooks(task)
+    if hooks.any:
+        listeners = [name for name, slot in zip(_LISTENERS, ("watermark", "drain",
+                     "stream_watermark", "stream_end", "stream_drain", "tick"))
+                     if getattr(hooks, slot) is not None]
+        raise ControlListenerOnSparkError(config.get_str("task.class") or type(task).__name__,
+                                          listeners, origin=config.origin("task.class"))
     for ss in all_input_streams(config):
         if is_intermediate(config, ss):
             raise ConfigError(f"input {ss} is an intermediate stream; jobs on Spark do not "
@@ -206,7 +259,7 @@ def run_on_spark(config: Config, *, trigger: Trigger = Trigger.CONTINUOUS,
     prepared = plan_job(config, config_dir=config_dir)
     job = prepared.job
     # One run of a job at a time, embedded or on Spark, whatever directories either names.
-    with hold_stopped_job(config, SystemRegistry(config), "weir run --runner spark",
+    with hold_stopped_job(config, SystemRegistry(config), SPARK_RUN_ROLE,
                           job.checkpoint_dir, job.name):
         return _run(prepared, trigger, started)
 
