@@ -1,4 +1,4 @@
-"""``weir run --runner spark`` of an example application as a real child process (its own
+"""``weir run --runner spark`` of an application as a real child process (its own
 process group: driver, JVM and Python workers), for the application tests on Spark.
 
 * :func:`spark_overrides`: the example's directories under ``base`` and a small local Spark;
@@ -38,26 +38,31 @@ def spark_overrides(base: Path, *extra: str) -> list[str]:
             "spark.master=local[2,3]", "spark.sql.shuffle.partitions=2", *extra]
 
 
-def command(example: Path, overrides: Sequence[str], *args: str) -> list[str]:
-    return [sys.executable, "-m", "weir", "run", str(example / "app.properties"),
+def command(props: Path, overrides: Sequence[str], *args: str) -> list[str]:
+    """``weir run <props> --runner spark``; ``props``: a config file, or an example's
+    directory (its ``app.properties``)."""
+    if props.is_dir():
+        props = props / "app.properties"
+    return [sys.executable, "-m", "weir", "run", str(props),
             "--runner", "spark", *args, *[a for o in overrides for a in ("--set", o)]]
 
 
-def _env(example: Path, hold: str | None = None) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(example), str(REPO)])}
+def _env(props: Path, hold: str | None = None) -> dict[str, str]:
+    home = props if props.is_dir() else props.parent    # task modules beside the config
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(home), str(REPO)])}
     env.pop(HOLD_ENV, None)
     if hold:
         env[HOLD_ENV] = hold
     return env
 
 
-def run_to_end(example: Path, overrides: Sequence[str], *args: str,
+def run_to_end(props: Path, overrides: Sequence[str], *args: str,
                timeout: float = 1500) -> subprocess.CompletedProcess:
     """Run to its end; a second time when the first failed on a Python worker's start."""
-    cmd = command(example, overrides, *args)
-    done = subprocess.run(cmd, capture_output=True, text=True, env=_env(example), timeout=timeout)
+    cmd = command(props, overrides, *args)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=_env(props), timeout=timeout)
     if done.returncode != 0 and WORKER_DID_NOT_CONNECT in done.stdout + done.stderr:
-        done = subprocess.run(cmd, capture_output=True, text=True, env=_env(example),
+        done = subprocess.run(cmd, capture_output=True, text=True, env=_env(props),
                               timeout=timeout)
     return done
 
@@ -65,11 +70,11 @@ def run_to_end(example: Path, overrides: Sequence[str], *args: str,
 class Driver:
     """A running ``weir run --runner spark`` (its own session: killed as a group)."""
 
-    def __init__(self, example: Path, overrides: Sequence[str], log: Path, hold: str | None,
+    def __init__(self, props: Path, overrides: Sequence[str], log: Path, hold: str | None,
                  args: Sequence[str] = ()):
         self.log = log
-        self.cmd = command(example, overrides, *args)
-        self.env = _env(example, hold)
+        self.cmd = command(props, overrides, *args)
+        self.env = _env(props, hold)
         self.proc = self._spawn()
 
     def _spawn(self) -> subprocess.Popen:
@@ -95,9 +100,9 @@ class Driver:
         self.proc.wait()
 
 
-def start(example: Path, overrides: Sequence[str], log: Path, hold: str | None = None,
+def start(props: Path, overrides: Sequence[str], log: Path, hold: str | None = None,
           *args: str) -> Driver:
-    return Driver(example, overrides, log, hold, args)
+    return Driver(props, overrides, log, hold, args)
 
 
 def kill_at(driver: Driver, marker: Path, *, deadline_s: float = 900) -> int:

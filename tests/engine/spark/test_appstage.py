@@ -109,3 +109,16 @@ def test_stages_in_small_batches_write_what_the_embedded_runner_writes(app, feed
     got = Counter((repr(None if k is None else json.loads(k)), repr(json.loads(v)))
                   for *_, k, v, _ in local.rows())
     assert want and got == want
+
+
+def test_a_drain_request_file_does_not_stop_the_stages_on_spark(pageviews, tmp_path):
+    """A drain request written without naming runs (the Python API, an older Weir) must not
+    make a stage's tasks drain on Spark: the driver could not end and resume the drain, and a
+    drained task would count as finished in every later run, never reading on."""
+    from weir.engine.control.drain import drain_path_of, write_drain_request
+
+    app, views = _app(pageviews, tmp_path, 900, "task.drain.poll.interval.ms=1")
+    assert app.step() and app.step()
+    write_drain_request(drain_path_of(app.app.config))
+    app.run()
+    assert _panes(app.rows()) == pageviews.truth(views)
