@@ -13,9 +13,9 @@ run`` then exits 0. docs/CONTROL.md has the details.
 ``--wait SECONDS`` waits until every task checkpoint under the checkpoint directory records
 the drain as completed, and exits 1 if that does not happen in time.
 
-A job or application that runs on Spark (``weir run --runner spark``) does not take drain
-requests yet: refused with ``SparkRunNotDrainableError`` (exit 2, nothing written), which says
-to stop it with SIGTERM instead (docs/SPARK.md).
+A run on Spark (``weir run --runner spark``) drains as docs/SPARK.md says: its source admits
+nothing more, the batch in flight is committed, the query stops and the driver moves the
+request aside as ``<drain file>.completed-<id>``, which ``--wait`` looks for.
 """
 
 from __future__ import annotations
@@ -55,24 +55,20 @@ def _drain(args: argparse.Namespace) -> int:
     from weir.engine.config.job import JobConfig, load_config
     from weir.engine.control.drain import drain_path_of, request_drain
 
-    from weir.engine.control.errors import JobNotRunningError
-
     config = load_config(args.path, args.overrides)
-    try:
-        request = request_drain(config)
-    except JobNotRunningError:
-        from weir.engine.spark.jobrunner import refuse_drain_of_spark_run
-
-        job = JobConfig.from_config(config)
-        refuse_drain_of_spark_run(job.checkpoint_dir, job.name)   # runs on Spark: say so
-        raise
+    request = request_drain(config)
     print(f"drain requested: id {request.run_id} for {request.describe_runs()} in "
           f"{drain_path_of(config)}")
     if args.wait is None:
         return 0
     checkpoint_dir = JobConfig.from_config(config).checkpoint_dir
+    path = drain_path_of(config)
+    completed = path.with_name(f"{path.name}.completed-{request.uuid[:8]}")
     deadline = time.monotonic() + args.wait
     while True:
+        if completed.exists():   # a run on Spark completed it (its tasks keep no checkpoints)
+            print("drained: the run committed every batch it admitted and stopped")
+            return 0
         drained, pending = drained_tasks(checkpoint_dir, request.run_id)
         if drained and not pending:
             print(f"drained: {len(drained)} task(s) committed and stopped")

@@ -28,10 +28,12 @@ messages (watermark or drain listeners, intermediate streams).
 from __future__ import annotations
 
 import logging
+import os
 import re
 import signal
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -42,7 +44,7 @@ from weir.stores.errors import ConfigError, WeirError
 
 from weir.engine.config.job import JobConfig, load_all_declarations, warn_unknown_keys
 from weir.engine.config.streams import all_input_streams
-from weir.engine.control.errors import DrainRequestError
+from weir.engine.control.drain import RUN_RECORD_KEY, RunTarget
 from weir.engine.container.preflight import check_job
 from weir.engine.container.progress import ContainerResult
 from weir.engine.container.runner import ContainerFailure, ExitCode, JobResult
@@ -57,8 +59,8 @@ from weir.engine.systems.registry import SystemRegistry
 from weir.engine.task import load_task_factory
 
 __all__ = ["Trigger", "SparkJob", "plan_job", "run_on_spark", "spark_checkpoint",
-           "warn_unknown_config_keys", "ControlListenerOnSparkError",
-           "SparkRunNotDrainableError", "SPARK_RUN_ROLE", "refuse_drain_of_spark_run"]
+           "warn_unknown_config_keys", "ControlListenerOnSparkError", "SPARK_RUN_ROLE",
+           "run_target"]
 
 log = logging.getLogger("weir.spark.runner")
 _POLL_S = 0.5
@@ -84,33 +86,6 @@ class ControlListenerOnSparkError(ConfigError):
             f"and idleness through Spark's shuffle) or run this job embedded (weir run "
             f"without --runner spark); docs/SPARK.md, \"Jobs on Spark\"",
             key="task.class", origin=origin)
-
-
-class SparkRunNotDrainableError(DrainRequestError):
-    """``weir drain`` of a job or application that runs on Spark (``weir run --runner
-    spark``): refused, nothing written; says how to stop it cleanly instead."""
-
-    def __init__(self, job: str, pid: int, host: str, lock: str):
-        self.job, self.pid, self.host, self.lock = job, pid, host, lock
-        super().__init__(
-            f"job '{job}' runs on Spark (pid {pid} on {host}, job lock {lock}), which does "
-            f"not take drain requests yet; nothing was written. Stop it with SIGTERM (kill "
-            f"{pid}): the driver stops the query after the batch in flight, every published "
-            f"version stays, and the next `weir run --runner spark` continues exactly from "
-            f"Spark's last committed batch (or run the job embedded, where `weir drain` works)")
-
-
-def refuse_drain_of_spark_run(checkpoint_dir: str | Path, job: str) -> None:
-    """Raise :class:`SparkRunNotDrainableError` when a Spark run of the job holds its job
-    lock in ``checkpoint_dir`` (``weir drain`` asks before writing a request)."""
-    from weir.recovery.job_lock import JOB_LOCK_FILE
-    from weir.stores.locking import read_holder
-
-    lock = Path(checkpoint_dir).absolute() / JOB_LOCK_FILE
-    holder = read_holder(lock)
-    if (holder is not None and holder.details.get("role") == SPARK_RUN_ROLE
-            and holder.is_alive() is not False):
-        raise SparkRunNotDrainableError(job, holder.pid, holder.host, str(lock))
 
 
 class Trigger(Enum):
@@ -204,7 +179,8 @@ def plan_job(config: Config, *, registry: SystemRegistry | None = None,
         tasks=plan_tasks,
         bootstrap=frozenset((ss.system, ss.stream) for ss in chooser.bootstrap_streams),
         priorities={(ss.system, ss.stream): p for ss, p in chooser.priorities.items()},
-        max_records=SPARK_WEIR_MAX_RECORDS_PER_BATCH.get(config))
+        max_records=SPARK_WEIR_MAX_RECORDS_PER_BATCH.get(config),
+        drain_path=str(settings.control.drain_path or ""))
     _check_recorded_tasks(plan)
     return SparkJob(config, job, settings, plan, ProviderSettings.from_mapping(config))
 
@@ -259,12 +235,21 @@ def run_on_spark(config: Config, *, trigger: Trigger = Trigger.CONTINUOUS,
     prepared = plan_job(config, config_dir=config_dir)
     job = prepared.job
     # One run of a job at a time, embedded or on Spark, whatever directories either names.
+    run_id = uuid.uuid4().hex   # names this run in its job lock; `weir drain` addresses it
     with hold_stopped_job(config, SystemRegistry(config), SPARK_RUN_ROLE,
-                          job.checkpoint_dir, job.name):
-        return _run(prepared, trigger, started)
+                          job.checkpoint_dir, job.name,
+                          details={RUN_RECORD_KEY: run_id}) as lock:
+        return _run(prepared, trigger, started, run_target(lock, run_id))
 
 
-def _run(prepared: SparkJob, trigger: Trigger, started: float) -> JobResult:
+def run_target(lock: Any, run_id: str) -> RunTarget:
+    """This run as a drain request names it (its job lock and id)."""
+    holder = lock.holder
+    return RunTarget(run_id, str(lock.path.absolute()), holder.pid, holder.host, holder.since,
+                     str(holder.details.get("job", "")))
+
+
+def _run(prepared: SparkJob, trigger: Trigger, started: float, run: RunTarget) -> JobResult:
     from pyspark.sql.types import StructType
 
     from weir.engine.spark.jobtask import OUTPUT_DDL, JobTaskRunner, job_store_specs
@@ -282,7 +267,7 @@ def _run(prepared: SparkJob, trigger: Trigger, started: float) -> JobResult:
         return observed_rows(source.mapInArrow(runner, schema), plan.operator)
 
     return execute(prepared.config, prepared.job, prepared.settings, [plan], plan, build,
-                   trigger, started, what=f"{len(plan.tasks)} task(s)")
+                   trigger, started, what=f"{len(plan.tasks)} task(s)", run=run)
 
 
 def observed_rows(mapped: Any, operator: str) -> Any:
@@ -301,11 +286,23 @@ def observed_rows(mapped: Any, operator: str) -> Any:
 
 def execute(config: Config, job: JobConfig, settings: Any, plans: list[JobPlan],
             sink_plan: JobPlan, build: Any, trigger: Trigger, started: float, *, what: str,
-            inputs_of: Any = None, outputs_of: Any = None) -> JobResult:
+            run: RunTarget, inputs_of: Any = None, outputs_of: Any = None) -> JobResult:
     """Start the query ``build(spark)`` makes (its rows go to the ``weirlog`` sink of
-    ``sink_plan``), watch it until every task of ``plans`` finished, a signal, or the
-    trigger's end, and sum up. ``inputs_of``/``outputs_of``: which streams the summary counts
-    (default all)."""
+    ``sink_plan``), watch it until every task of ``plans`` finished, a signal, a drain
+    request for ``run``, or the trigger's end, and sum up. ``inputs_of``/``outputs_of``:
+    which streams the summary counts (default all).
+
+    A drain (``weir drain``): the ``weirlog`` source sees the request in the drain file and
+    admits nothing more; the driver waits until the batch in flight is committed (Spark's
+    offset log has no batch its commit log lacks, no trigger active), stops the query and
+    moves the request aside as ``<drain file>.completed-<id>``. Every stage's state is
+    published and committed up to that batch; the next run continues from there."""
+    from weir.engine.control.drain import DrainMonitor, settle_drain_request
+
+    drain_path = Path(sink_plan.drain_path) if sink_plan.drain_path else None
+    # A request for a run that ended is moved aside, and said so: never a drain at once.
+    settle_drain_request(drain_path, [Path(job.checkpoint_dir)], run)
+    monitor = DrainMonitor(drain_path, settings.control.drain_poll_ms) if drain_path else None
     from weir.engine.metrics import MetricsReporter
     from weir.engine.spark.logsource import WeirLogDataSource
     from weir.engine.spark.metrics import MetricsListener
@@ -347,6 +344,7 @@ def execute(config: Config, job: JobConfig, settings: Any, plans: list[JobPlan],
     failure: ContainerFailure | None = None
     reason = "stopped"
     first_batch = _last_committed(plan) + 1
+    draining: Any = None
 
     def state_of(batch: int) -> str:
         return _tasks_state(plans, batch)
@@ -360,6 +358,15 @@ def execute(config: Config, job: JobConfig, settings: Any, plans: list[JobPlan],
             if stop.is_set():
                 query.stop()
                 reason = f"stopped by {signal.Signals(received[0]).name}"
+                break
+            if draining is None and monitor is not None:
+                draining = monitor.current()
+                if draining is not None:
+                    log.info("drain %s requested: the source admits no new input; the query "
+                             "stops once the batch in flight is committed", draining.run_id)
+            if draining is not None and _between_batches(query, plan):
+                query.stop()
+                reason = f"drained (request {draining.run_id[:8]})"
                 break
             query.awaitTermination(_POLL_S)
             progress = query.lastProgress
@@ -388,6 +395,8 @@ def execute(config: Config, job: JobConfig, settings: Any, plans: list[JobPlan],
             listener.remove()
         finally:
             spark.stop()
+    if draining is not None and reason.startswith("drained") and failure is None:
+        _complete_drain(drain_path, draining)
     inputs, outputs = _counts(plans, range(first_batch, _last_committed(plan) + 1))
     if inputs_of is not None:
         inputs = {ss: n for ss, n in inputs.items() if inputs_of(ss)}
@@ -426,6 +435,30 @@ def _tasks_state(plans: list[JobPlan], batch: int) -> str:
     if complete + voted == len(tasks):
         return "voted"
     return "running"
+
+
+def _between_batches(query: Any, plan: JobPlan) -> bool:
+    """No batch in flight: Spark's offset log holds no batch its commit log lacks, and no
+    trigger is active."""
+    committed = _last_committed(plan)
+    offsets = Path(plan.checkpoint) / "offsets"
+    planned = max((int(p.name) for p in offsets.iterdir() if p.name.isdigit()), default=-1) \
+        if offsets.is_dir() else -1
+    return planned == committed and not query.status.get("isTriggerActive", True)
+
+
+def _complete_drain(path: Path | None, request: Any) -> None:
+    """Move the drain request aside as completed (``weir drain --wait`` looks for it; the
+    next run starts normally)."""
+    from weir.stores.filesafety import fsync_dir
+
+    if path is None or not path.exists():
+        return
+    target = path.with_name(f"{path.name}.completed-{request.uuid[:8]}")
+    os.replace(path, target)
+    fsync_dir(path.parent)
+    log.info("drain %s completed: every batch admitted is committed; request moved to %s",
+             request.run_id, target)
 
 
 def _last_committed(plan: JobPlan) -> int:

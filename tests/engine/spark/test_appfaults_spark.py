@@ -57,7 +57,7 @@ def _published(base: Path, operator: str, batch: int) -> list[bool]:
     from weir.engine.spark.durable import OperatorCheckpoint
     from weir.engine.spark.statefile import VersionKind
 
-    files = OperatorCheckpoint(base / "spark" / "checkpoints" / "spark" / "weir", operator)
+    files = OperatorCheckpoint(base / "spark" / "checkpoints" / "spark", operator)
     return [files.partition(p).exists(batch, VersionKind.CHANGELOG) for p in range(4)]
 
 
