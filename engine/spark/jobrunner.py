@@ -14,15 +14,17 @@ Streaming query::
 2. A Spark session starts with the job config's ``spark.*`` keys (``spark.master`` defaults
    to ``local[*]``); Java and PySpark are checked first.
 3. The query runs until every task has finished its inputs (bounded inputs that ended), every
-   task asked to stop, SIGINT/SIGTERM, or -- with ``--trigger available-now`` -- everything
-   available when it started is processed.
+   task asked to stop, SIGINT/SIGTERM, ``weir drain`` (the run's id is in its job lock; the
+   source admits nothing more and the query stops once the batch in flight is committed), or
+   -- with ``--trigger available-now`` -- everything available when it started is processed.
 
 State: ``<checkpoint>/weir/<job>/<task index>/`` (versions of every store of the task, its input
 positions, its last window); Spark's offset log is the query's input checkpoint. Outputs are
 exactly once per batch: a replayed batch emits the outputs recorded with its version, and the
 sink writes each batch once. Applications (``app.class``) run through
 :mod:`weir.engine.spark.apprunner`. Not yet on Spark: low-level tasks that need control
-messages (watermark or drain listeners, intermediate streams).
+messages (watermark or drain listeners, intermediate streams): refused with
+:class:`ControlListenerOnSparkError`.
 """
 
 from __future__ import annotations
