@@ -75,6 +75,7 @@ class Driver:
         self.log = log
         self.cmd = command(props, overrides, *args)
         self.env = _env(props, hold)
+        self.respawned = False
         self.proc = self._spawn()
 
     def _spawn(self) -> subprocess.Popen:
@@ -88,8 +89,8 @@ class Driver:
     def respawn_if_worker_failed(self) -> bool:
         """The driver ended because a Python worker did not connect back in time: start it
         again (once)."""
-        if WORKER_DID_NOT_CONNECT in self.output() and not getattr(self, "_respawned", False):
-            self._respawned = True
+        if WORKER_DID_NOT_CONNECT in self.output() and not self.respawned:
+            self.respawned = True
             self.proc = self._spawn()
             return True
         return False
