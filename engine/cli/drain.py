@@ -12,6 +12,10 @@ run`` then exits 0. docs/CONTROL.md has the details.
 
 ``--wait SECONDS`` waits until every task checkpoint under the checkpoint directory records
 the drain as completed, and exits 1 if that does not happen in time.
+
+A run on Spark (``weir run --runner spark``) drains as docs/SPARK.md says: its source admits
+nothing more, the batch in flight is committed, the query stops and the driver moves the
+request aside as ``<drain file>.completed-<id>``, which ``--wait`` looks for.
 """
 
 from __future__ import annotations
@@ -58,8 +62,13 @@ def _drain(args: argparse.Namespace) -> int:
     if args.wait is None:
         return 0
     checkpoint_dir = JobConfig.from_config(config).checkpoint_dir
+    path = drain_path_of(config)
+    completed = path.with_name(f"{path.name}.completed-{request.uuid[:8]}")
     deadline = time.monotonic() + args.wait
     while True:
+        if completed.exists():   # a run on Spark completed it (its tasks keep no checkpoints)
+            print("drained: the run committed every batch it admitted and stopped")
+            return 0
         drained, pending = drained_tasks(checkpoint_dir, request.run_id)
         if drained and not pending:
             print(f"drained: {len(drained)} task(s) committed and stopped")

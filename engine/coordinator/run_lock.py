@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -174,20 +174,21 @@ class RunLock:
 
 @contextmanager
 def hold_stopped_job(config: Config, registry: Any, tool: str, checkpoint_dir: Any,
-                     job_name: str, *, access: LockAccess = LockAccess.CHANGE
-                     ) -> Iterator[JobLock]:
+                     job_name: str, *, access: LockAccess = LockAccess.CHANGE,
+                     details: Mapping[str, Any] | None = None) -> Iterator[JobLock]:
     """The job's run lock, then its job lock, held by ``tool`` (an offline command such as
     ``weir state rebuild``, or ``weir run --runner spark``) while it works: refused with
     JobAlreadyRunningError while the job runs with any directories, or JobLockedError with
     these; a ``weir run`` started meanwhile is refused naming ``tool``. A job whose
     coordinator system is not configured has no run lock to take. ``access``: a tool that
-    only looks takes shared locks where it cannot write (``JobLock.shared``)."""
+    only looks takes shared locks where it cannot write (``JobLock.shared``). ``details``:
+    more for the job lock's record (a Spark run's id, which ``weir drain`` names)."""
     settings = CoordinatorSettings.from_config(config)
     run_lock = (RunLock.acquire(registry, settings, StateDirectories.of(config), tool=tool,
                                 access=access)
                 if settings.system in registry.systems() else RunLock(None, None))
     with run_lock, JobLock.acquire(checkpoint_dir, job=job_name, role=tool,
-                                   access=access) as lock:
+                                   access=access, details=details) as lock:
         yield lock
 
 

@@ -178,9 +178,10 @@ def plan_stages(execution: ExecutionPlan, config: Config, *, operator: str, chec
                 config_dir: str, source_tasks: tuple[TaskPlan, ...],
                 bootstrap: frozenset[tuple[str, str]] = frozenset(),
                 priorities: Mapping[tuple[str, str], int] | None = None,
-                max_records: int = 0) -> SparkApplication:
+                max_records: int = 0, drain_path: str = "") -> SparkApplication:
     """The Spark stages of ``execution`` (see the module docstring). ``config``: the one-job
-    config; ``source_tasks``: the tasks of the job model over every source stream."""
+    config; ``source_tasks``: the tasks of the job model over every source stream;
+    ``drain_path``: the drain request file the source stage's admission looks at."""
     _refuse_shapes(execution)
     streams = execution.streams
     source_eps = [ep for ep in execution.stages
@@ -206,7 +207,8 @@ def plan_stages(execution: ExecutionPlan, config: Config, *, operator: str, chec
                        config_dir=config_dir, tasks=tasks,
                        bootstrap=bootstrap if reads_sources else frozenset(),
                        priorities=dict(priorities or {}) if reads_sources else {},
-                       max_records=max_records)
+                       max_records=max_records,
+                       drain_path=drain_path if reads_sources else "")
         stages.append(SparkStage(indices, plan, inputs, reads_sources,
                                  _unique(s for ep in eps for s in ep.stores),
                                  _unique(s for ep in eps for s in ep.intermediate_outputs),

@@ -11,8 +11,9 @@
    stage 1 -> ... -> sink (each stage an :class:`~weir.engine.spark.appstage.AppStageRunner`),
    watched by the same driver loop as jobs (:func:`weir.engine.spark.jobrunner.execute`).
 3. The query ends when every task of every stage has finished (every source ended and its
-   end-of-stream reached the last stage), on SIGINT/SIGTERM, or with ``--trigger
-   available-now`` once what the sources held at the start is processed.
+   end-of-stream reached the last stage), on SIGINT/SIGTERM, on ``weir drain`` (the source
+   admits nothing more, the batch in flight is committed through every stage), or with
+   ``--trigger available-now`` once what the sources held at the start is processed.
 
 State: ``<task.checkpoint.path>/spark/weir/<job>-<id>-stage-<k>/<task>/``.
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,7 +100,8 @@ def plan_app(config: Config, *, config_dir: str | None = None, registry: Any = N
                       checkpoint=str(spark_checkpoint(job)),
                       config_dir=str(Path(config_dir).resolve()) if config_dir else "",
                       source_tasks=source_tasks, bootstrap=bootstrap, priorities=priorities,
-                      max_records=SPARK_WEIR_MAX_RECORDS_PER_BATCH.get(one_job))
+                      max_records=SPARK_WEIR_MAX_RECORDS_PER_BATCH.get(one_job),
+                      drain_path=str(settings.control.drain_path or "") if settings else "")
     return SparkApp(app, job, settings, ProviderSettings.from_mapping(one_job))
 
 
@@ -106,7 +109,8 @@ def run_app_on_spark(config: Config, *, trigger: Any, config_dir: str | None = N
     """Run the application of ``config`` on Spark (see the module docstring)."""
     from weir.engine.app.planner import plan_application
     from weir.engine.coordinator.run_lock import hold_stopped_job
-    from weir.engine.spark.jobrunner import _check_recorded_tasks
+    from weir.engine.control.drain import RUN_RECORD_KEY
+    from weir.engine.spark.jobrunner import SPARK_RUN_ROLE, _check_recorded_tasks, run_target
     from weir.engine.systems.registry import SystemRegistry
 
     started = time.perf_counter()
@@ -117,12 +121,14 @@ def run_app_on_spark(config: Config, *, trigger: Any, config_dir: str | None = N
     for stage in prepared.app.stages:
         _check_recorded_tasks(stage.plan)
     job = prepared.job
+    run_id = uuid.uuid4().hex   # names this run in its job lock; `weir drain` addresses it
     with hold_stopped_job(prepared.app.config, SystemRegistry(prepared.app.config),
-                          "weir run --runner spark", job.checkpoint_dir, job.name):
-        return _run(prepared, trigger, started)
+                          SPARK_RUN_ROLE, job.checkpoint_dir, job.name,
+                          details={RUN_RECORD_KEY: run_id}) as lock:
+        return _run(prepared, trigger, started, run_target(lock, run_id))
 
 
-def _run(prepared: SparkApp, trigger: Any, started: float) -> JobResult:
+def _run(prepared: SparkApp, trigger: Any, started: float, run: Any) -> JobResult:
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
@@ -166,4 +172,5 @@ def _run(prepared: SparkApp, trigger: Any, started: float) -> JobResult:
                    trigger, started,
                    what=f"application of {len(app.stages)} stage(s), "
                         f"{sum(len(p.tasks) for p in plans)} task(s)",
-                   inputs_of=lambda ss: ss in sources, outputs_of=lambda ss: ss in outputs)
+                   run=run, inputs_of=lambda ss: ss in sources,
+                   outputs_of=lambda ss: ss in outputs)

@@ -13,6 +13,8 @@ the application's :class:`~weir.engine.app.task.ApplicationTask` for one stage
   each upstream task's control messages stay in order with its records) and numbered from the
   partition's next offset in the previous version; rows of streams a later stage reads pass
   through unchanged (re-routed for the next shuffle);
+* **no drain**: the control bookkeeping has no drain monitor, so a drain request file is not
+  acted on (``weir drain`` refuses a Spark run);
 * **a watermark tick at the end of the batch**: a watermark advance ``partition_by`` held back
   for ``task.watermark.interval.ms`` goes out with this batch instead of waiting for the next;
 * **rows out** carry the route of the next shuffle (:func:`~weir.engine.spark.appplan.route_keys`),
@@ -21,6 +23,7 @@ the application's :class:`~weir.engine.app.task.ApplicationTask` for one stage
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -166,7 +169,11 @@ class AppStageRunner(JobTaskRunner):
         from weir.engine.control.plane import ControlPlane
 
         config = Config(self.plan.config, origins=self.plan.origins)
-        plane = ControlPlane(config, settings=self.settings.control)
+        # No drain monitor: a stage's tasks never act on a drain request file on Spark. The
+        # driver can neither end a drain nor resume after it, and a drained task would count
+        # as finished in every later run (docs/SPARK.md, "Applications on Spark").
+        settings = dataclasses.replace(self.settings.control, drain_path=None)
+        plane = ControlPlane(config, settings=settings)
         return plane.task_control(task.name, [SystemStreamPartition(*s) for s in task.ssps],
                                   task=task_object, extras=previous.get("extras") or {})
 

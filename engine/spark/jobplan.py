@@ -81,6 +81,9 @@ class JobPlan:
     bootstrap: frozenset[tuple[str, str]] = frozenset()
     priorities: Mapping[tuple[str, str], int] = field(default_factory=dict)
     max_records: int = 0
+    drain_path: str = ""
+    """The job's drain request file (``job.drain.path``): while it holds a request for a
+    running run, the source admits no new input (a drain on Spark, docs/SPARK.md)."""
 
     @property
     def ssps(self) -> list[SSP]:
@@ -104,7 +107,7 @@ class JobPlan:
             "tasks": [[t.index, t.name, [list(s) for s in t.ssps]] for t in self.tasks],
             "bootstrap": sorted(list(s) for s in self.bootstrap),
             "priorities": [[s, t, p] for (s, t), p in sorted(self.priorities.items())],
-            "max_records": self.max_records,
+            "max_records": self.max_records, "drain_path": self.drain_path,
         }).decode()
 
     @classmethod
@@ -116,7 +119,7 @@ class JobPlan:
                          for i, n, ssps in obj["tasks"]),
                    frozenset((s, t) for s, t in obj.get("bootstrap", [])),
                    {(s, t): int(p) for s, t, p in obj.get("priorities", [])},
-                   int(obj.get("max_records", 0)))
+                   int(obj.get("max_records", 0)), str(obj.get("drain_path", "")))
 
 
 def admit(start: Mapping[SSP, int], heads: Mapping[SSP, int],

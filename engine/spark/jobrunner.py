@@ -14,24 +14,28 @@ Streaming query::
 2. A Spark session starts with the job config's ``spark.*`` keys (``spark.master`` defaults
    to ``local[*]``); Java and PySpark are checked first.
 3. The query runs until every task has finished its inputs (bounded inputs that ended), every
-   task asked to stop, SIGINT/SIGTERM, or -- with ``--trigger available-now`` -- everything
-   available when it started is processed.
+   task asked to stop, SIGINT/SIGTERM, ``weir drain`` (the run's id is in its job lock; the
+   source admits nothing more and the query stops once the batch in flight is committed), or
+   -- with ``--trigger available-now`` -- everything available when it started is processed.
 
 State: ``<checkpoint>/weir/<job>/<task index>/`` (versions of every store of the task, its input
 positions, its last window); Spark's offset log is the query's input checkpoint. Outputs are
 exactly once per batch: a replayed batch emits the outputs recorded with its version, and the
 sink writes each batch once. Applications (``app.class``) run through
 :mod:`weir.engine.spark.apprunner`. Not yet on Spark: low-level tasks that need control
-messages (watermark or drain listeners, intermediate streams).
+messages (watermark or drain listeners, intermediate streams): refused with
+:class:`ControlListenerOnSparkError`.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import signal
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -42,6 +46,7 @@ from weir.stores.errors import ConfigError, WeirError
 
 from weir.engine.config.job import JobConfig, load_all_declarations, warn_unknown_keys
 from weir.engine.config.streams import all_input_streams
+from weir.engine.control.drain import RUN_RECORD_KEY, RunTarget
 from weir.engine.container.preflight import check_job
 from weir.engine.container.progress import ContainerResult
 from weir.engine.container.runner import ContainerFailure, ExitCode, JobResult
@@ -56,11 +61,33 @@ from weir.engine.systems.registry import SystemRegistry
 from weir.engine.task import load_task_factory
 
 __all__ = ["Trigger", "SparkJob", "plan_job", "run_on_spark", "spark_checkpoint",
-           "warn_unknown_config_keys"]
+           "warn_unknown_config_keys", "ControlListenerOnSparkError", "SPARK_RUN_ROLE",
+           "run_target"]
 
 log = logging.getLogger("weir.spark.runner")
 _POLL_S = 0.5
 _WEIR_ERROR = re.compile(r"\b(\w+(?:Error|Exception)): ")
+SPARK_RUN_ROLE = "weir run --runner spark"
+"""The role a Spark run records in the job lock it holds."""
+_LISTENERS = ("on_watermark", "on_drain", "on_stream_watermark", "on_stream_end",
+              "on_stream_drain", "on_control_tick")
+
+
+class ControlListenerOnSparkError(ConfigError):
+    """A low-level task that listens for control messages, refused by ``weir run --runner
+    spark``: names the task class and its listener methods, and what to do."""
+
+    def __init__(self, task_class: str, listeners: list[str], *, origin: str | None = None):
+        self.task_class, self.listeners = task_class, tuple(listeners)
+        super().__init__(
+            f"task {task_class} listens for control messages ({', '.join(listeners)}), which "
+            f"jobs on Spark do not deliver: a low-level task's watermarks and drains would "
+            f"need the in-band reconciliation of intermediate streams that only an "
+            f"application's stages run on Spark. Write the pipeline as an application "
+            f"(app.class: its windows, joins and partition_by get watermarks, end-of-stream "
+            f"and idleness through Spark's shuffle) or run this job embedded (weir run "
+            f"without --runner spark); docs/SPARK.md, \"Jobs on Spark\"",
+            key="task.class", origin=origin)
 
 
 class Trigger(Enum):
@@ -99,10 +126,13 @@ def _refuse_unsupported(config: Config) -> None:
         raise ConfigError("names an application: plan it with weir.engine.spark.apprunner "
                           "(weir run --runner spark does)", key="app.class")
     task = load_task_factory(config)()
-    if ControlHooks(task).any:
-        raise ConfigError("this task listens for control messages (on_watermark, on_drain or "
-                          "on_stream_*), which jobs on Spark do not deliver yet: run it "
-                          "embedded", key="task.class", origin=config.origin("task.class"))
+    hooks = ControlHooks(task)
+    if hooks.any:
+        listeners = [name for name, slot in zip(_LISTENERS, ("watermark", "drain",
+                     "stream_watermark", "stream_end", "stream_drain", "tick"))
+                     if getattr(hooks, slot) is not None]
+        raise ControlListenerOnSparkError(config.get_str("task.class") or type(task).__name__,
+                                          listeners, origin=config.origin("task.class"))
     for ss in all_input_streams(config):
         if is_intermediate(config, ss):
             raise ConfigError(f"input {ss} is an intermediate stream; jobs on Spark do not "
@@ -151,7 +181,8 @@ def plan_job(config: Config, *, registry: SystemRegistry | None = None,
         tasks=plan_tasks,
         bootstrap=frozenset((ss.system, ss.stream) for ss in chooser.bootstrap_streams),
         priorities={(ss.system, ss.stream): p for ss, p in chooser.priorities.items()},
-        max_records=SPARK_WEIR_MAX_RECORDS_PER_BATCH.get(config))
+        max_records=SPARK_WEIR_MAX_RECORDS_PER_BATCH.get(config),
+        drain_path=str(settings.control.drain_path or ""))
     _check_recorded_tasks(plan)
     return SparkJob(config, job, settings, plan, ProviderSettings.from_mapping(config))
 
@@ -206,12 +237,21 @@ def run_on_spark(config: Config, *, trigger: Trigger = Trigger.CONTINUOUS,
     prepared = plan_job(config, config_dir=config_dir)
     job = prepared.job
     # One run of a job at a time, embedded or on Spark, whatever directories either names.
-    with hold_stopped_job(config, SystemRegistry(config), "weir run --runner spark",
-                          job.checkpoint_dir, job.name):
-        return _run(prepared, trigger, started)
+    run_id = uuid.uuid4().hex   # names this run in its job lock; `weir drain` addresses it
+    with hold_stopped_job(config, SystemRegistry(config), SPARK_RUN_ROLE,
+                          job.checkpoint_dir, job.name,
+                          details={RUN_RECORD_KEY: run_id}) as lock:
+        return _run(prepared, trigger, started, run_target(lock, run_id))
 
 
-def _run(prepared: SparkJob, trigger: Trigger, started: float) -> JobResult:
+def run_target(lock: Any, run_id: str) -> RunTarget:
+    """This run as a drain request names it (its job lock and id)."""
+    holder = lock.holder
+    return RunTarget(run_id, str(lock.path.absolute()), holder.pid, holder.host, holder.since,
+                     str(holder.details.get("job", "")))
+
+
+def _run(prepared: SparkJob, trigger: Trigger, started: float, run: RunTarget) -> JobResult:
     from pyspark.sql.types import StructType
 
     from weir.engine.spark.jobtask import OUTPUT_DDL, JobTaskRunner, job_store_specs
@@ -229,7 +269,7 @@ def _run(prepared: SparkJob, trigger: Trigger, started: float) -> JobResult:
         return observed_rows(source.mapInArrow(runner, schema), plan.operator)
 
     return execute(prepared.config, prepared.job, prepared.settings, [plan], plan, build,
-                   trigger, started, what=f"{len(plan.tasks)} task(s)")
+                   trigger, started, what=f"{len(plan.tasks)} task(s)", run=run)
 
 
 def observed_rows(mapped: Any, operator: str) -> Any:
@@ -248,11 +288,23 @@ def observed_rows(mapped: Any, operator: str) -> Any:
 
 def execute(config: Config, job: JobConfig, settings: Any, plans: list[JobPlan],
             sink_plan: JobPlan, build: Any, trigger: Trigger, started: float, *, what: str,
-            inputs_of: Any = None, outputs_of: Any = None) -> JobResult:
+            run: RunTarget, inputs_of: Any = None, outputs_of: Any = None) -> JobResult:
     """Start the query ``build(spark)`` makes (its rows go to the ``weirlog`` sink of
-    ``sink_plan``), watch it until every task of ``plans`` finished, a signal, or the
-    trigger's end, and sum up. ``inputs_of``/``outputs_of``: which streams the summary counts
-    (default all)."""
+    ``sink_plan``), watch it until every task of ``plans`` finished, a signal, a drain
+    request for ``run``, or the trigger's end, and sum up. ``inputs_of``/``outputs_of``:
+    which streams the summary counts (default all).
+
+    A drain (``weir drain``): the ``weirlog`` source sees the request in the drain file and
+    admits nothing more; the driver waits until the batch in flight is committed (Spark's
+    offset log has no batch its commit log lacks, no trigger active), stops the query and
+    moves the request aside as ``<drain file>.completed-<id>``. Every stage's state is
+    published and committed up to that batch; the next run continues from there."""
+    from weir.engine.control.drain import DrainMonitor, settle_drain_request
+
+    drain_path = Path(sink_plan.drain_path) if sink_plan.drain_path else None
+    # A request for a run that ended is moved aside, and said so: never a drain at once.
+    settle_drain_request(drain_path, [Path(job.checkpoint_dir)], run)
+    monitor = DrainMonitor(drain_path, settings.control.drain_poll_ms) if drain_path else None
     from weir.engine.metrics import MetricsReporter
     from weir.engine.spark.logsource import WeirLogDataSource
     from weir.engine.spark.metrics import MetricsListener
@@ -294,6 +346,7 @@ def execute(config: Config, job: JobConfig, settings: Any, plans: list[JobPlan],
     failure: ContainerFailure | None = None
     reason = "stopped"
     first_batch = _last_committed(plan) + 1
+    draining: Any = None
 
     def state_of(batch: int) -> str:
         return _tasks_state(plans, batch)
@@ -307,6 +360,15 @@ def execute(config: Config, job: JobConfig, settings: Any, plans: list[JobPlan],
             if stop.is_set():
                 query.stop()
                 reason = f"stopped by {signal.Signals(received[0]).name}"
+                break
+            if draining is None and monitor is not None:
+                draining = monitor.current()
+                if draining is not None:
+                    log.info("drain %s requested: the source admits no new input; the query "
+                             "stops once the batch in flight is committed", draining.run_id)
+            if draining is not None and _between_batches(query, plan):
+                query.stop()
+                reason = f"drained (request {draining.run_id[:8]})"
                 break
             query.awaitTermination(_POLL_S)
             progress = query.lastProgress
@@ -335,6 +397,8 @@ def execute(config: Config, job: JobConfig, settings: Any, plans: list[JobPlan],
             listener.remove()
         finally:
             spark.stop()
+    if draining is not None and reason.startswith("drained") and failure is None:
+        _complete_drain(drain_path, draining)
     inputs, outputs = _counts(plans, range(first_batch, _last_committed(plan) + 1))
     if inputs_of is not None:
         inputs = {ss: n for ss, n in inputs.items() if inputs_of(ss)}
@@ -373,6 +437,30 @@ def _tasks_state(plans: list[JobPlan], batch: int) -> str:
     if complete + voted == len(tasks):
         return "voted"
     return "running"
+
+
+def _between_batches(query: Any, plan: JobPlan) -> bool:
+    """No batch in flight: Spark's offset log holds no batch its commit log lacks, and no
+    trigger is active."""
+    committed = _last_committed(plan)
+    offsets = Path(plan.checkpoint) / "offsets"
+    planned = max((int(p.name) for p in offsets.iterdir() if p.name.isdigit()), default=-1) \
+        if offsets.is_dir() else -1
+    return planned == committed and not query.status.get("isTriggerActive", True)
+
+
+def _complete_drain(path: Path | None, request: Any) -> None:
+    """Move the drain request aside as completed (``weir drain --wait`` looks for it; the
+    next run starts normally)."""
+    from weir.stores.filesafety import fsync_dir
+
+    if path is None or not path.exists():
+        return
+    target = path.with_name(f"{path.name}.completed-{request.uuid[:8]}")
+    os.replace(path, target)
+    fsync_dir(path.parent)
+    log.info("drain %s completed: every batch admitted is committed; request moved to %s",
+             request.run_id, target)
 
 
 def _last_committed(plan: JobPlan) -> int:

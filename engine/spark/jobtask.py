@@ -49,6 +49,7 @@ from weir.stores.engines._base import BytesEngineBase
 from weir.engine.model import IncomingMessageEnvelope, OutgoingMessageEnvelope, SystemStreamPartition
 from weir.engine.spark.durable import OperatorCheckpoint, OperatorMeta
 from weir.engine.spark.errors import InputPositionError, SparkError, StatePartitioningError
+from weir.engine.spark.faultpoint import FaultPoint, hold_at
 from weir.engine.spark.jobplan import JobPlan, TaskPlan, parse_ssp_key, ssp_key
 from weir.engine.spark.logsource import (KIND_END_OF_STREAM, KIND_RANGE,
                                          _registry, read_task_range)
@@ -425,6 +426,7 @@ class JobTaskRunner:
         windows_before = inst.metrics.windows.count
         summary, voted, consumers, now = self._loop(inst, task, envelopes, ranges, previous)
         self._end_of_batch(inst)
+        hold_at(FaultPoint.BEFORE_PUBLISH, self.plan.operator, batch)
         checkpoint = slot.checkpoints.last
         done = dict(checkpoint.input_offsets) if checkpoint is not None else {}
         new_next = dict(nexts)
@@ -466,6 +468,7 @@ class JobTaskRunner:
         outcome = state.commit(outputs=encoded, meta=meta)
         if outcome == "published":
             slot.version = batch
+            hold_at(FaultPoint.AFTER_PUBLISH, self.plan.operator, batch)
         else:  # another attempt's version holds: this object's memory is not it
             _SLOTS.pop((self.plan.checkpoint, self.plan.operator, task.index), None)
             slot.close()

@@ -10,7 +10,8 @@ Source (``spark.readStream.format("weirlog").option("plan", plan_json).load()``)
   unprocessed (a container-wide stop request): Spark runs a batch only when the offsets move;
 * admission: :func:`~weir.engine.spark.jobplan.admit` (bootstrap first, then priority tiers,
   ``spark.weir.max.records.per.batch``); ``Trigger.AvailableNow`` freezes the heads when the
-  query starts, so bounded inputs run to their end and the query ends;
+  query starts, so bounded inputs run to their end and the query ends; while the job's drain
+  file holds a request for a running run (``weir drain``), nothing more is admitted;
 * rows: ``task, system, stream, partition, offset, key, value, timestamp, kind`` (Arrow), read
   in the executors straight from the file log's segment files; ``kind`` 0 is a message, 1 a
   partition's end-of-stream (at its upcoming offset), 2 the admitted range of one input
@@ -157,6 +158,8 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return heads
 
     def latestOffset(self, start: dict, limit: Any) -> dict:
+        if self.plan.drain_path and _drain_requested(self.plan.drain_path):
+            return dict(start)   # a drain: nothing more is admitted (jobrunner.execute)
         heads = self._heads()
         begin = {parse_ssp_key(k): int(v) for k, v in start.items() if not k.startswith("_")}
         for ssp in self.ssps:
@@ -213,6 +216,14 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def stop(self) -> None:
         _REGISTRIES.clear()
+
+
+def _drain_requested(path: str) -> bool:
+    """Whether the drain file holds a request for a run that runs (``weir drain``)."""
+    from weir.engine.control.drain import read_drain_request
+
+    request = read_drain_request(Path(path))
+    return request is not None and request.is_for_a_running_run()
 
 
 def read_task_range(plan: JobPlan, task: int, ranges: Mapping[str, tuple[int, int]], *,

@@ -119,11 +119,15 @@ class LocalApp:
             rows = out
         return [r[:6] for r in rows]
 
-    def step(self) -> bool:
+    def step(self, planned: Callable[[], None] | None = None) -> bool:
+        """Plan the next batch and run it (``planned``: called in between, as something
+        happening while Spark runs the batch)."""
         end = self.reader.latestOffset(self.offsets, None)
         if end == self.offsets:
             return False
         parts = self.reader.partitions(self.offsets, end)
+        if planned is not None:
+            planned()
         self.ranges[self.batch] = parts
         self.outputs[self.batch] = self.run_batch(self.batch, parts)
         self.offsets = end

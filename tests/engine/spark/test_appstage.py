@@ -109,3 +109,19 @@ def test_stages_in_small_batches_write_what_the_embedded_runner_writes(app, feed
     got = Counter((repr(None if k is None else json.loads(k)), repr(json.loads(v)))
                   for *_, k, v, _ in local.rows())
     assert want and got == want
+
+
+def test_a_stage_task_does_not_drain_itself_when_a_drain_request_appears(pageviews, tmp_path):
+    """A drain on Spark stops the source's admission and the query between batches; the
+    stages' tasks must not drain themselves on the request file they can see: a drained task
+    would count as finished in every later run, never reading on."""
+    from weir.engine.control.drain import drain_path_of, write_drain_request
+
+    app, views = _app(pageviews, tmp_path, 900, "task.drain.poll.interval.ms=1")
+    path = drain_path_of(app.app.config)
+    assert app.step() and app.step()
+    assert app.step(planned=lambda: write_drain_request(path))   # the batch in flight
+    assert not app.step()                                  # the source admits nothing more
+    path.unlink()                                          # the drain completed; a new run
+    app.run()
+    assert _panes(app.rows()) == pageviews.truth(views)
