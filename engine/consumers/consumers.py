@@ -54,6 +54,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from itertools import chain, repeat
+from operator import call
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -324,10 +326,11 @@ class SystemConsumers(EnvelopeSource):
         lane = self._lane
         if not lane or self._clock() >= self._next_poll or self._tier_waiting:
             return []
-        buffers, plain, out = self._buffers, self._plain, []
+        buffers, plain = self._buffers, self._plain
+        out = self._rounds(lane, limit) if limit >= 2 * len(lane) else []
         deserializers = self._deserializers
         popleft, append, take = lane.popleft, lane.append, out.append
-        for _ in range(limit):
+        for _ in range(limit - len(out)):
             envelope = lane[0]
             ssp = envelope.ssp
             buffer = buffers[ssp]
@@ -348,6 +351,32 @@ class SystemConsumers(EnvelopeSource):
             take(envelope)
         self._counters.chooses += len(out)
         return out
+
+    def _rounds(self, lane: deque, limit: int) -> list[IncomingMessageEnvelope]:
+        """``choose_run``'s whole rounds of the fast lane, taken at once: while every SSP in
+        the lane is plain, has no end-of-stream at the head and has ``r`` envelopes
+        buffered, ``r`` rounds of single choices hand out the lane's envelopes, then the first
+        ``r - 1`` of each buffer one round at a time, and leave each buffer's ``r``-th in the
+        lane in the same SSP order. The same list, built in C instead of one pop and one
+        append per envelope; an empty one when a condition fails (then the caller goes
+        envelope by envelope)."""
+        heads = list(lane)
+        k = len(heads)
+        ssps = [envelope.ssp for envelope in heads]
+        if (not self._plain.issuperset(ssps) or len(set(ssps)) != k
+                or _END_OF_STREAM in [envelope.kind for envelope in heads]):
+            return []
+        buffers = self._buffers
+        columns = [buffers[ssp] for ssp in ssps]
+        rounds = min(min(map(len, columns)), limit // k)
+        if rounds < 1:
+            return []
+        taken = [list(map(call, repeat(buffer.popleft, rounds))) for buffer in columns]
+        rows = list(zip(*taken))
+        lane.clear()
+        lane.extend(rows.pop())  # the SSPs stay held by the chooser, in the same order
+        heads.extend(chain.from_iterable(rows))
+        return heads
 
     def metrics(self) -> Callable[[], Mapping[str, Any]]:
         """The counters' ``snapshot`` (the run loop reports it under ``"consumers"``)."""

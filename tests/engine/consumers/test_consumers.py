@@ -738,3 +738,24 @@ def test_a_key_that_does_not_deserialize_is_named_by_its_offset_in_either_path(m
         sc.choose(timeout=0)  # the refill behind offset 0 meets offset 1
     assert (err.value.ssp, err.value.offset) == (mem.ssp("s"), 1)
     assert isinstance(err.value.__cause__, UnicodeDecodeError)
+
+
+@pytest.mark.parametrize("limit", [2, 7, 64, 1000])
+@pytest.mark.parametrize("fetch_max", [3, 50])
+def test_choose_run_takes_whole_rounds_in_the_order_of_single_chooses(mem, limit, fetch_max):
+    mem.create("s", 4, bounded=True)
+    for p, n in ((0, 40), (1, 41), (2, 9), (3, 77)):
+        mem.send("s", p, *[f"{p}-{i}" for i in range(n)])
+    mem.producer.end_stream("s")
+    regs = [(mem.ssp("s", p), 0) for p in range(4)]
+    config = mem.config(**{"task.inputs": "SYS.s"})
+    one = mem.consumers(config, fetch_max=fetch_max, registrations=regs)
+    one.start()
+    expected = [(e.ssp.partition, e.offset, e.kind) for e in choose_all(one)]
+    runs = mem.consumers(config, fetch_max=fetch_max, registrations=regs)
+    runs.start()
+    got, sizes = _drain_by_runs(runs, limit)
+    assert [(e.ssp.partition, e.offset, e.kind) for e in got] == expected
+    assert len(expected) == 40 + 41 + 9 + 77 + 4
+    assert max(sizes) <= limit and sum(sizes) >= len(expected) // 2
+    assert runs.counters.chooses == one.counters.chooses
