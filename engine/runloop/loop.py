@@ -395,7 +395,8 @@ class RunLoop:
                     continue
                 envs = (env,)
             for env in envs:
-                w = single.get(env.ssp)
+                ssp = env.ssp
+                w = single.get(ssp)
                 if w is None or env.kind is not _MESSAGE:
                     if self._route_inline(env):
                         return
@@ -407,7 +408,7 @@ class RunLoop:
                         except Exception as exc:
                             self._inline_failure(w, env, exc)
                         else:
-                            w.offsets[env.ssp] = env.offset
+                            w.offsets[ssp] = env.offset
                             w.processed.count += 1
                     else:  # every 64th message is timed for the process-ns metric
                         self._process_inline(w, env)
