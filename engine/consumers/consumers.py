@@ -363,13 +363,11 @@ class SystemConsumers(EnvelopeSource):
         heads = list(lane)
         k = len(heads)
         ssps = [envelope.ssp for envelope in heads]
-        if (not self._plain.issuperset(ssps) or len(set(ssps)) != k
-                or _END_OF_STREAM in [envelope.kind for envelope in heads]):
-            return []
         buffers = self._buffers
         columns = [buffers[ssp] for ssp in ssps]
         rounds = min(min(map(len, columns)), limit // k)
-        if rounds < 1:
+        if (rounds < 1 or not self._plain.issuperset(ssps) or len(set(ssps)) != k
+                or _END_OF_STREAM in [envelope.kind for envelope in heads]):
             return []
         taken = [list(map(call, repeat(buffer.popleft, rounds))) for buffer in columns]
         rows = list(zip(*taken))
