@@ -278,33 +278,19 @@ class StreamSerdes(StreamSerdesBase):
             error.__cause__ = exc
             return failed(raw, error)
 
-        if key_from is not None and msg_from is not None:
-            def factory(ssp, offset, key, message, timestamp, size):
+        def factory(ssp, offset, key, message, timestamp, size):
+            typed_key = key
+            if key is not None and key_from is not None:
                 try:
-                    typed_key = None if key is None else key_from(key)
+                    typed_key = key_from(key)
                 except Exception as exc:  # noqa: BLE001 - delivered as a failed record
                     return bad("key", key_name, ssp, offset, key, message, timestamp, size, exc)
-                try:
-                    return make(ssp, offset, typed_key,
-                                None if message is None else msg_from(message), timestamp, size)
-                except Exception as exc:  # noqa: BLE001 - delivered as a failed record
-                    return bad("message", msg_name, ssp, offset, key, message, timestamp, size,
-                               exc)
-        elif msg_from is not None:
-            def factory(ssp, offset, key, message, timestamp, size):
-                try:
-                    return make(ssp, offset, key,
-                                None if message is None else msg_from(message), timestamp, size)
-                except Exception as exc:  # noqa: BLE001 - delivered as a failed record
-                    return bad("message", msg_name, ssp, offset, key, message, timestamp, size,
-                               exc)
-        else:
-            def factory(ssp, offset, key, message, timestamp, size):
-                try:
-                    return make(ssp, offset, None if key is None else key_from(key), message,
-                                timestamp, size)
-                except Exception as exc:  # noqa: BLE001 - delivered as a failed record
-                    return bad("key", key_name, ssp, offset, key, message, timestamp, size, exc)
+            if message is None or msg_from is None:
+                return make(ssp, offset, typed_key, message, timestamp, size)
+            try:
+                return make(ssp, offset, typed_key, msg_from(message), timestamp, size)
+            except Exception as exc:  # noqa: BLE001 - delivered as a failed record
+                return bad("message", msg_name, ssp, offset, key, message, timestamp, size, exc)
 
         return factory
 
