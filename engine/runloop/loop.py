@@ -97,7 +97,7 @@ log = logging.getLogger("weir.runloop")
 
 _perf = time.perf_counter_ns
 _MAX_PENDING = 64   # envelopes queued per busy task before the loop stops choosing
-_RUN_LIMIT = 256    # envelopes taken from the source at once on the inline path (choose_run)
+_RUN_LIMIT = 64     # envelopes taken from the source at once on the inline path (choose_run)
 _MAX_COMMIT_THREADS = 16   # tasks committed at once (_commit_together)
 _IDLE_TICK_S = 0.02        # control ticks of an idle loop, at most this often (_tick_idle)
 _MESSAGE, _EOS = EnvelopeKind.MESSAGE, EnvelopeKind.END_OF_STREAM
