@@ -81,7 +81,8 @@ from weir.engine.runloop.worker import (DUPLICATE, FAILED, OP_DONE, WAKE, Op, Ta
                                         run_callback, run_op, run_sync)
 from weir.engine.control.errors import ControlMessageError
 from weir.engine.errors import CallbackTimeoutError, EngineError
-from weir.engine.runloop.instance import Coordinator, InstanceState, TaskInstance, task_error
+from weir.engine.runloop.coordinator import Coordinator
+from weir.engine.runloop.instance import InstanceState, TaskInstance, task_error
 from weir.engine.metrics import MetricsRegistry, MetricsReporter, MetricsSettings
 from weir.engine.model import EnvelopeKind, IncomingMessageEnvelope
 from weir.engine.systems.linger import LINGER
