@@ -16,6 +16,7 @@ Example::
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, NamedTuple
@@ -27,6 +28,7 @@ __all__ = [
     "TaskName",
     "EnvelopeKind",
     "IncomingMessageEnvelope",
+    "EnvelopeFactory",
     "OutgoingMessageEnvelope",
     "make_outgoing",
     "NO_TIMESTAMP",
@@ -108,6 +110,16 @@ class IncomingMessageEnvelope:
     @classmethod
     def end_of_stream(cls, ssp: SystemStreamPartition, offset: int) -> "IncomingMessageEnvelope":
         return cls(ssp, offset, None, None, NO_TIMESTAMP, 0, EnvelopeKind.END_OF_STREAM)
+
+
+EnvelopeFactory = Callable[[SystemStreamPartition, int, Any, Any, int, int],
+                           IncomingMessageEnvelope]
+"""What builds the envelope of one data record: ``make(ssp, offset, key, message, timestamp,
+size)`` with the record's raw ``bytes`` key and message (None: null), as
+``IncomingMessageEnvelope``'s positional constructor takes them. A consumer that
+``takes_envelope_factory`` calls one per record
+(:meth:`weir.engine.systems.api.SystemConsumerBase.set_envelope_factory`); the stream's
+serdes build it (:meth:`weir.engine.config.serdes.StreamSerdesBase.envelope_factory`)."""
 
 
 _SAMZA_ORDER = (

@@ -42,7 +42,8 @@ from weir.stores.config import Config, declare
 from weir.stores.errors import SerdeError
 
 from weir.engine.errors import DeserializationError
-from weir.engine.model import EnvelopeKind, IncomingMessageEnvelope, OutgoingMessageEnvelope, SystemStream
+from weir.engine.model import (EnvelopeFactory, EnvelopeKind, IncomingMessageEnvelope,
+                               OutgoingMessageEnvelope, SystemStream, SystemStreamPartition)
 from weir.engine.config.streams import stream_property, stream_property_origin
 
 if TYPE_CHECKING:  # stores.serdes is imported late (see _serde_from_name)
@@ -58,6 +59,7 @@ __all__ = [
     "SYSTEM_KEY_SERDE",
     "SYSTEM_MSG_SERDE",
     "NO_SERDE",
+    "FailedRecord",
     "WireFormat",
     "StreamSerdesBase",
     "StreamSerdes",
@@ -94,6 +96,10 @@ SYSTEM_MSG_SERDE = declare(
     "systems.<system>.samza.msg.serde", str, None,
     "System-wide default message serde (Samza's older form), used after the stream-level "
     "settings; unset everywhere means messages stay bytes.", component=_C)
+
+FailedRecord = Callable[[IncomingMessageEnvelope, Exception], IncomingMessageEnvelope]
+"""``failed(raw_envelope, error)``: what an envelope factory returns for a record that does not
+deserialize (the consumer multiplexer keeps the error and raises or drops it in order)."""
 
 NO_SERDE = "bytes"
 """The serde name reported for a stream without a serde: keys or messages stay ``bytes``."""
@@ -140,7 +146,12 @@ class StreamSerdesBase(ABC):
     - ``is_passthrough``: True when ``deserialize`` hands every envelope back unchanged, so a
       consumer may skip it (default False: call it);
     - ``deserialize(envelope)``, ``serialize(envelope)``, ``serialize_key(key)``,
-      ``serialize_message(message)``: required.
+      ``serialize_message(message)``: required;
+    - ``envelope_factory(failed)``: a function ``make(ssp, offset, key, message, timestamp,
+      size)`` that builds, from a raw record, the envelope ``deserialize`` would return for
+      it (what a consumer that ``takes_envelope_factory`` calls per record); a record that
+      does not deserialize becomes ``failed(raw_envelope, error)``, ``error`` being what
+      ``deserialize`` raises. Default: ``deserialize`` of the raw envelope.
 
     >>> serdes = StreamSerdes(SystemStream("filelog", "raw"))
     >>> isinstance(serdes, StreamSerdesBase), serdes.is_passthrough, serdes.wire_format.value
@@ -162,6 +173,21 @@ class StreamSerdesBase(ABC):
 
     @abstractmethod
     def deserialize(self, envelope: IncomingMessageEnvelope) -> IncomingMessageEnvelope: ...
+
+    def envelope_factory(self, failed: FailedRecord) -> EnvelopeFactory:
+        """See the class docstring; this default builds the raw envelope and deserializes
+        it (a subclass builds the typed one directly where it can)."""
+        deserialize, make = self.deserialize, IncomingMessageEnvelope
+
+        def factory(ssp: SystemStreamPartition, offset: int, key: Any, message: Any,
+                    timestamp: int, size: int) -> IncomingMessageEnvelope:
+            envelope = make(ssp, offset, key, message, timestamp, size)
+            try:
+                return deserialize(envelope)
+            except Exception as exc:  # noqa: BLE001 - the caller raises or drops it in order
+                return failed(envelope, exc)
+
+        return factory
 
     @abstractmethod
     def serialize_key(self, key: Any) -> bytes | None: ...
@@ -232,6 +258,41 @@ class StreamSerdes(StreamSerdesBase):
                         envelope.size, message_kind)
 
         return deserialize
+
+    def envelope_factory(self, failed: FailedRecord) -> EnvelopeFactory:
+        """The typed envelope of a raw record built at once (no raw envelope, no copy): the
+        file log calls it per record. A key or message that does not deserialize gives
+        ``failed(raw_envelope, DeserializationError)``, the error ``deserialize`` raises."""
+        make = IncomingMessageEnvelope
+        if self.is_passthrough:
+            return make
+        key_from = None if self.key_serde is None else self.key_serde.from_bytes
+        msg_from = None if self.msg_serde is None else self.msg_serde.from_bytes
+        key_name, msg_name, failure = self.key_serde_name, self.msg_serde_name, self._failure
+
+        def bad(what: str, serde: str, ssp: SystemStreamPartition, offset: int, key: Any,
+                message: Any, timestamp: int, size: int,
+                exc: Exception) -> IncomingMessageEnvelope:
+            raw = make(ssp, offset, key, message, timestamp, size)
+            error = failure(what, serde, raw, exc)
+            error.__cause__ = exc
+            return failed(raw, error)
+
+        def factory(ssp, offset, key, message, timestamp, size):
+            typed_key = key
+            if key is not None and key_from is not None:
+                try:
+                    typed_key = key_from(key)
+                except Exception as exc:  # noqa: BLE001 - delivered as a failed record
+                    return bad("key", key_name, ssp, offset, key, message, timestamp, size, exc)
+            if message is None or msg_from is None:
+                return make(ssp, offset, typed_key, message, timestamp, size)
+            try:
+                return make(ssp, offset, typed_key, msg_from(message), timestamp, size)
+            except Exception as exc:  # noqa: BLE001 - delivered as a failed record
+                return bad("message", msg_name, ssp, offset, key, message, timestamp, size, exc)
+
+        return factory
 
     def _failure(self, what: str, serde: str, envelope: IncomingMessageEnvelope,
                  exc: Exception) -> DeserializationError:

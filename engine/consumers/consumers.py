@@ -54,6 +54,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from itertools import chain, repeat
+from operator import call
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -70,7 +72,8 @@ from weir.engine.config.serdes import SerdeManager
 from weir.engine.errors import DeserializationError, EngineError
 from weir.engine.model import EnvelopeKind, IncomingMessageEnvelope, SystemStream, SystemStreamPartition
 from weir.engine.runloop.source import EnvelopeSource
-from weir.engine.systems.api import PartitionMetadata, SystemAdmin, SystemConsumer
+from weir.engine.systems.api import (PartitionMetadata, SystemAdmin, SystemConsumer,
+                                     SystemConsumerBase)
 
 __all__ = [
     "SystemConsumers",
@@ -161,6 +164,13 @@ class SystemConsumers(EnvelopeSource):
         self._buffers: dict[SystemStreamPartition, deque[IncomingMessageEnvelope]] = {}
         self._deserializers: dict[SystemStreamPartition, Callable | None] = {}
         self._plain: set[SystemStreamPartition] = set()   # SSPs without a deserializer
+        # SSPs whose consumer builds their typed envelopes (``takes_envelope_factory``): plain
+        # while their buffer holds no record that failed to deserialize. ``_failures`` keeps
+        # each failed record's error by offset until its turn; ``_failed_now`` the SSPs that
+        # got one during the current poll.
+        self._typed: set[SystemStreamPartition] = set()
+        self._failures: dict[SystemStreamPartition, dict[int, Exception]] = {}
+        self._failed_now: set[SystemStreamPartition] = set()
         # Per system, the SSPs to fetch: insertion-ordered (a dict used as a set) so the
         # order of polls, and therefore of round robin, is deterministic.
         self._empty: dict[str, dict[SystemStreamPartition, None]] = {}
@@ -206,7 +216,13 @@ class SystemConsumers(EnvelopeSource):
         if current is None or offset < current:
             self._registered[ssp] = offset
         self._buffers.setdefault(ssp, deque())
-        deserialize = self._deserializers[ssp] = self._deserializer_for(ssp)
+        deserialize = self._deserializer_for(ssp)
+        consumer = self._consumers[ssp.system]
+        if (deserialize is not None and isinstance(consumer, SystemConsumerBase)
+                and consumer.takes_envelope_factory):
+            self._typed.add(ssp)  # the consumer deserializes as it builds (see start)
+            deserialize = None
+        self._deserializers[ssp] = deserialize
         if deserialize is None:
             self._plain.add(ssp)
 
@@ -215,6 +231,10 @@ class SystemConsumers(EnvelopeSource):
         once."""
         for ssp, offset in self._registered.items():
             self._consumers[ssp.system].register(ssp, offset)
+        for ssp in self._typed:
+            factory = self._serdes.for_stream(ssp.system_stream).envelope_factory(
+                self._on_failed)
+            self._consumers[ssp.system].set_envelope_factory(ssp, factory)
         self._empty = {system: {} for system in self._consumers}
         for ssp in self._registered:
             self._empty[ssp.system][ssp] = None
@@ -306,10 +326,11 @@ class SystemConsumers(EnvelopeSource):
         lane = self._lane
         if not lane or self._clock() >= self._next_poll or self._tier_waiting:
             return []
-        buffers, plain, out = self._buffers, self._plain, []
+        buffers, plain = self._buffers, self._plain
+        out = self._rounds(lane, limit) if limit >= 2 * len(lane) else []
         deserializers = self._deserializers
         popleft, append, take = lane.popleft, lane.append, out.append
-        for _ in range(limit):
+        for _ in range(limit - len(out)):
             envelope = lane[0]
             ssp = envelope.ssp
             buffer = buffers[ssp]
@@ -330,6 +351,30 @@ class SystemConsumers(EnvelopeSource):
             take(envelope)
         self._counters.chooses += len(out)
         return out
+
+    def _rounds(self, lane: deque, limit: int) -> list[IncomingMessageEnvelope]:
+        """``choose_run``'s whole rounds of the fast lane, taken at once: while every SSP in
+        the lane is plain, has no end-of-stream at the head and has ``r`` envelopes
+        buffered, ``r`` rounds of single choices hand out the lane's envelopes, then the first
+        ``r - 1`` of each buffer one round at a time, and leave each buffer's ``r``-th in the
+        lane in the same SSP order. The same list, built in C instead of one pop and one
+        append per envelope; an empty one when a condition fails (then the caller goes
+        envelope by envelope)."""
+        heads = list(lane)
+        k = len(heads)
+        ssps = [envelope.ssp for envelope in heads]
+        buffers = self._buffers
+        columns = [buffers[ssp] for ssp in ssps]
+        rounds = min(min(map(len, columns)), limit // k)
+        if (rounds < 1 or not self._plain.issuperset(ssps) or len(set(ssps)) != k
+                or _END_OF_STREAM in [envelope.kind for envelope in heads]):
+            return []
+        taken = [list(map(call, repeat(buffer.popleft, rounds))) for buffer in columns]
+        rows = list(zip(*taken))
+        lane.clear()
+        lane.extend(rows.pop())  # the SSPs stay held by the chooser, in the same order
+        heads.extend(chain.from_iterable(rows))
+        return heads
 
     def metrics(self) -> Callable[[], Mapping[str, Any]]:
         """The counters' ``snapshot`` (the run loop reports it under ``"consumers"``)."""
@@ -393,6 +438,42 @@ class SystemConsumers(EnvelopeSource):
             self._watch.drained(ssp)
         return False
 
+    # -- typed envelopes built by the consumers -------------------------------------------
+    def _on_failed(self, raw: IncomingMessageEnvelope, error: Exception
+                   ) -> IncomingMessageEnvelope:
+        """An envelope factory's record that did not deserialize: buffered raw, its error
+        kept until it enters the chooser (then raised or dropped, as ``_try_update`` does
+        with a record that fails there)."""
+        ssp = raw.ssp
+        self._failures.setdefault(ssp, {})[raw.offset] = error
+        self._failed_now.add(ssp)
+        return raw
+
+    def _typed_filled(self, ssp: SystemStreamPartition, was_empty: bool) -> None:
+        """A poll filled typed ``ssp``'s buffer: it takes the checked path while a failed
+        record may be in its buffer, the plain one again once a poll into an empty buffer
+        brought none."""
+        if ssp in self._failed_now:
+            self._failed_now.discard(ssp)
+            if ssp in self._plain:
+                self._plain.discard(ssp)
+                self._deserializers[ssp] = self._failed_check(self._failures[ssp])
+        elif was_empty and ssp not in self._plain:
+            self._plain.add(ssp)
+            self._deserializers[ssp] = None
+            self._failures.pop(ssp, None)
+
+    @staticmethod
+    def _failed_check(failed: dict[int, Exception]) -> Callable:
+        """The 'deserializer' of a typed SSP with failed records: raises a failed record's
+        error, hands every other envelope back as it is."""
+        def check(envelope: IncomingMessageEnvelope) -> IncomingMessageEnvelope:
+            error = failed.get(envelope.offset)
+            if error is not None:
+                raise error
+            return envelope
+        return check
+
     def _count_dropped(self, ssp: SystemStreamPartition, offset: int,
                        error: BaseException) -> None:
         counters = self._counters
@@ -422,7 +503,7 @@ class SystemConsumers(EnvelopeSource):
             only = set(only)
         deadline = now + timeout
         waited = False
-        counters, watch = self._counters, self._watch
+        counters, watch, typed = self._counters, self._watch, self._typed
         for system, fetch in self._empty.items():
             if not fetch:
                 continue
@@ -437,7 +518,11 @@ class SystemConsumers(EnvelopeSource):
                 if not envelopes:
                     continue
                 got = True
-                self._buffers[ssp].extend(envelopes)
+                buffer = self._buffers[ssp]
+                was_empty = not buffer
+                buffer.extend(envelopes)
+                if ssp in typed:
+                    self._typed_filled(ssp, was_empty)
                 counters.polled += len(envelopes)
                 if ssp in fetch:
                     del fetch[ssp]

@@ -9,10 +9,10 @@ from __future__ import annotations
 from weir.stores._lazy import lazy_exports
 
 _LAZY = {
-    "Coordinator": "weir.engine.runloop.instance",
-    "InstanceContext": "weir.engine.runloop.instance",
+    "Coordinator": "weir.engine.runloop.coordinator",
+    "InstanceContext": "weir.engine.runloop.context",
     "InstanceState": "weir.engine.runloop.instance",
-    "ProducerCollector": "weir.engine.runloop.instance",
+    "ProducerCollector": "weir.engine.runloop.collector",
     "StoreDisposal": "weir.engine.runloop.instance",
     "TaskInstance": "weir.engine.runloop.instance",
     "RunLoop": "weir.engine.runloop.loop",

@@ -45,21 +45,20 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
 from weir.recovery.checkpoint import Checkpoint, CheckpointManager
-from weir.stores.config import Config, ConfigError
-from weir.stores.errors import SerdeError
+from weir.stores.config import Config
 from weir.stores.builder import shared_store
 
 from weir.engine.runloop.asyncio_thread import AsyncioThread
+from weir.engine.runloop.collector import ProducerCollector
+from weir.engine.runloop.context import InstanceContext
+from weir.engine.runloop.coordinator import Coordinator
 from weir.engine.runloop.failures import TASK_IGNORED_EXCEPTIONS, IgnoredExceptions, class_name, task_error
 from weir.engine.runloop.settings import RunLoopConfig, StoreAccess
 from weir.engine.runloop.settings import store_access as _access_for
-from weir.engine.config.serdes import SerdeManager, StreamSerdes, StreamSerdesBase
 from weir.engine.errors import EngineError
 from weir.engine.metrics import TaskMetrics
-from weir.engine.model import (IncomingMessageEnvelope, OutgoingMessageEnvelope, SystemStream,
-                    SystemStreamPartition, TaskName, make_outgoing, partition_for)
-from weir.engine.systems.api import SystemProducer
-from weir.engine.task import SYSTEM_CLOCK, RequestScope, TaskKind, TaskShape, describe_task
+from weir.engine.model import (IncomingMessageEnvelope, SystemStreamPartition, TaskName)
+from weir.engine.task import TaskKind, TaskShape, describe_task
 
 if TYPE_CHECKING:
     from weir.engine.control.task_control import ControlOutcome, TaskControl
@@ -105,196 +104,6 @@ class TaskTransactionLike(Protocol):
 
     def prepare(self) -> Mapping[str, Any]: ...
     def commit(self) -> None: ...
-
-
-# ----------------------------------------------------------------------------------------
-# what the task sees
-# ----------------------------------------------------------------------------------------
-
-class ProducerCollector:
-    """The MessageCollector of one task: serialize, choose the partition, send.
-
-    Partition: ``envelope.partition`` when set; else ``crc32`` of the partition key's bytes
-    (the stream's key serde applied to ``partition_key``; bytes as they are; a str as UTF-8
-    when the stream has no key serde), else of the serialized key; with neither, round-robin
-    over the partitions per stream, starting at 0 -- what Kafka's default partitioner does
-    for null keys under Samza. The producer is called with the task name as ``source``.
-    """
-
-    __slots__ = ("source", "_producers", "_serializer", "_partition_count", "_counts",
-                 "_round_robin", "sent")
-
-    def __init__(self, source: str, producers: Mapping[str, SystemProducer] | None = None,
-                 serializer: SerdeManager | None = None,
-                 partition_count: Callable[[SystemStream], int] | None = None):
-        if serializer is not None and not isinstance(serializer, SerdeManager):
-            raise TypeError(f"ProducerCollector '{source}': serializer must be a SerdeManager "
-                            f"(the job's SystemRegistry.serdes) or None to send objects as "
-                            f"they are, got {serializer!r}")
-        self.source = str(source)
-        self._producers = dict(producers or {})
-        self._serializer = serializer
-        self._partition_count = partition_count
-        self._counts: dict[SystemStream, int] = {}
-        self._round_robin: dict[SystemStream, int] = {}
-        self.sent = 0
-
-    def register(self) -> None:
-        """Register the task as a source with every producer (before producers start)."""
-        for producer in self._producers.values():
-            producer.register(self.source)
-
-    def _count(self, ss: SystemStream) -> int:
-        count = self._counts.get(ss)
-        if count is None:
-            if self._partition_count is None:
-                raise EngineError(f"task '{self.source}': cannot choose a partition of '{ss}' "
-                                  f"(no partition counts were given); set envelope.partition")
-            count = self._counts[ss] = self._partition_count(ss)
-        return count
-
-    def _key_bytes(self, ss: SystemStream, key: Any) -> bytes:
-        if isinstance(key, (bytes, bytearray, memoryview)):
-            return bytes(key)
-        if self._serializer is not None:
-            try:
-                kb = self._serializer.serialize(OutgoingMessageEnvelope(ss, None, key=key))[0]
-            except SerdeError:
-                if not isinstance(key, str):
-                    raise
-            else:
-                if kb is not None:
-                    return kb
-        if isinstance(key, str):
-            return key.encode()
-        raise EngineError(f"task '{self.source}': partition key {key!r} for '{ss}' is neither "
-                          f"bytes nor str and the stream has no key serde to serialize it")
-
-    def partition_count(self, ss: SystemStream) -> int:
-        """The partition count of ``ss`` (cached; what partition choice uses)."""
-        return self._count(ss)
-
-    def serdes_for(self, ss: SystemStream) -> StreamSerdesBase:
-        """The serdes ``send`` applies to ``ss``; without a serializer, the passthrough serdes
-        (no key or message serde: ``send`` hands keys and messages over as they are)."""
-        if self._serializer is None:
-            return StreamSerdes(SystemStream(*ss))
-        return self._serializer.for_stream(ss)
-
-    def send_serialized(self, ss: SystemStream, key: bytes | None, message: bytes | None,
-                        partition: int, timestamp: int = -1) -> None:
-        """Send bytes the caller serialized itself to ``partition`` (operators with their
-        own fast path); the same producer call and accounting as :meth:`send`."""
-        producer = self._producers.get(ss.system)
-        if producer is None:
-            raise EngineError(f"task '{self.source}' sent a message to '{ss}' but system "
-                              f"'{ss.system}' has no producer; define systems.{ss.system}.factory")
-        producer.send(self.source, make_outgoing(ss, message, key, None, partition,
-                                                 timestamp))
-        self.sent += 1
-
-    def send(self, envelope: OutgoingMessageEnvelope) -> None:
-        ss = envelope.system_stream
-        producer = self._producers.get(ss.system)
-        if producer is None:
-            raise EngineError(f"task '{self.source}' sent a message to '{ss}' but system "
-                              f"'{ss.system}' has no producer; define systems.{ss.system}.factory")
-        if self._serializer is not None:
-            key, message = self._serializer.serialize(envelope)
-        else:
-            key, message = envelope.key, envelope.message
-        partition = envelope.partition
-        if partition is None:
-            count = self._count(ss)
-            pkey = envelope.partition_key
-            pbytes = self._key_bytes(ss, pkey) if pkey is not None else key
-            if pbytes is not None:
-                partition = partition_for(bytes(pbytes), count)
-            else:
-                n = self._round_robin.get(ss, 0)
-                self._round_robin[ss] = n + 1
-                partition = n % count
-        producer.send(self.source, make_outgoing(
-            ss, message, key, None, partition, envelope.timestamp))
-        self.sent += 1
-
-    def flush(self) -> None:
-        """Make everything this task sent durable (every producer's ``flush(source)``)."""
-        for producer in self._producers.values():
-            producer.flush(self.source)
-
-
-def _wider(current: RequestScope | None, scope: RequestScope) -> RequestScope:
-    if not isinstance(scope, RequestScope):
-        raise TypeError(f"scope must be a RequestScope (ShutdownScope), got {scope!r}")
-    if current is RequestScope.ALL_TASKS_IN_CONTAINER:
-        return current
-    return scope
-
-
-class Coordinator:
-    """The TaskCoordinator given to task calls. Requests are recorded here and take effect
-    when the run loop takes them (after the call that made them has finished)."""
-
-    __slots__ = ("commit_scope", "shutdown_scope", "requested", "_notify")
-
-    def __init__(self, notify: Callable[[], None] | None = None):
-        self.commit_scope: RequestScope | None = None
-        self.shutdown_scope: RequestScope | None = None
-        self.requested = False
-        self._notify = notify
-
-    def commit(self, scope: RequestScope = RequestScope.CURRENT_TASK) -> None:
-        self.commit_scope = _wider(self.commit_scope, scope)
-        self.requested = True
-        if self._notify is not None:
-            self._notify()
-
-    def shutdown(self, scope: RequestScope) -> None:
-        self.shutdown_scope = _wider(self.shutdown_scope, scope)
-        self.requested = True
-        if self._notify is not None:
-            self._notify()
-
-    def take(self) -> tuple[RequestScope | None, RequestScope | None]:
-        """``(commit scope, shutdown scope)`` requested so far, and forget them."""
-        out = (self.commit_scope, self.shutdown_scope)
-        self.commit_scope = self.shutdown_scope = None
-        self.requested = False
-        return out
-
-
-class InstanceContext:
-    """The :class:`~weir.engine.task.TaskContext` a :class:`TaskInstance` hands to ``init``:
-    what every task sees, plus what the engine's own tasks use (an application's
-    :class:`~weir.engine.app.task.ApplicationTask` refuses any other context):
-
-    - ``collector``: the task's :class:`ProducerCollector` (``serdes_for``,
-      ``send_serialized``, ``partition_count``);
-    - ``control``: the task's :class:`~weir.engine.control.task_control.TaskControl`, or None
-      when the task has no control bookkeeping (a job that is not an application).
-    """
-
-    __slots__ = ("task_name", "ssps", "config", "metrics", "_stores", "control", "collector",
-                 "clock")
-
-    def __init__(self, task_name: TaskName, ssps: frozenset[SystemStreamPartition],
-                 config: Config, stores: Mapping[str, Any], metrics: TaskMetrics,
-                 control: TaskControl | None, collector: ProducerCollector):
-        self.task_name, self.ssps, self.config = task_name, ssps, config
-        self.metrics, self._stores = metrics, stores
-        self.control = control
-        self.collector = collector
-        self.clock = SYSTEM_CLOCK     # processing time (weir.testing gives its own)
-
-    def store(self, name: str) -> Any:
-        try:
-            return self._stores[name]
-        except KeyError:
-            known = ", ".join(sorted(self._stores)) or "none"
-            raise ConfigError(f"task '{self.task_name}' has no store '{name}' (its stores: "
-                              f"{known}); configure it with stores.{name}.factory",
-                              key=f"stores.{name}.factory") from None
 
 
 # ----------------------------------------------------------------------------------------

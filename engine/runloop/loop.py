@@ -81,7 +81,8 @@ from weir.engine.runloop.worker import (DUPLICATE, FAILED, OP_DONE, WAKE, Op, Ta
                                         run_callback, run_op, run_sync)
 from weir.engine.control.errors import ControlMessageError
 from weir.engine.errors import CallbackTimeoutError, EngineError
-from weir.engine.runloop.instance import Coordinator, InstanceState, TaskInstance, task_error
+from weir.engine.runloop.coordinator import Coordinator
+from weir.engine.runloop.instance import InstanceState, TaskInstance, task_error
 from weir.engine.metrics import MetricsRegistry, MetricsReporter, MetricsSettings
 from weir.engine.model import EnvelopeKind, IncomingMessageEnvelope
 from weir.engine.systems.linger import LINGER
@@ -395,7 +396,8 @@ class RunLoop:
                     continue
                 envs = (env,)
             for env in envs:
-                w = single.get(env.ssp)
+                ssp = env.ssp
+                w = single.get(ssp)
                 if w is None or env.kind is not _MESSAGE:
                     if self._route_inline(env):
                         return
@@ -407,7 +409,7 @@ class RunLoop:
                         except Exception as exc:
                             self._inline_failure(w, env, exc)
                         else:
-                            w.offsets[env.ssp] = env.offset
+                            w.offsets[ssp] = env.offset
                             w.processed.count += 1
                     else:  # every 64th message is timed for the process-ns metric
                         self._process_inline(w, env)

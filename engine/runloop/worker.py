@@ -22,7 +22,8 @@ from enum import Enum
 from typing import Any
 
 from weir.engine.errors import TaskError
-from weir.engine.runloop.instance import Coordinator, TaskInstance, log
+from weir.engine.runloop.coordinator import Coordinator
+from weir.engine.runloop.instance import TaskInstance, log
 from weir.engine.model import EnvelopeKind, IncomingMessageEnvelope
 from weir.engine.task import TaskKind
 

@@ -27,8 +27,8 @@ from enum import Enum
 from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 from weir.engine.errors import SystemError_, UnsupportedOperationError
-from weir.engine.model import (IncomingMessageEnvelope, OutgoingMessageEnvelope, SystemStream,
-                               SystemStreamPartition, make_outgoing)
+from weir.engine.model import (EnvelopeFactory, IncomingMessageEnvelope, OutgoingMessageEnvelope,
+                               SystemStream, SystemStreamPartition, make_outgoing)
 
 if TYPE_CHECKING:
     from weir.engine.systems.filelog.transactions import OpenTransaction
@@ -280,7 +280,16 @@ class SystemConsumerBase(ABC):
     """The base of every system consumer: :class:`SystemConsumer`'s methods and the optional
     capabilities of a transactional system, with the defaults of one without transactions
     (every record is committed): :meth:`set_isolation_level` does nothing and
-    :meth:`held_back_by` is None."""
+    :meth:`held_back_by` is None.
+
+    ``takes_envelope_factory`` (default False) says that :meth:`set_envelope_factory` works:
+    the consumer builds each data record's envelope with the function it is given, so the
+    engine hands it one that deserializes while it builds (one typed envelope per record
+    instead of a raw one and its typed copy). A consumer without it delivers
+    ``IncomingMessageEnvelope`` objects with ``bytes`` and the engine deserializes them.
+    """
+
+    takes_envelope_factory: ClassVar[bool] = False
 
     @abstractmethod
     def register(self, ssp: SystemStreamPartition, offset: int) -> None: ...
@@ -305,6 +314,16 @@ class SystemConsumerBase(ABC):
         """The open transaction that holds ``ssp``'s ``read_committed`` reader back; default
         None (no transactions)."""
         return None
+
+    def set_envelope_factory(self, ssp: SystemStreamPartition, make: EnvelopeFactory) -> None:
+        """Build the envelope of every data record of ``ssp`` (a registered SSP) as
+        ``make(ssp, offset, key, message, timestamp, size)`` from now on, instead of
+        ``IncomingMessageEnvelope(...)``; end-of-stream envelopes stay the consumer's own.
+        ``make`` never raises for bad data: it returns an envelope either way. Works where
+        ``takes_envelope_factory`` is True."""
+        raise UnsupportedOperationError(None, "build envelopes with a given factory",
+                                        "leave takes_envelope_factory False: the engine then "
+                                        "deserializes the consumer's envelopes")
 
 
 class SystemProducerBase(ABC):

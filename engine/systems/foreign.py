@@ -32,7 +32,8 @@ OPTIONAL_CAPABILITIES: dict[type, tuple[str, ...]] = {
     SystemAdminBase: ("root", "identities", "partition_counts", "cleanup_policy", "is_bounded",
                       "min_compaction_lag_ms", "stream_path", "describe", "list_streams",
                       "delete_stream", "rename_stream", "deletes_streams", "renames_streams"),
-    SystemConsumerBase: ("set_isolation_level", "held_back_by"),
+    SystemConsumerBase: ("set_isolation_level", "held_back_by", "takes_envelope_factory",
+                         "set_envelope_factory"),
     SystemProducerBase: ("send_batch",),
 }
 """The optional capabilities each base declares (``system``, which any admin may carry as its

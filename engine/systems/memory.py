@@ -47,6 +47,7 @@ from weir.stores.config import Config, declare
 
 from weir.engine.errors import StreamNotFoundError, SystemError_
 from weir.engine.model import (
+    EnvelopeFactory,
     EnvelopeKind,
     IncomingMessageEnvelope,
     OutgoingMessageEnvelope,
@@ -265,7 +266,10 @@ class _Position:
 
 
 class MemorySystemConsumer(SystemConsumerBase):
-    """Reads registered SSPs of one memory system; each consumer has its own positions."""
+    """Reads registered SSPs of one memory system; each consumer has its own positions. It
+    takes an envelope factory per SSP (:meth:`set_envelope_factory`)."""
+
+    takes_envelope_factory = True
 
     def __init__(self, system: str, fetch_max: int = 1000):
         if fetch_max < 1:
@@ -275,8 +279,17 @@ class MemorySystemConsumer(SystemConsumerBase):
         self._state = _state(system)
         self._fetch_max = fetch_max
         self._positions: dict[SystemStreamPartition, _Position] = {}
+        self._makes: dict[SystemStreamPartition, EnvelopeFactory] = {}
         self._started = False
         self._stopped = False
+
+    def set_envelope_factory(self, ssp: SystemStreamPartition, make: EnvelopeFactory) -> None:
+        """Build ``ssp``'s data records' envelopes with ``make`` (see
+        :meth:`SystemConsumerBase.set_envelope_factory`); ``ssp`` must be registered."""
+        if ssp not in self._positions:
+            raise SystemError_(f"{ssp} is not registered with this consumer; register it "
+                               f"before set_envelope_factory()")
+        self._makes[ssp] = make
 
     def register(self, ssp: SystemStreamPartition, offset: int) -> None:
         """Read ``ssp`` from ``offset`` (the first record to read). Registering an SSP twice
@@ -337,6 +350,7 @@ class MemorySystemConsumer(SystemConsumerBase):
         out: dict[SystemStreamPartition, list[IncomingMessageEnvelope]] = {}
         fetch_max = self._fetch_max
         message = EnvelopeKind.MESSAGE
+        makes = self._makes
         for ssp, pos in positions:
             part = pos.partition
             records = part.records
@@ -344,9 +358,15 @@ class MemorySystemConsumer(SystemConsumerBase):
             n = len(records)
             if start < n:
                 stop = min(n, start + fetch_max)
-                batch = [IncomingMessageEnvelope(ssp, off, key, value, ts, size, message)
-                         for off, (key, value, ts, size)
-                         in zip(range(start, stop), records[start:stop])]
+                make = makes.get(ssp)
+                if make is None:
+                    batch = [IncomingMessageEnvelope(ssp, off, key, value, ts, size, message)
+                             for off, (key, value, ts, size)
+                             in zip(range(start, stop), records[start:stop])]
+                else:
+                    batch = [make(ssp, off, key, value, ts, size)
+                             for off, (key, value, ts, size)
+                             in zip(range(start, stop), records[start:stop])]
                 pos.offset = stop
                 if stop == n and part.ended and not pos.eos_sent and len(batch) < fetch_max:
                     batch.append(IncomingMessageEnvelope.end_of_stream(ssp, n))

@@ -96,6 +96,10 @@ MIN_BODY = 16
 MAX_BODY = 0x7FFFFFFF
 """Largest body accepted (2 GiB - 1); anything larger is damage, not data."""
 
+_COPY_CRC = 2048
+"""Bodies shorter than this are CRC-checked on a bytes copy, longer ones through a memoryview
+(a view costs more than copying a few hundred bytes; it saves copying large records)."""
+
 _HDR = struct.Struct("<IIqI")       # length, crc, timestamp, key_len
 _U32 = struct.Struct("<I")
 _LEN_CRC = struct.Struct("<II")
@@ -166,15 +170,18 @@ def parse_records(buf: bytes, pos: int, offsets: Sequence[int], ordinal: int, st
             if rend > end:
                 why = ParseStop.PARTIAL if length <= MAX_BODY else ParseStop.BAD
                 break
-            if crc(mv[pos + 8:rend]) != check:
+            # A small body is checked on a copy (cheaper than a memoryview slice), a large
+            # one through the view (no copy).
+            if crc(buf[pos + 8:rend] if length < _COPY_CRC else mv[pos + 8:rend]) != check:
                 why = ParseStop.BAD
                 break
-            p = pos + 24
             if klen < 0x80000000:
-                key = buf[p - 4:p - 4 + klen]
-                p += klen
+                p = pos + 20 + klen
+                key = buf[pos + 20:p]
+                p += 4
             elif klen == null:
                 key = None
+                p = pos + 24
             else:
                 why = ParseStop.EXT
                 break

@@ -39,7 +39,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from weir.engine.errors import SystemError_
-from weir.engine.model import IncomingMessageEnvelope, SystemStreamPartition
+from weir.engine.model import EnvelopeFactory, IncomingMessageEnvelope, SystemStreamPartition
 from weir.engine.systems.api import SystemConsumerBase
 
 from weir.engine.systems.filelog._txn_format import Marker as TransactionMarker
@@ -77,22 +77,27 @@ _WATCHED_LOOK_S = 0.1
 
 
 class _Input:
-    __slots__ = ("reader", "fetch_max", "done", "at_end")
+    __slots__ = ("reader", "fetch_max", "done", "at_end", "make")
 
-    def __init__(self, reader: PartitionReader, fetch_max: int):
+    def __init__(self, reader: PartitionReader, fetch_max: int, make: EnvelopeFactory):
         self.reader, self.fetch_max, self.done = reader, fetch_max, False
+        self.make = make  # builds each record's envelope (set_envelope_factory)
         # Watched consumers only: the last look read everything there was, and no partition
         # directory changed since, so a look would find nothing new (see _watched_poll).
         self.at_end = False
 
 
 class FileLogConsumer(SystemConsumerBase):
-    """``SystemConsumer`` of a file log system."""
+    """``SystemConsumer`` of a file log system. It takes an envelope factory per SSP
+    (:meth:`set_envelope_factory`): the parse loop then hands each record to it directly."""
+
+    takes_envelope_factory = True
 
     def __init__(self, settings: FileLogSettings):
         self.settings = settings
         self.system = settings.system
         self._offsets: dict[SystemStreamPartition, int] = {}
+        self._makes: dict[SystemStreamPartition, EnvelopeFactory] = {}
         self._inputs: dict[SystemStreamPartition, _Input] = {}
         self._started = False
         self._max_sleep = max(settings.poll_max_sleep_ms / 1000.0, _FIRST_SLEEP_S)
@@ -132,6 +137,17 @@ class FileLogConsumer(SystemConsumerBase):
         does."""
         state = self._inputs.get(ssp)
         return state.reader.held_back_by() if state is not None else None
+
+    def set_envelope_factory(self, ssp: SystemStreamPartition, make: EnvelopeFactory) -> None:
+        """Build ``ssp``'s data records' envelopes with ``make`` (see
+        :meth:`SystemConsumerBase.set_envelope_factory`); ``ssp`` must be registered."""
+        if ssp not in self._offsets:
+            raise SystemError_(f"{ssp} was not registered with the '{self.system}' consumer; "
+                               f"register(ssp, offset) it before set_envelope_factory()")
+        self._makes[ssp] = make
+        state = self._inputs.get(ssp)
+        if state is not None:
+            state.make = make
 
     def register(self, ssp: SystemStreamPartition, offset: int) -> None:
         """Read ``ssp`` from ``offset`` (the first record to deliver). Registering an SSP twice
@@ -175,7 +191,8 @@ class FileLogConsumer(SystemConsumerBase):
                           if committed else None),
             system=self.system)
         fetch_max = self.settings.for_stream(ssp.stream, meta.config).fetch_max_records
-        self._inputs[ssp] = _Input(reader, fetch_max)
+        self._inputs[ssp] = _Input(reader, fetch_max,
+                                   self._makes.get(ssp, IncomingMessageEnvelope))
         watch = self._watch
         if watch is not None and not watch.add(partition_dir(self.settings.root, ssp.stream,
                                                              ssp.partition), ssp):
@@ -250,7 +267,6 @@ class FileLogConsumer(SystemConsumerBase):
               ) -> dict[SystemStreamPartition, list[IncomingMessageEnvelope]]:
         """Read what is there now: up to ``fetch.max.records`` per SSP."""
         inputs = self._inputs
-        make = IncomingMessageEnvelope
         watched = self._watch is not None
         result: dict[SystemStreamPartition, list[IncomingMessageEnvelope]] = {}
         for ssp in ssps:
@@ -262,7 +278,7 @@ class FileLogConsumer(SystemConsumerBase):
                 continue
             envelopes: list[IncomingMessageEnvelope] = []
             reader = state.reader
-            got = reader.read(state.fetch_max, make, ssp, envelopes)
+            got = reader.read(state.fetch_max, state.make, ssp, envelopes)
             if reader.ended:
                 envelopes.append(IncomingMessageEnvelope.end_of_stream(ssp, reader.end_offset))
                 state.done = True

@@ -38,6 +38,13 @@ class RecordingConsumer(MemorySystemConsumer):
         return super().poll(ssps, timeout)
 
 
+class RawRecordingConsumer(RecordingConsumer):
+    """A consumer that hands over envelopes with bytes (it takes no envelope factory): the
+    multiplexer deserializes them, as it does for any third-party consumer."""
+
+    takes_envelope_factory = False
+
+
 class CountingAdmin(MemorySystemAdmin):
     def __init__(self, system):
         super().__init__(system)
@@ -60,7 +67,8 @@ class FakeClock:
 class Mem:
     """One fresh memory system for a test: create streams, produce, build SystemConsumers."""
 
-    def __init__(self):
+    def __init__(self, consumer_class=RecordingConsumer):
+        self.consumer_class = consumer_class
         self.system = f"mem-sc-{next(_names)}"
         self.factory = MemorySystemFactory()
         self.admin = CountingAdmin(self.system)
@@ -84,7 +92,7 @@ class Mem:
 
     def consumers(self, config, chooser=None, serdes=None, fetch_max=1000, clock=None,
                   registrations=()):
-        self.consumer = RecordingConsumer(self.system, fetch_max)
+        self.consumer = self.consumer_class(self.system, fetch_max)
         kwargs = {"clock": clock} if clock else {}
         sc = SystemConsumers(chooser or chooser_from_config(config), {self.system: self.consumer},
                              {self.system: self.admin}, serdes, config, **kwargs)
@@ -93,9 +101,11 @@ class Mem:
         return sc
 
 
-@pytest.fixture
-def mem():
-    m = Mem()
+@pytest.fixture(params=[RecordingConsumer, RawRecordingConsumer], ids=["typed", "raw"])
+def mem(request):
+    """Every test runs twice: with a consumer that builds typed envelopes with the serdes'
+    factory, and with one that hands over bytes for the multiplexer to deserialize."""
+    m = Mem(request.param)
     yield m
     reset_memory_systems(m.system)
 
@@ -678,3 +688,113 @@ def test_consumers_refuse_serdes_that_are_not_a_serde_manager(mem):
     cfg = mem.config()
     with pytest.raises(TypeError, match="serdes must be a SerdeManager"):
         mem.consumers(cfg, serdes=object(), registrations=[(mem.ssp("s"), 0)])
+
+
+def test_a_typed_consumer_builds_the_envelopes_the_chooser_hands_out(mem):
+    mem.create("s", 1)
+    mem.send("s", 0, b'{"n": 1}', b'{"n": 2}', key=b"k")
+    cfg = mem.config(**{"systems.SYS.samza.msg.serde": "json", "systems.SYS.samza.key.serde": "string"})
+    polled = []
+    consumer_poll = mem.consumer_class.poll
+
+    def recording_poll(self, ssps, timeout):
+        result = consumer_poll(self, ssps, timeout)
+        polled.extend(e for envelopes in result.values() for e in envelopes)
+        return result
+
+    mem.consumer_class = type("Polled", (mem.consumer_class,), {"poll": recording_poll})
+    sc = mem.consumers(cfg, serdes=SerdeManager(cfg), registrations=[(mem.ssp("s"), 0)])
+    sc.start()
+    chosen = choose_all(sc)
+    assert [(e.key, e.message) for e in chosen] == [("k", {"n": 1}), ("k", {"n": 2})]
+    # typed: the task gets the very envelopes the consumer built (no raw envelope, no copy)
+    same = [any(c is p for p in polled) for c in chosen]
+    assert same == ([True, True] if mem.consumer.takes_envelope_factory else [False, False])
+
+
+def test_a_bad_record_in_one_poll_does_not_change_how_later_polls_are_deserialized(mem):
+    mem.create("s", 1)
+    cfg = mem.config(**{"systems.SYS.samza.msg.serde": "json",
+                        "task.drop.deserialization.errors": "true"})
+    sc = mem.consumers(cfg, serdes=SerdeManager(cfg), fetch_max=2,
+                       registrations=[(mem.ssp("s"), 0)])
+    mem.send("s", 0, b'{"n": 0}', b"not json", b'{"n": 2}', b'{"n": 3}', b'{"n": 4}')
+    sc.start()
+    assert [(e.offset, e.message) for e in choose_all(sc)] == [
+        (0, {"n": 0}), (2, {"n": 2}), (3, {"n": 3}), (4, {"n": 4})]
+    mem.send("s", 0, b"{bad", b'{"n": 6}')
+    assert [(e.offset, e.message) for e in choose_all(sc)] == [(6, {"n": 6})]
+    assert sc.counters.deserialization_errors == 2
+
+
+def test_a_key_that_does_not_deserialize_is_named_by_its_offset_in_either_path(mem):
+    mem.create("s", 1)
+    mem.send("s", 0, b"{}", key=b"k")
+    mem.send("s", 0, b"{}", key=b"\xff\xfe")
+    cfg = mem.config(**{"systems.SYS.samza.msg.serde": "json", "systems.SYS.samza.key.serde": "string"})
+    sc = mem.consumers(cfg, serdes=SerdeManager(cfg), registrations=[(mem.ssp("s"), 0)])
+    sc.start()
+    with pytest.raises(DeserializationError, match="cannot deserialize the key with serde 'string'") as err:
+        sc.choose(timeout=0)  # the refill behind offset 0 meets offset 1
+    assert (err.value.ssp, err.value.offset) == (mem.ssp("s"), 1)
+    assert isinstance(err.value.__cause__, UnicodeDecodeError)
+
+
+@pytest.mark.parametrize("limit", [2, 7, 64, 1000])
+@pytest.mark.parametrize("fetch_max", [3, 50])
+def test_choose_run_takes_whole_rounds_in_the_order_of_single_chooses(mem, limit, fetch_max):
+    mem.create("s", 4, bounded=True)
+    for p, n in ((0, 40), (1, 41), (2, 9), (3, 77)):
+        mem.send("s", p, *[f"{p}-{i}" for i in range(n)])
+    mem.producer.end_stream("s")
+    regs = [(mem.ssp("s", p), 0) for p in range(4)]
+    config = mem.config(**{"task.inputs": "SYS.s"})
+    one = mem.consumers(config, fetch_max=fetch_max, registrations=regs)
+    one.start()
+    expected = [(e.ssp.partition, e.offset, e.kind) for e in choose_all(one)]
+    runs = mem.consumers(config, fetch_max=fetch_max, registrations=regs)
+    runs.start()
+    got, sizes = _drain_by_runs(runs, limit)
+    assert [(e.ssp.partition, e.offset, e.kind) for e in got] == expected
+    assert len(expected) == 40 + 41 + 9 + 77 + 4
+    assert max(sizes) <= limit and sum(sizes) >= len(expected) // 2
+    assert runs.counters.chooses == one.counters.chooses
+
+
+@pytest.mark.parametrize("drop", ["false", "true"])
+def test_file_log_records_are_typed_by_the_parse_and_a_bad_one_fails_or_drops_in_order(
+        tmp_path, drop):
+    from tests.engine.systems.filelog.conftest import SYSTEM, Log
+    from weir.engine.systems.filelog import FileLogSystemFactory
+    log = Log(str(tmp_path / "log"))
+    log.create("s", 1, bounded=True)
+    log.write([(b"a", b'{"n": 0}'), (b"b", b'{"n": 1}'), (b"c", b"not json"),
+               (b"d", b'{"n": 3}')], "s")
+    cfg = log.config.merged({f"systems.{SYSTEM}.samza.msg.serde": "json",
+                             f"systems.{SYSTEM}.samza.key.serde": "string",
+                             "task.drop.deserialization.errors": drop})
+    factory = FileLogSystemFactory()
+    consumer = factory.get_consumer(SYSTEM, cfg)
+    assert consumer.takes_envelope_factory
+    sc = SystemConsumers(chooser_from_config(cfg), {SYSTEM: consumer},
+                         {SYSTEM: factory.get_admin(SYSTEM, cfg)}, SerdeManager(cfg), cfg)
+    ssp = SystemStreamPartition(SYSTEM, "s", 0)
+    sc.register(ssp, 0)
+    sc.start()
+    try:
+        if drop == "true":
+            got, _ = _drain_by_runs(sc, 64)
+            assert [(e.offset, e.key, e.message) for e in got if not e.is_end_of_stream] == [
+                (0, "a", {"n": 0}), (1, "b", {"n": 1}), (3, "d", {"n": 3})]
+            assert sc.counters.deserialization_errors == 1
+        else:
+            got = []
+            with pytest.raises(DeserializationError) as err:
+                while True:
+                    got += sc.choose_run(64) or [sc.choose(timeout=0)]
+            assert (err.value.ssp, err.value.offset) == (ssp, 2)
+            assert "cannot deserialize the message with serde 'json'" in str(err.value)
+            # offset 1 is taken by the choose() that raises: its refill meets offset 2
+            assert [(e.offset, e.message) for e in got] == [(0, {"n": 0})]
+    finally:
+        sc.stop()

@@ -240,3 +240,29 @@ def test_a_lost_stream_json_is_never_recreated_over_the_records_it_described(log
     assert not os.path.exists(meta)
     assert [p.name for p in list_segments(log.pdir("s", 2))]  # records untouched
     log.create("fresh", partitions=2)  # a new stream still can be created
+
+
+def test_a_consumer_builds_each_record_with_the_factory_it_was_given(log):
+    log.create()
+    log.write([(b"key", b"value", 1234), (None, None, 5)])
+    consumer = FileLogSystemFactory().get_consumer(SYSTEM, log.config)
+    assert consumer.takes_envelope_factory
+    consumer.register(_ssp(), 0)
+    built = []
+
+    def make(ssp, offset, key, message, timestamp, size):
+        built.append((ssp, offset, key, message, timestamp, size))
+        return ("typed", offset)
+
+    consumer.set_envelope_factory(_ssp(), make)
+    consumer.start()
+    assert consumer.poll([_ssp()], 0)[_ssp()] == [("typed", 0), ("typed", 1)]
+    assert built == [(_ssp(), 0, b"key", b"value", 1234, 8), (_ssp(), 1, None, None, 5, 0)]
+    consumer.stop()
+
+
+def test_an_envelope_factory_for_an_unregistered_partition_is_an_error(log):
+    log.create()
+    consumer = FileLogSystemFactory().get_consumer(SYSTEM, log.config)
+    with pytest.raises(SystemError_, match="register"):
+        consumer.set_envelope_factory(_ssp(), lambda *record: record)
