@@ -31,7 +31,7 @@ from weir.engine.spark.errors import JavaRuntimeError, SparkError
 
 __all__ = ["JAVA_MIN_MAJOR", "PYSPARK_MIN", "WORKER_SAFE_PATH", "java_major", "find_java", "check_java",
            "check_pyspark", "check_spark_environment", "spark_session", "worker_python_path",
-           "warm_up", "WarmUp", "WORKER_MODULES"]
+           "warm_up", "WarmUp", "WORKER_MODULES", "task_slots"]
 
 JAVA_MIN_MAJOR = 17
 PYSPARK_MIN = (4, 2)
@@ -204,14 +204,44 @@ def _warm_task(modules: Sequence[str], batches):
          "import_ms": [round((time.perf_counter() - started) * 1000, 3)]})
 
 
+def task_slots(spark: Any) -> int:
+    """How many tasks the session runs at once: the cores of ``local[N]`` / ``local[*]`` /
+    ``local-cluster[n, c, m]``, else ``spark.executor.instances`` x ``spark.executor.cores``
+    when both are set, else the default parallelism (Spark's total executor cores unless
+    ``spark.default.parallelism`` overrides it).
+
+        >>> class Ctx:
+        ...     master, defaultParallelism = "local[2,3]", 4
+        ...     def getConf(self): return {}
+        >>> class Session:
+        ...     sparkContext = Ctx()
+        >>> task_slots(Session())
+        2
+    """
+    ctx = spark.sparkContext
+    master = str(ctx.master).replace(" ", "")
+    local = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master)
+    if local:
+        cores = local.group(1)
+        return (os.cpu_count() or 1) if cores == "*" else int(cores or 1)
+    cluster = re.fullmatch(r"local-cluster\[(\d+),(\d+),\d+\]", master)
+    if cluster:
+        return int(cluster.group(1)) * int(cluster.group(2))
+    conf = ctx.getConf()
+    instances, cores = conf.get("spark.executor.instances"), conf.get("spark.executor.cores")
+    if instances and cores:
+        return int(instances) * int(cores)
+    return int(ctx.defaultParallelism)
+
+
 def warm_up(spark: Any, *, tasks: int | None = None, transform_with_state: bool = True,
             modules: Sequence[str] = ()) -> WarmUp:
     """Start the session's Python workers and import Weir's worker modules in them, so that the
     first micro-batch of a query with Weir operators finds its workers warm (docs/SPARK.md,
     "Performance").
 
-    Runs one small Spark job of ``tasks`` tasks (default: the session's default parallelism, its
-    task slots) in barrier mode, so all of them run at once, each in a Python worker of its own;
+    Runs one small Spark job of ``tasks`` tasks (default: the session's task slots,
+    :func:`task_slots`) in barrier mode, so all of them run at once, each in a Python worker of its own;
     each imports :data:`WORKER_MODULES`, the engine of the session's provider
     (``spark.weir.state.provider``), pandas and the ``transform_with_state`` modules when
     ``transform_with_state`` is true, and ``modules`` (your own function's imports). Spark keeps
@@ -233,11 +263,11 @@ def warm_up(spark: Any, *, tasks: int | None = None, transform_with_state: bool 
         raise SparkError(f"warm_up: {_WORKER_REUSE}={reuse}, so every task starts a new Python "
                          f"worker and there is nothing to warm; set {_WORKER_REUSE}=true "
                          f"(Spark's default) when the session starts")
-    slots = spark.sparkContext.defaultParallelism
+    slots = task_slots(spark)
     count = slots if tasks is None else int(tasks)
     if count < 1 or count > slots:
         raise SparkError(f"warm_up: tasks={tasks} must be between 1 and the session's "
-                         f"{slots} task slots (spark.default.parallelism)")
+                         f"{slots} task slots (spark.master / spark.executor.*)")
     wanted = list(WORKER_MODULES)
     wanted += _PROVIDER_MODULES.get(ProviderSettings.from_spark(spark).provider, ())
     if transform_with_state:

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from weir.engine.spark.errors import SparkError
-from weir.engine.spark.session import WORKER_MODULES, warm_up
+from weir.engine.spark.session import WORKER_MODULES, task_slots, warm_up
 
 from tests.engine.spark._spark import (await_query, running_count, start_spark, stop_spark,
                                        write_parquet)
@@ -58,7 +58,7 @@ def test_a_query_after_warm_up_gives_the_same_rows_as_without_it(spark, tmp_path
     warm = _counts(spark, data, tmp_path / "warm")
 
     expected = pd.concat(FILES).groupby("key").size().sort_index()
-    assert done.tasks == spark.sparkContext.defaultParallelism
+    assert done.tasks == task_slots(spark) == 2          # local[2,2]
     assert set(WORKER_MODULES) <= set(done.modules)
     assert list(warm.items()) == list(expected.items())
 
@@ -73,4 +73,4 @@ def test_a_second_warm_up_finds_every_worker_warm(spark):
 
 def test_warm_up_refuses_more_tasks_than_the_session_has_slots(spark):
     with pytest.raises(SparkError, match="task slots"):
-        warm_up(spark, tasks=spark.sparkContext.defaultParallelism + 1)
+        warm_up(spark, tasks=task_slots(spark) + 1)
