@@ -163,6 +163,11 @@ def run_variant(variant: str, data: Path, work: Path, events: int, distinct: int
     }, app_name=f"bench-{variant}", python_path=(str(REPO / "bench"),))
     spark.sparkContext.setLogLevel("ERROR")
     startup = time.perf_counter() - started
+    warm = None
+    if os.environ.get("WEIR_BENCH_WARM_UP") == "1":
+        from weir.spark import warm_up
+
+        warm = warm_up(spark, transform_with_state=variant.startswith("weir_proc")).seconds
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     from weir.spark import StateOperator, transform_with_state
@@ -195,14 +200,23 @@ def run_variant(variant: str, data: Path, work: Path, events: int, distinct: int
     else:
         raise SystemExit(f"unknown variant {variant!r} (one of {', '.join(VARIANTS)})")
     load_before = os.getloadavg()[0]
+    jvm = spark.sparkContext._gateway.proc.pid
+    cpu0 = _tree_cpu(jvm) + time.process_time()
     t0 = time.perf_counter()
     query = (df.writeStream.format("noop").outputMode("update")
              .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start())
     query.awaitTermination()
     wall = time.perf_counter() - t0
+    cpu = _tree_cpu(jvm) + time.process_time() - cpu0
     load_after = os.getloadavg()[0]
     progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
     batch_ms = [p["durationMs"]["triggerExecution"] for p in progress]
+    # where each batch goes: Spark's phases, and the Weir operator's own figures (task_ms summed
+    # over the batch's tasks, restore/publish the slowest task's) from its observed metrics
+    batches = [{"ms": p["durationMs"]["triggerExecution"],
+                "add_ms": p["durationMs"].get("addBatch"),
+                "plan_ms": p["durationMs"].get("queryPlanning"),
+                **_weir_figures(p)} for p in progress]
 
     if variant.startswith("weir_vec"):
         row = (spark.read.format("weirstate").option("operator", "counts").load(str(ckpt))
@@ -238,13 +252,45 @@ def run_variant(variant: str, data: Path, work: Path, events: int, distinct: int
     spark.stop()
     return {"variant": variant, "events": events, "distinct_keys": distinct,
             "batches": len(progress), "wall_s": round(wall, 2),
-            "events_per_s": round(events / wall),
+            "events_per_s": round(events / wall), "cpu_s": round(cpu, 1),
             "first_batch_s": round(batch_ms[0] / 1000, 2) if batch_ms else None,
             "median_batch_s": round(statistics.median(batch_ms[1:]) / 1000, 2)
             if len(batch_ms) > 1 else None,
-            "startup_s": round(startup, 1), "load_before": round(load_before, 2),
+            "startup_s": round(startup, 1), "warm_up_s": warm, "load_before": round(load_before, 2),
             "load_after": round(load_after, 2), "state_total": total, "state_keys": keys,
-            "ok": total == events and keys == distinct}
+            "ok": total == events and keys == distinct,
+            **({"batch_detail": batches} if os.environ.get("WEIR_BENCH_DETAIL") else {})}
+
+
+def _weir_figures(progress) -> dict:
+    """The Weir operator's own figures of one batch from its observed metrics."""
+    row = (progress["observedMetrics"] or {}).get("weir.counts")
+    if row is None:
+        return {}
+    return {k: round(v, 1) for k, v in row.asDict().items()
+            if k in ("task_ms", "restore_ms", "publish_ms") and v is not None}
+
+
+def _tree_cpu(root: int) -> float:
+    """CPU seconds (user + system, with reaped children) of process ``root`` and its live
+    descendants: the JVM, the Python daemon and its workers."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            stats[int(entry)] = (int(fields[1]), sum(int(f) for f in fields[11:15]))
+    tree, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, _) in stats.items():
+            if ppid == parent and pid not in tree:
+                tree.add(pid)
+                frontier.append(pid)
+    return sum(stats[p][1] for p in tree if p in stats) / tick
 
 
 def _tws_value(raw: bytes, pickle) -> int:
@@ -267,6 +313,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run", nargs=4, metavar=("VARIANT", "DATA", "EVENTS", "DISTINCT"),
                         help=argparse.SUPPRESS)
     parser.add_argument("--timeout", type=float, default=3600)
+    parser.add_argument("--warm-up", action="store_true",
+                        help="call weir.spark.warm_up(spark) before each query (every variant)")
+    parser.add_argument("--detail", action="store_true",
+                        help="per-batch figures in each JSON line (Spark's phases, Weir's task, "
+                             "restore and publish times)")
     args = parser.parse_args(argv)
     if args.run:
         variant, data, events, distinct = args.run
@@ -281,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     variants = [v for v in args.variants.split(",") if v]
     key_counts = [int(k) for k in args.keys.split(",")]
     root = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="weir-bench-spark-"))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    env = {**os.environ, **({"WEIR_BENCH_WARM_UP": "1"} if args.warm_up else {}),
+           **({"WEIR_BENCH_DETAIL": "1"} if args.detail else {}), "PYTHONPATH": os.pathsep.join(
         [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
     results: dict[tuple[int, str], list[dict]] = {}
     print(f"# {args.events:,} events, {args.batches} batches, keys {key_counts}, "

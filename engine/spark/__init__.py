@@ -37,6 +37,8 @@ _LAZY = {
     "register_data_sources": "weir.engine.spark.sources",
     "spark_session": "weir.engine.spark.session",
     "check_java": "weir.engine.spark.session",
+    "warm_up": "weir.engine.spark.session",
+    "WarmUp": "weir.engine.spark.session",
 }
 
 __all__ = [

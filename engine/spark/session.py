@@ -20,14 +20,18 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from weir.engine.spark.errors import JavaRuntimeError, SparkError
 
 __all__ = ["JAVA_MIN_MAJOR", "PYSPARK_MIN", "WORKER_SAFE_PATH", "java_major", "find_java", "check_java",
-           "check_pyspark", "check_spark_environment", "spark_session", "worker_python_path"]
+           "check_pyspark", "check_spark_environment", "spark_session", "worker_python_path",
+           "warm_up", "WarmUp", "WORKER_MODULES", "task_slots"]
 
 JAVA_MIN_MAJOR = 17
 PYSPARK_MIN = (4, 2)
@@ -157,3 +161,123 @@ def spark_session(conf: Mapping[str, Any] | None = None, *, app_name: str = "wei
 
     register_data_sources(spark)
     return spark
+
+
+WORKER_MODULES = ("pyarrow", "pyarrow.compute", "pyarrow.ipc", "zstandard",
+                  "weir.engine.spark.operator", "weir.engine.spark.partition")
+"""What every Weir state operator imports in a Python worker (:func:`warm_up` imports them)."""
+_PROVIDER_MODULES = {"rocksdb": ("weir.stores.engines.rocksdb",),
+                     "lmdb": ("weir.stores.engines.lmdb",)}
+_TWS_MODULES = ("pandas", "weir.engine.spark.transform", "weir.engine.spark.processor")
+_WORKER_REUSE = "spark.python.worker.reuse"
+_WARM_SCHEMA = "pid long, warm boolean, import_ms double"
+
+
+@dataclass(frozen=True)
+class WarmUp:
+    """What :func:`warm_up` did: the Python workers it started (or found running) and what the
+    imports cost in them."""
+
+    tasks: int
+    workers: int
+    already_warm: int
+    import_ms: float
+    seconds: float
+    modules: tuple[str, ...]
+
+
+def _warm_task(modules: Sequence[str], batches):
+    """One warm-up task in a Python worker: import ``modules`` (a no-op in a warm worker)."""
+    import importlib
+    import os as _os
+
+    import pyarrow as pa
+
+    started = time.perf_counter()
+    warm = all(m in sys.modules for m in modules)
+    for module in modules:
+        importlib.import_module(module)
+    for _ in batches:
+        pass
+    yield pa.RecordBatch.from_pydict(
+        {"pid": [_os.getpid()], "warm": [warm],
+         "import_ms": [round((time.perf_counter() - started) * 1000, 3)]})
+
+
+def task_slots(spark: Any) -> int:
+    """How many tasks the session runs at once: the cores of ``local[N]`` / ``local[*]`` /
+    ``local-cluster[n, c, m]``, else ``spark.executor.instances`` x ``spark.executor.cores``
+    when both are set, else the default parallelism (Spark's total executor cores unless
+    ``spark.default.parallelism`` overrides it).
+
+        >>> class Ctx:
+        ...     master, defaultParallelism = "local[2,3]", 4
+        ...     def getConf(self): return {}
+        >>> class Session:
+        ...     sparkContext = Ctx()
+        >>> task_slots(Session())
+        2
+    """
+    ctx = spark.sparkContext
+    master = str(ctx.master).replace(" ", "")
+    local = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master)
+    if local:
+        cores = local.group(1)
+        return (os.cpu_count() or 1) if cores == "*" else int(cores or 1)
+    cluster = re.fullmatch(r"local-cluster\[(\d+),(\d+),\d+\]", master)
+    if cluster:
+        return int(cluster.group(1)) * int(cluster.group(2))
+    conf = ctx.getConf()
+    instances, cores = conf.get("spark.executor.instances"), conf.get("spark.executor.cores")
+    if instances and cores:
+        return int(instances) * int(cores)
+    return int(ctx.defaultParallelism)
+
+
+def warm_up(spark: Any, *, tasks: int | None = None, transform_with_state: bool = True,
+            modules: Sequence[str] = ()) -> WarmUp:
+    """Start the session's Python workers and import Weir's worker modules in them, so that the
+    first micro-batch of a query with Weir operators finds its workers warm (docs/SPARK.md,
+    "Performance").
+
+    Runs one small Spark job of ``tasks`` tasks (default: the session's task slots,
+    :func:`task_slots`) in barrier mode, so all of them run at once, each in a Python worker of its own;
+    each imports :data:`WORKER_MODULES`, the engine of the session's provider
+    (``spark.weir.state.provider``), pandas and the ``transform_with_state`` modules when
+    ``transform_with_state`` is true, and ``modules`` (your own function's imports). Spark keeps
+    the workers (``spark.python.worker.reuse``, on by default) and hands them to the query's
+    tasks; it stops workers idle for a minute, so call this right before ``start()``. Also
+    useful after a session start in a notebook. Returns what it did.
+
+    Raises :class:`SparkError` when ``spark.python.worker.reuse`` is false (every task would
+    start a new worker, so nothing can be warmed), or ``tasks`` exceeds the slots.
+
+    Example (a session from :func:`spark_session`)::
+
+        warm_up(spark)                       # then: query = df.writeStream....start()
+    """
+    from weir.engine.spark.settings import ProviderSettings
+
+    reuse = str(spark.conf.get(_WORKER_REUSE, "true")).strip().lower()
+    if reuse != "true":
+        raise SparkError(f"warm_up: {_WORKER_REUSE}={reuse}, so every task starts a new Python "
+                         f"worker and there is nothing to warm; set {_WORKER_REUSE}=true "
+                         f"(Spark's default) when the session starts")
+    slots = task_slots(spark)
+    count = slots if tasks is None else int(tasks)
+    if count < 1 or count > slots:
+        raise SparkError(f"warm_up: tasks={tasks} must be between 1 and the session's "
+                         f"{slots} task slots (spark.master / spark.executor.*)")
+    wanted = list(WORKER_MODULES)
+    wanted += _PROVIDER_MODULES.get(ProviderSettings.from_spark(spark).provider, ())
+    if transform_with_state:
+        wanted += _TWS_MODULES
+    wanted += [m for m in modules if m not in wanted]
+    started = time.perf_counter()
+    rows = (spark.range(count, numPartitions=count)
+            .mapInArrow(partial(_warm_task, tuple(wanted)), _WARM_SCHEMA, barrier=True)
+            .collect())
+    return WarmUp(tasks=count, workers=len({r.pid for r in rows}),
+                  already_warm=sum(1 for r in rows if r.warm),
+                  import_ms=max((r.import_ms for r in rows), default=0.0),
+                  seconds=round(time.perf_counter() - started, 3), modules=tuple(wanted))

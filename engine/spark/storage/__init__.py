@@ -47,13 +47,21 @@ Example (the local file system)::
 
 from __future__ import annotations
 
+from weir.stores._lazy import lazy_exports
+
 from weir.engine.spark.storage.base import CheckpointStorage, Entry
-from weir.engine.spark.storage.fsspec_client import FsspecStorage
 from weir.engine.spark.storage.local import LocalStorage, publish_bytes
 from weir.engine.spark.storage.opening import open_storage
 from weir.engine.spark.storage.options import StorageOptions
-from weir.engine.spark.storage.s3 import S3Storage
-from weir.engine.spark.storage.webhdfs import WebHdfsStorage
+
+# the object-store clients load on first use: a Python worker whose checkpoint is local never
+# imports them (start-up of the first batch, docs/SPARK.md "Performance")
+_LAZY = {"S3Storage": "weir.engine.spark.storage.s3",
+         "FsspecStorage": "weir.engine.spark.storage.fsspec_client",
+         "WebHdfsStorage": "weir.engine.spark.storage.webhdfs"}
 
 __all__ = ["CheckpointStorage", "LocalStorage", "S3Storage", "FsspecStorage", "WebHdfsStorage",
            "Entry", "StorageOptions", "open_storage", "publish_bytes"]
+
+
+__getattr__ = lazy_exports(__name__, _LAZY, globals())

@@ -5,17 +5,15 @@ Python worker, and dropped in a forked child)."""
 from __future__ import annotations
 
 import os
+import sys
 import threading
 
 from weir.engine.spark.errors import CheckpointLocationError
 from weir.engine.spark.locations import (Location, ObjectPath, StorageKind, parse_location,
                                          storage_kind)
 from weir.engine.spark.storage.base import CheckpointStorage
-from weir.engine.spark.storage.fsspec_client import open_adls, open_gcs
 from weir.engine.spark.storage.local import LocalStorage
 from weir.engine.spark.storage.options import StorageOptions
-from weir.engine.spark.storage.s3 import S3Storage, forget_session
-from weir.engine.spark.storage.webhdfs import open_webhdfs
 
 __all__ = ["open_storage"]
 
@@ -46,13 +44,23 @@ def open_storage(location: str | os.PathLike[str] | Location,
         with _OPEN_LOCK:
             storage = _OPEN.get(key)
             if storage is None:
+                # each client's module loads with its first location (local-only workers
+                # never import them)
                 if kind is StorageKind.S3:
+                    from weir.engine.spark.storage.s3 import S3Storage
+
                     storage = S3Storage(options)
                 elif kind is StorageKind.GCS:
+                    from weir.engine.spark.storage.fsspec_client import open_gcs
+
                     storage = open_gcs(options)
                 elif kind is StorageKind.HDFS:
+                    from weir.engine.spark.storage.webhdfs import open_webhdfs
+
                     storage = open_webhdfs(options, path)
                 else:
+                    from weir.engine.spark.storage.fsspec_client import open_adls
+
                     storage = open_adls(options, account)
                 _OPEN[key] = storage
     return storage
@@ -62,7 +70,9 @@ def _forget_storages() -> None:
     """Drop this process's clients (after a fork, or in tests)."""
     global _OPEN_LOCK
     _OPEN.clear()
-    forget_session()
+    s3 = sys.modules.get("weir.engine.spark.storage.s3")
+    if s3 is not None:   # never imported: no session to drop
+        s3.forget_session()
     _OPEN_LOCK = threading.RLock()
 
 

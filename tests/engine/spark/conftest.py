@@ -25,7 +25,8 @@ _CONNECT_MISSING = [m for m in ("grpc", "google.rpc") if importlib.util.find_spe
 
 collect_ignore = ["test_jobtask.py", "test_logsink.py", "test_operator_spark.py",
                   "test_processor.py", "test_transform_spark.py", "test_statesource.py",
-                  "test_jobrunner_spark.py", "test_connect_spark.py", "test_handover.py"] \
+                  "test_jobrunner_spark.py", "test_connect_spark.py", "test_handover.py",
+                  "test_session_spark.py"] \
     if _MISSING else []
 if _CONNECT_MISSING and not _REQUIRED:
     collect_ignore.append("test_connect_spark.py")

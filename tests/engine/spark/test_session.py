@@ -51,3 +51,28 @@ def test_java_versions_are_read_from_both_version_styles():
     assert java_major('openjdk version "21.0.2" 2024-01-16') == 21
     assert java_major('java version "1.8.0_402"') == 8
     assert java_major("no version here") is None
+
+
+@pytest.mark.parametrize("master, conf, expected", [
+    ("local", {}, 1), ("local[2]", {}, 2), ("local[2,2]", {}, 2), ("local[*]", {}, "cpus"),
+    ("local-cluster[2, 1, 1024]", {}, 2),
+    ("spark://h:7077", {"spark.executor.instances": "3", "spark.executor.cores": "4"}, 12),
+    ("yarn", {}, 7)])
+def test_task_slots_are_read_from_the_master_and_executor_keys(master, conf, expected):
+    import os
+
+    from weir.engine.spark.session import task_slots
+
+    class Context:                      # the two things task_slots reads of a SparkContext
+        defaultParallelism = 7
+
+        def __init__(self):
+            self.master = master
+
+        def getConf(self):
+            return conf
+
+    class Session:
+        sparkContext = Context()
+
+    assert task_slots(Session()) == (os.cpu_count() if expected == "cpus" else expected)
