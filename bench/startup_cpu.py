@@ -29,6 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import peers_e2e  # noqa: E402  (bench/ is not a package on sys.path)
+from bench._peers_startup import _PROBE  # noqa: E402  (the repository root: peers_e2e put it on sys.path)
+from bench._peers_variants import generate, job_file  # noqa: E402
 
 __all__ = ["main"]
 
@@ -41,7 +43,7 @@ def _round(work: Path, log_root: Path, weir_path: Path | None,
     """One whole-process run to the first message and one ``import weir.engine.cli``:
     CPU seconds of each."""
     run = Path(tempfile.mkdtemp(prefix="run-", dir=work))
-    path = peers_e2e._job_file(work, log_root, run, "rocksdb", peers_e2e._PROBE | extra)
+    path = job_file(log_root, run, "rocksdb", _PROBE | extra)
     cpu_file = run / "first-cpu"
     env = peers_e2e._env(weir_path, work / "pycache") | {"WEIR_BENCH_FIRST_CPU": str(cpu_file)}
     try:
@@ -77,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     for weir_path in trees.values():
         peers_e2e.warm_bytecode(work, weir_path)
     log_root = work / f"log-startup-{args.records}"
-    peers_e2e.generate(log_root, args.records, 10_000)
+    generate(log_root, args.records, 10_000)
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
     loads = [os.getloadavg()[0]]
     for r in range(args.rounds):
