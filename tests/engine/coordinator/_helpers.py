@@ -131,3 +131,16 @@ def busy_connections(coordinator: JobCoordinator, count: int,
     while reading().reading < count:
         time.sleep(0.005)
     return socks
+
+
+def serving_coordinator(tmp_path: Path, **extra: str):
+    """A started job coordinator serving its HTTP endpoint (a generator for fixtures): the
+    word-count job with two containers over four input partitions and the ``extra`` keys;
+    stopped when the fixture ends."""
+    config = job_config(tmp_path, **{"job.container.count": "2", **extra})
+    create_inputs(config, 4)
+    coordinator = JobCoordinator(config)
+    coordinator.start()
+    coordinator.serve()
+    yield coordinator
+    coordinator.stop()

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from weir.engine.coordinator import JobCoordinator
 from weir.engine.coordinator.settings import CoordinatorSettings
 from weir.engine.metrics import MetricsSettings, TaskMetrics
 from weir.engine.metrics.prometheus import PrometheusReporter, families
 from weir.stores.config import Config
 
-from tests.engine.coordinator._helpers import create_inputs, job_config
+from tests.engine.coordinator._helpers import serving_coordinator
 from tests.engine.coordinator.test_server import request
 
 JMX = {"metrics.reporters": "jmx",
@@ -20,13 +19,7 @@ JMX = {"metrics.reporters": "jmx",
 
 @pytest.fixture
 def coordinator(tmp_path):
-    config = job_config(tmp_path, **{"job.container.count": "2", **JMX})
-    create_inputs(config, 4)
-    coordinator = JobCoordinator(config)
-    coordinator.start()
-    coordinator.serve()
-    yield coordinator
-    coordinator.stop()
+    yield from serving_coordinator(tmp_path, **JMX)
 
 
 def container_snapshot() -> dict:

@@ -16,13 +16,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 from weir.engine.spark.faultpoint import HOLD_ENV
 
 __all__ = ["WORKER_DID_NOT_CONNECT", "spark_overrides", "command", "run_to_end", "start",
-           "kill_at", "Driver"]
+           "kill_at", "Driver", "pageviews_panes"]
 
 REPO = Path(__file__).resolve().parents[3]
 WORKER_DID_NOT_CONNECT = "Python worker failed to connect back"
@@ -122,3 +123,13 @@ def kill_at(driver: Driver, marker: Path, *, deadline_s: float = 900) -> int:
     pid = int(marker.read_text())
     driver.kill()                        # driver, JVM and Python workers
     return pid
+
+
+def pageviews_panes(example, config) -> dict[str, Counter]:
+    """The panes the pageviews application (``example``) wrote under ``config``, per output
+    stream, as a multiset (a pane written twice counts twice)."""
+    from weir.engine.app.runner import prepare_application
+
+    _, job = prepare_application(config)
+    return {stream: Counter(tuple(sorted(p.items())) for p in example.read_panes(job, stream))
+            for stream in ("views-per-minute", "sessions")}

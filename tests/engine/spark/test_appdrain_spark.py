@@ -11,7 +11,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -26,14 +25,6 @@ VIEWS = 1500
 @pytest.fixture
 def example():
     return load_example("pageviews")
-
-
-def _panes(example, config) -> dict[str, Counter]:
-    from weir.engine.app.runner import prepare_application
-
-    _, job = prepare_application(config)
-    return {stream: Counter(tuple(sorted(p.items())) for p in example.read_panes(job, stream))
-            for stream in ("views-per-minute", "sessions")}
 
 
 def _batches(checkpoint: Path, log: str) -> set[int]:
@@ -75,7 +66,7 @@ def test_weir_drain_stops_an_application_on_spark_after_its_batch_and_a_rerun_co
     embedded = example.app_config(tmp_path / "embedded")
     example.generate(embedded, VIEWS)
     assert run_application(embedded).exit_code is ExitCode.OK
-    want = _panes(example, embedded)
+    want = _weirrun.pageviews_panes(example, embedded)
 
     overrides = _weirrun.spark_overrides(tmp_path, "spark.weir.max.records.per.batch=300")
     config = example.app_config(tmp_path / "spark", overrides)
@@ -106,6 +97,6 @@ def test_weir_drain_stops_an_application_on_spark_after_its_batch_and_a_rerun_co
     done = _weirrun.run_to_end(EXAMPLE, overrides)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
     assert "ended (end-of-stream)" in done.stdout
-    got = _panes(example, config)
+    got = _weirrun.pageviews_panes(example, config)
     assert got == want
     assert all(n == 1 for panes in got.values() for n in panes.values())

@@ -34,14 +34,6 @@ def example():
     return load_example("pageviews")
 
 
-def _panes(example, config) -> dict[str, Counter]:
-    from weir.engine.app.runner import prepare_application
-
-    _, job = prepare_application(config)
-    return {stream: Counter(tuple(sorted(p.items())) for p in example.read_panes(job, stream))
-            for stream in ("views-per-minute", "sessions")}
-
-
 def _embedded_panes(example, base: Path) -> dict[str, Counter]:
     from weir.engine.app.runner import run_application
     from weir.engine.container.runner import ExitCode
@@ -49,7 +41,7 @@ def _embedded_panes(example, base: Path) -> dict[str, Counter]:
     config = example.app_config(base / "embedded")
     example.generate(config, VIEWS)
     assert run_application(config).exit_code is ExitCode.OK
-    return _panes(example, config)
+    return _weirrun.pageviews_panes(example, config)
 
 
 def _published(base: Path, operator: str, batch: int) -> list[bool]:
@@ -91,6 +83,6 @@ def test_pageviews_killed_mid_batch_and_between_publish_and_commit_writes_every_
     done = _weirrun.run_to_end(EXAMPLE, overrides)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
     assert "ended (end-of-stream)" in done.stdout
-    got = _panes(example, config)
+    got = _weirrun.pageviews_panes(example, config)
     assert got == want
     assert all(n == 1 for panes in got.values() for n in panes.values())   # none doubled
