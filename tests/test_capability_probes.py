@@ -77,7 +77,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("engine/spark/metrics.py", "weir_metrics", "hasattr:asDict"): THIRD_PARTY,
     ("engine/spark/metrics.py", "weir_metrics", "observedMetrics"): THIRD_PARTY,
     ("engine/spark/operator.py", "StateOperator.apply", "hasattr:_parse_ddl"): THIRD_PARTY,
-    ("engine/spark/storage/fsspec_client.py", "FsspecStorage.entries", "hasattr:timestamp"): THIRD_PARTY,
     ("engine/spark/transform.py", "_outputs_table", "hasattr:asDict"): THIRD_PARTY,
     ("engine/spark/transform.py", "_pre_init.parse", "hasattr:_parse_ddl"): THIRD_PARTY,
     # -- USER_TASK_HOOKS

@@ -59,4 +59,3 @@ _.session_window  # engine/app/windows.py (docs/APPLICATIONS.md)
 _.is_first  # engine/app/windows.py: a pane's information for user code, beside index/late
 
 # -- reviewed in wave 9, dead, in a package another engineer owns (left for its owner) -------
-_.modified_ms  # engine/spark/storage/base.py Entry: written by every backend, read nowhere

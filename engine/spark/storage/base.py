@@ -53,11 +53,10 @@ _VANISHED = ("the store refused the create because the object exists, and then t
 
 @dataclass(frozen=True)
 class Entry:
-    """A file in a listing: its name in the directory, size and last change."""
+    """A file in a listing: its name in the directory and its size."""
 
     name: str
     size: int
-    modified_ms: int
 
 
 class CheckpointStorage(ABC):

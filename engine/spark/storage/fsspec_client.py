@@ -70,13 +70,7 @@ class FsspecStorage(CheckpointStorage):
         for e in self._ls(directory):
             if e.get("type") != "file":
                 continue
-            modified = e.get("LastModified") or e.get("updated") or e.get("last_modified") \
-                or e.get("modificationTime")
-            if isinstance(modified, int):
-                ms = modified                                  # WebHDFS: epoch ms
-            else:
-                ms = int(modified.timestamp() * 1000) if hasattr(modified, "timestamp") else 0
-            out.append(Entry(e["name"].rsplit("/", 1)[-1], int(e.get("size") or 0), ms))
+            out.append(Entry(e["name"].rsplit("/", 1)[-1], int(e.get("size") or 0)))
         return out
 
     def directories(self, directory: Location) -> list[str]:

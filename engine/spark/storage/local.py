@@ -91,8 +91,7 @@ class LocalStorage(CheckpointStorage):
         for entry in scan:
             try:
                 if entry.is_file():
-                    st = entry.stat()
-                    out.append(Entry(entry.name, st.st_size, int(st.st_mtime * 1000)))
+                    out.append(Entry(entry.name, entry.stat().st_size))
             except FileNotFoundError:
                 continue
         return out

@@ -100,9 +100,7 @@ class S3Storage(CheckpointStorage):
 
     def entries(self, directory: Location) -> list[Entry]:
         start = len(object_path(directory).prefix)
-        return [Entry(c["Key"][start:], int(c["Size"]),
-                      int(c["LastModified"].timestamp() * 1000))
-                for c in self._list(directory)[0]]
+        return [Entry(c["Key"][start:], int(c["Size"])) for c in self._list(directory)[0]]
 
     def directories(self, directory: Location) -> list[str]:
         start = len(object_path(directory).prefix)
